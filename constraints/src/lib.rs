@@ -1,0 +1,26 @@
+//! Exact polynomial constraints over program and machine parameters.
+//!
+//! Contract: this crate knows nothing of CUDA or MetaFork. It offers
+//! - [`Poly`]: sparse multivariate polynomials with exact rational coefficients, in a canonical
+//!   form (equal polynomials compare equal), printed and parsed in one infix syntax (`2*s*B + 2`);
+//! - [`Constraint`] (a polynomial compared with zero) and [`System`] (a conjunction, with each
+//!   variable's domain);
+//! - [`solver`]: the Z3 back end (`check`, `implies`, `simplify`, `sample`, and an incremental
+//!   [`solver::PathSolver`] for push/pop along a tree path). Z3's `unknown` is always reported as
+//!   such, never folded into sat or unsat.
+
+pub mod constraint;
+pub mod parse;
+pub mod poly;
+pub mod solver;
+pub mod system;
+pub mod var;
+
+pub use constraint::{Constraint, Rel};
+pub use parse::ParseError;
+pub use poly::{Monomial, Poly};
+pub use system::{Domain, System};
+pub use var::Var;
+
+/// Exact rational numbers, as used for coefficients and model values.
+pub type Rational = num_rational::BigRational;

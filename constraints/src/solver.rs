@@ -1,0 +1,440 @@
+//! The Z3 back end: consistency, implication, simplification and sampling of [`System`]s.
+//!
+//! Contract:
+//! - Every query runs under a timeout (`timeout_ms`); Z3's `unknown` (a timeout, or an
+//!   incomplete nonlinear procedure) comes back as `Unknown(reason)`, never as sat or unsat.
+//! - Z3 objects live in the z3 crate's thread-local context, so each thread reuses one context;
+//!   [`PathSolver`] keeps one incremental solver with push/pop for walking a tree path.
+//! - Integer variables are Z3 `Int`s; a constraint whose variables are all integers is encoded
+//!   in integer arithmetic (its coefficients are integers after normalisation), any other in real
+//!   arithmetic with integers converted by `to_real`.
+
+use crate::constraint::{Constraint, Rel};
+use crate::poly::Poly;
+use crate::system::{Domain, System};
+use crate::var::Var;
+use crate::Rational;
+use num_bigint::BigInt;
+use num_traits::Zero;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+use z3::ast::{Bool, Int, Real};
+use z3::{Params, SatResult, Solver};
+
+/// The per-query time limit used when none is given.
+pub const DEFAULT_TIMEOUT_MS: u32 = 5_000;
+
+/// A satisfying assignment. `approximate` lists variables whose value Z3 gave as an algebraic
+/// (irrational) number, here rounded to 30 decimal digits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Model {
+    pub values: BTreeMap<Var, Rational>,
+    pub approximate: BTreeSet<Var>,
+}
+
+impl Model {
+    pub fn get(&self, v: &str) -> Option<&Rational> {
+        self.values.get(&Var::new(v))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum CheckResult {
+    Sat(Model),
+    Unsat,
+    Unknown(String),
+}
+
+impl CheckResult {
+    pub fn is_sat(&self) -> bool {
+        matches!(self, CheckResult::Sat(_))
+    }
+    pub fn is_unsat(&self) -> bool {
+        matches!(self, CheckResult::Unsat)
+    }
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, CheckResult::Unknown(_))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Implication {
+    /// Every solution of the system satisfies the constraint.
+    Proved,
+    /// A solution of the system that violates the constraint.
+    Refuted(Model),
+    Unknown(String),
+}
+
+#[derive(Clone, Debug)]
+pub enum Simplified {
+    /// The system without constraints implied by the others. `undecided` counts implication
+    /// queries that came back unknown (those constraints were kept).
+    Consistent { system: System, removed: Vec<Constraint>, undecided: usize },
+    Inconsistent,
+    Unknown(String),
+}
+
+/// Distinct models of a system. `exhausted` is true when the system has no further solutions.
+#[derive(Clone, Debug)]
+pub struct Samples {
+    pub models: Vec<Model>,
+    pub exhausted: bool,
+    pub unknown: Option<String>,
+}
+
+/// Stateless entry point; counts the queries it sends (for benchmarks and reports).
+#[derive(Debug)]
+pub struct Backend {
+    timeout_ms: u32,
+    queries: Cell<u64>,
+}
+
+impl Default for Backend {
+    fn default() -> Self {
+        Backend::new(DEFAULT_TIMEOUT_MS)
+    }
+}
+
+impl Backend {
+    pub fn new(timeout_ms: u32) -> Backend {
+        Backend { timeout_ms, queries: Cell::new(0) }
+    }
+
+    pub fn timeout_ms(&self) -> u32 {
+        self.timeout_ms
+    }
+
+    /// How many solver checks this back end has run.
+    pub fn queries(&self) -> u64 {
+        self.queries.get()
+    }
+
+    fn path(&self, system: &System) -> PathSolver {
+        let mut ps = PathSolver::new(system.domains(), self.timeout_ms);
+        for c in system.constraints() {
+            ps.assert(c);
+        }
+        ps
+    }
+
+    fn run(&self, ps: &mut PathSolver) -> CheckResult {
+        self.queries.set(self.queries.get() + 1);
+        ps.check()
+    }
+
+    pub fn check(&self, system: &System) -> CheckResult {
+        let mut ps = self.path(system);
+        self.run(&mut ps)
+    }
+
+    /// Does every solution of `system` satisfy `c`? (Asks whether `system and not c` is sat.)
+    pub fn implies(&self, system: &System, c: &Constraint) -> Implication {
+        let mut ps = self.path(system);
+        ps.assert(&c.negate());
+        match self.run(&mut ps) {
+            CheckResult::Unsat => Implication::Proved,
+            CheckResult::Sat(m) => Implication::Refuted(m),
+            CheckResult::Unknown(r) => Implication::Unknown(r),
+        }
+    }
+
+    /// Remove, one at a time in order, each constraint implied by the ones still kept.
+    pub fn simplify(&self, system: &System) -> Simplified {
+        match self.check(system) {
+            CheckResult::Unsat => return Simplified::Inconsistent,
+            CheckResult::Unknown(r) => return Simplified::Unknown(r),
+            CheckResult::Sat(_) => {}
+        }
+        let mut dropped = BTreeSet::new();
+        let mut removed = Vec::new();
+        let mut undecided = 0;
+        for (i, c) in system.constraints().iter().enumerate() {
+            let mut others = dropped.clone();
+            others.insert(i);
+            match self.implies(&system.without(&others), c) {
+                Implication::Proved => {
+                    dropped.insert(i);
+                    removed.push(c.clone());
+                }
+                Implication::Refuted(_) => {}
+                Implication::Unknown(_) => undecided += 1,
+            }
+        }
+        Simplified::Consistent { system: system.without(&dropped), removed, undecided }
+    }
+
+    /// Up to `k` distinct models, each excluded from the search once found.
+    pub fn sample(&self, system: &System, k: usize) -> Samples {
+        let mut ps = self.path(system);
+        let vars: Vec<Var> = system.vars().into_iter().collect();
+        let mut models = Vec::new();
+        while models.len() < k {
+            match self.run(&mut ps) {
+                CheckResult::Sat(m) => {
+                    ps.block(&vars, &m);
+                    models.push(m);
+                }
+                CheckResult::Unsat => return Samples { models, exhausted: true, unknown: None },
+                CheckResult::Unknown(r) => {
+                    return Samples { models, exhausted: false, unknown: Some(r) }
+                }
+            }
+            if vars.is_empty() {
+                return Samples { models, exhausted: true, unknown: None };
+            }
+        }
+        Samples { models, exhausted: false, unknown: None }
+    }
+}
+
+/// A Z3 term for a variable, in its domain's sort.
+#[derive(Clone)]
+enum Term {
+    Int(Int),
+    Real(Real),
+}
+
+/// One incremental Z3 solver for a path of the decision tree: assert, push, pop, check.
+pub struct PathSolver {
+    solver: Solver,
+    domains: BTreeMap<Var, Domain>,
+    terms: BTreeMap<Var, Term>,
+}
+
+impl PathSolver {
+    /// A solver in which every variable with a declared domain exists from the start, with
+    /// its bounds asserted at the base level so that no `pop` removes them.
+    pub fn new(domains: &BTreeMap<Var, Domain>, timeout_ms: u32) -> PathSolver {
+        let solver = Solver::new();
+        let mut params = Params::new();
+        params.set_u32("timeout", timeout_ms);
+        solver.set_params(&params);
+        let mut terms = BTreeMap::new();
+        for (v, d) in domains {
+            let t = match d {
+                Domain::Real => Term::Real(Real::new_const(v.name())),
+                Domain::Integer { lo, hi } => {
+                    let x = Int::new_const(v.name());
+                    if let Some(lo) = lo {
+                        solver.assert(x.ge(Int::from_big_int(lo)));
+                    }
+                    if let Some(hi) = hi {
+                        solver.assert(x.le(Int::from_big_int(hi)));
+                    }
+                    Term::Int(x)
+                }
+            };
+            terms.insert(v.clone(), t);
+        }
+        PathSolver { solver, domains: domains.clone(), terms }
+    }
+
+    pub fn push(&mut self) {
+        self.solver.push();
+    }
+
+    pub fn pop(&mut self) {
+        self.solver.pop(1);
+    }
+
+    /// The Z3 term of a variable; one without a declared domain is an unbounded real.
+    fn term(&mut self, v: &Var) -> Term {
+        self.terms.entry(v.clone()).or_insert_with(|| Term::Real(Real::new_const(v.name()))).clone()
+    }
+
+    fn encode(&mut self, c: &Constraint) -> Bool {
+        let vars = c.vars();
+        let all_int = vars.iter().all(|v| self.domains.get(v).is_some_and(Domain::is_integer));
+        let terms: BTreeMap<Var, Term> = vars.iter().map(|v| (v.clone(), self.term(v))).collect();
+        if all_int && c.poly().terms().all(|(_, k)| k.is_integer()) {
+            let lhs = int_poly(c.poly(), &terms);
+            let zero = Int::from_i64(0);
+            match c.rel() {
+                Rel::Lt => lhs.lt(&zero),
+                Rel::Le => lhs.le(&zero),
+                Rel::Eq => lhs.eq(&zero),
+                Rel::Ne => lhs.eq(&zero).not(),
+            }
+        } else {
+            let lhs = real_poly(c.poly(), &terms);
+            let zero = Real::from_rational(0, 1);
+            match c.rel() {
+                Rel::Lt => lhs.lt(&zero),
+                Rel::Le => lhs.le(&zero),
+                Rel::Eq => lhs.eq(&zero),
+                Rel::Ne => lhs.eq(&zero).not(),
+            }
+        }
+    }
+
+    pub fn assert(&mut self, c: &Constraint) {
+        let b = self.encode(c);
+        self.solver.assert(&b);
+    }
+
+    /// Exclude a model: at least one of `vars` must take another value.
+    fn block(&mut self, vars: &[Var], m: &Model) {
+        let mut differs = Vec::new();
+        for v in vars {
+            if let Some(x) = m.values.get(v) {
+                let c = Constraint::ne(&Poly::from_var(v.clone()), &Poly::constant(x.clone()));
+                differs.push(self.encode(&c));
+            }
+        }
+        let refs: Vec<&Bool> = differs.iter().collect();
+        self.solver.assert(Bool::or(&refs));
+    }
+
+    pub fn check(&mut self) -> CheckResult {
+        match self.solver.check() {
+            SatResult::Unsat => CheckResult::Unsat,
+            SatResult::Unknown => CheckResult::Unknown(
+                self.solver.get_reason_unknown().unwrap_or_else(|| "unknown".into()),
+            ),
+            SatResult::Sat => match self.solver.get_model() {
+                Some(model) => CheckResult::Sat(self.read_model(&model)),
+                None => CheckResult::Unknown("z3 reported sat without a model".into()),
+            },
+        }
+    }
+
+    fn read_model(&self, model: &z3::Model) -> Model {
+        let mut values = BTreeMap::new();
+        let mut approximate = BTreeSet::new();
+        for (v, t) in &self.terms {
+            let (value, exact) = match t {
+                Term::Int(x) => {
+                    let text = model.eval(x, true).map(|e| e.to_string()).unwrap_or_default();
+                    (parse_z3_numeral(&text), true)
+                }
+                Term::Real(x) => {
+                    let e = model.eval(x, true);
+                    let text = e.as_ref().map(|e| e.to_string()).unwrap_or_default();
+                    match parse_z3_numeral(&text) {
+                        Some(q) => (Some(q), true),
+                        None => (e.map(|e| e.approx(30)).and_then(|s| parse_decimal(&s)), false),
+                    }
+                }
+            };
+            if let Some(q) = value {
+                if !exact {
+                    approximate.insert(v.clone());
+                }
+                values.insert(v.clone(), q);
+            }
+        }
+        Model { values, approximate }
+    }
+}
+
+fn int_poly(p: &Poly, terms: &BTreeMap<Var, Term>) -> Int {
+    let mut summands = Vec::new();
+    for (m, k) in p.terms() {
+        let mut factors = vec![Int::from_big_int(k.numer())];
+        for (v, e) in m.factors() {
+            let Some(Term::Int(x)) = terms.get(v) else { unreachable!("integer encoding of {v}") };
+            for _ in 0..*e {
+                factors.push(x.clone());
+            }
+        }
+        summands.push(Int::mul(&factors));
+    }
+    if summands.is_empty() {
+        return Int::from_i64(0);
+    }
+    Int::add(&summands)
+}
+
+fn real_poly(p: &Poly, terms: &BTreeMap<Var, Term>) -> Real {
+    let mut summands = Vec::new();
+    for (m, k) in p.terms() {
+        let mut factors = vec![Real::from_big_rational(k)];
+        for (v, e) in m.factors() {
+            let x = match terms.get(v) {
+                Some(Term::Int(i)) => i.to_real(),
+                Some(Term::Real(r)) => r.clone(),
+                None => unreachable!("variable {v} was declared before encoding"),
+            };
+            for _ in 0..*e {
+                factors.push(x.clone());
+            }
+        }
+        summands.push(Real::mul(&factors));
+    }
+    if summands.is_empty() {
+        return Real::from_rational(0, 1);
+    }
+    Real::add(&summands)
+}
+
+/// Read Z3's printed numerals: `7`, `(- 7)`, `2.0`, `(/ 1.0 3.0)`, `(- (/ 1.0 3.0))`.
+/// Returns `None` for anything else (an algebraic `root-obj`, say).
+pub(crate) fn parse_z3_numeral(text: &str) -> Option<Rational> {
+    let t = text.trim();
+    if let Some(inner) = t.strip_prefix('(').and_then(|s| s.strip_suffix(')')) {
+        let inner = inner.trim();
+        if let Some(rest) = inner.strip_prefix("- ") {
+            return parse_z3_numeral(rest).map(|q| -q);
+        }
+        if let Some(rest) = inner.strip_prefix("/ ") {
+            let (a, b) = split_two_operands(rest)?;
+            let (a, b) = (parse_z3_numeral(a)?, parse_z3_numeral(b)?);
+            return (!b.is_zero()).then(|| a / b);
+        }
+        return None;
+    }
+    parse_decimal(t)
+}
+
+fn split_two_operands(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim();
+    let mut depth = 0i32;
+    for (i, ch) in s.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ' ' if depth == 0 => return Some((&s[..i], &s[i + 1..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `-12.5` or `3` as an exact rational.
+fn parse_decimal(s: &str) -> Option<Rational> {
+    let s = s.trim();
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (int_part, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int_part.is_empty() || !int_part.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut q = Rational::from_integer(int_part.parse::<BigInt>().ok()?);
+    if !frac.is_empty() {
+        let den = num_traits::pow(BigInt::from(10), frac.len());
+        q += Rational::new(frac.parse::<BigInt>().ok()?, den);
+    }
+    Some(if neg { -q } else { q })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_z3_numerals() {
+        let q = |a: i64, b: i64| Rational::new(BigInt::from(a), BigInt::from(b));
+        assert_eq!(parse_z3_numeral("7"), Some(q(7, 1)));
+        assert_eq!(parse_z3_numeral("(- 7)"), Some(q(-7, 1)));
+        assert_eq!(parse_z3_numeral("2.5"), Some(q(5, 2)));
+        assert_eq!(parse_z3_numeral("(/ 1.0 3.0)"), Some(q(1, 3)));
+        assert_eq!(parse_z3_numeral("(- (/ 1.0 3.0))"), Some(q(-1, 3)));
+        assert_eq!(parse_z3_numeral("(root-obj (+ (^ x 2) (- 2)) 2)"), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! Known answers from the Z3 back end, including the paper's 1D Jacobi case split.
+
+use constraints::solver::{Backend, CheckResult, Implication, Simplified};
+use constraints::{parse::parse_constraints, Constraint, Domain, System, Var};
+use num_traits::ToPrimitive;
+
+/// A system from constraint texts; every variable is a positive-or-zero integer.
+fn system(texts: &[&str]) -> System {
+    let mut s = System::new();
+    for t in texts {
+        for c in parse_constraints(t).unwrap() {
+            s.add(c);
+        }
+    }
+    for v in s.vars() {
+        s.set_domain(v, Domain::integer_between(Some(0), None));
+    }
+    s
+}
+
+#[test]
+fn register_limits_that_contradict_are_unsat() {
+    let b = Backend::default();
+    assert!(b.check(&system(&["B0*B1 <= T", "14 <= R", "R < 10"])).is_unsat());
+}
+
+#[test]
+fn register_limit_alone_is_sat_with_a_model_that_satisfies_it() {
+    let b = Backend::default();
+    let s = system(&["B0*B1 <= T", "14 <= R"]);
+    match b.check(&s) {
+        CheckResult::Sat(m) => {
+            assert!(s.holds_at(&m.values).unwrap(), "model {m:?} violates {s}");
+            assert!(m.get("R").unwrap().to_integer().to_i64().unwrap() >= 14);
+        }
+        other => panic!("expected sat, got {other:?}"),
+    }
+}
+
+fn jacobi_cases() -> Vec<System> {
+    let base = ["s >= 1", "B >= 1"];
+    let cases: [&[&str]; 3] = [
+        &["2*s*B + 2 <= Z_B"],
+        &["2*B + 2 <= Z_B", "Z_B < 2*s*B + 2"],
+        &["Z_B < 2*B + 2"],
+    ];
+    cases
+        .iter()
+        .map(|extra| system(&base.iter().chain(extra.iter()).copied().collect::<Vec<_>>()))
+        .collect()
+}
+
+#[test]
+fn jacobi_shared_memory_cases_are_consistent_and_pairwise_disjoint() {
+    let b = Backend::default();
+    let cases = jacobi_cases();
+    for (i, c) in cases.iter().enumerate() {
+        assert!(b.check(c).is_sat(), "case {i} ({c}) should be consistent");
+    }
+    for i in 0..cases.len() {
+        for j in i + 1..cases.len() {
+            let mut both = cases[i].clone();
+            for c in cases[j].constraints() {
+                both.add(c.clone());
+            }
+            assert!(b.check(&both).is_unsat(), "cases {i} and {j} overlap: {both}");
+        }
+    }
+}
+
+#[test]
+fn jacobi_cases_cover_every_point() {
+    // Whatever is outside case 1 (Z_B < 2sB + 2) and outside case 3 (2B + 2 <= Z_B) is in
+    // case 2, so the three cases cover every s, B >= 1.
+    let b = Backend::default();
+    let mut rest = system(&["s >= 1", "B >= 1"]);
+    rest.add("2*s*B + 2 <= Z_B".parse::<Constraint>().unwrap().negate());
+    rest.add("Z_B < 2*B + 2".parse::<Constraint>().unwrap().negate());
+    for c in jacobi_cases()[1].constraints() {
+        assert!(matches!(b.implies(&rest, c), Implication::Proved), "{c} not implied by {rest}");
+    }
+}
+
+#[test]
+fn implication_proves_and_refutes() {
+    let b = Backend::default();
+    let s = system(&["s >= 1", "B >= 1", "2*s*B + 2 <= Z_B"]);
+    assert!(matches!(b.implies(&s, &"2*B + 2 <= Z_B".parse().unwrap()), Implication::Proved));
+    match b.implies(&s, &"4*B + 2 <= Z_B".parse().unwrap()) {
+        Implication::Refuted(m) => {
+            assert!(s.holds_at(&m.values).unwrap());
+            let c: Constraint = "4*B + 2 <= Z_B".parse().unwrap();
+            assert!(!c.holds_at(&m.values).unwrap(), "counter-model {m:?} satisfies the claim");
+        }
+        other => panic!("expected a refutation, got {other:?}"),
+    }
+}
+
+#[test]
+fn simplify_removes_implied_constraints_and_detects_inconsistency() {
+    let b = Backend::default();
+    let s = system(&["s >= 1", "B >= 1", "2*s*B + 2 <= Z_B", "2*B + 2 <= Z_B", "B >= 0"]);
+    match b.simplify(&s) {
+        Simplified::Consistent { system, removed, undecided } => {
+            assert_eq!(undecided, 0);
+            let kept: Vec<String> = system.constraints().iter().map(|c| c.to_string()).collect();
+            assert_eq!(kept, ["1 <= s", "1 <= B", "2*s*B + 2 <= Z_B"]);
+            assert_eq!(removed.len(), 2);
+        }
+        other => panic!("expected consistent, got {other:?}"),
+    }
+    assert!(matches!(b.simplify(&system(&["x <= 1", "2 <= x"])), Simplified::Inconsistent));
+}
+
+#[test]
+fn sample_gives_distinct_integer_models_inside_the_system() {
+    let b = Backend::default();
+    let mut s = system(&["1 <= B", "B <= 4", "1 <= s", "s <= 2", "2*s*B + 2 <= 12"]);
+    s.set_domain(Var::new("B"), Domain::integer_between(Some(1), Some(4)));
+    let samples = b.sample(&s, 100);
+    // Solutions: s=1: B in 1..=4 (2B+2<=12 -> B<=5); s=2: 4B+2<=12 -> B<=2. Six in all.
+    assert_eq!(samples.models.len(), 6);
+    assert!(samples.exhausted);
+    let mut seen = std::collections::BTreeSet::new();
+    for m in &samples.models {
+        assert!(s.holds_at(&m.values).unwrap());
+        assert!(m.values.values().all(|x| x.is_integer()));
+        assert!(seen.insert(format!("{:?}", m.values)), "duplicate model");
+    }
+}
+
+#[test]
+fn real_variables_get_exact_rational_models() {
+    let b = Backend::default();
+    let mut s = System::new();
+    for c in parse_constraints("0 < 3*x < 1").unwrap() {
+        s.add(c);
+    }
+    match b.check(&s) {
+        CheckResult::Sat(m) => {
+            let x = m.get("x").unwrap();
+            assert!(m.approximate.is_empty());
+            assert!(s.holds_at(&m.values).unwrap(), "x = {x}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_unknown_is_reported_as_unknown() {
+    // Cubes summing to a cube over the positive integers: Z3's nonlinear integer procedure
+    // cannot settle it, so within a 50 ms budget the answer must be unknown, not sat or unsat.
+    let b = Backend::new(50);
+    let s = system(&["x >= 1", "y >= 1", "z >= 1", "x^3 + y^3 == z^3"]);
+    match b.check(&s) {
+        CheckResult::Unknown(reason) => assert!(!reason.is_empty()),
+        other => panic!("expected unknown, got {other:?}"),
+    }
+    assert_eq!(b.queries(), 1);
+}

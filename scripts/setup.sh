@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent set-up for metafork: the system packages (LLVM 19 for inkwell, Z3 for the
+# constraint engine) and a real CUDA compiler (nvcc + ptxas from NVIDIA's pip wheels) in an
+# ignored folder. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(llvm-19-dev libpolly-19-dev libzstd-dev libxml2-dev libffi-dev zlib1g-dev
+              libz3-dev libclang-dev clang pkg-config)
+CUDA_DIR=.toolchain/cuda
+CUDA_WHEELS=(nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-nvvm nvidia-cuda-crt)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing system packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -x "$CUDA_DIR/nvidia/cu13/bin/nvcc" ] || [ ! -x "$CUDA_DIR/nvidia/cu13/bin/ptxas" ]; then
+  echo "setup: installing the CUDA compiler wheels into $CUDA_DIR"
+  # pip --target skips folders that already exist, so a partial install is removed first and
+  # all four wheels go in one call (see shared/toolchain.md).
+  rm -rf "$CUDA_DIR"
+  tmp="$CUDA_DIR.tmp.$$"
+  rm -rf "$tmp"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$tmp" "${CUDA_WHEELS[@]}"
+  mv "$tmp" "$CUDA_DIR"
+fi
+"$CUDA_DIR/nvidia/cu13/bin/nvcc" --version | tail -n 2
+echo "setup: done"
