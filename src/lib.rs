@@ -1,1 +1,10 @@
+//! metafork: comprehensive parametric CUDA kernels from MetaFork loop nests.
+//!
+//! Modules: [`frontend`] (source to checked program), [`report`] (what `metafork parse`
+//! prints), [`cli`] (the command line). The polynomial and constraint engine is the
+//! `constraints` crate; IR passes and counters are the `llvm-passes` crate.
 
+pub mod cli;
+pub mod frontend;
+pub mod output;
+pub mod report;

@@ -1,0 +1,122 @@
+//! The command line: argument parsing and the subcommands. Exit codes: 0 success, 1 when the
+//! input is rejected (diagnostics) or a file cannot be read or written, 2 for usage errors.
+
+use crate::frontend::{check_source, CheckedProgram};
+use crate::output::write_atomic;
+use crate::report::parse_report;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "metafork",
+    version,
+    about = "Comprehensive parametric CUDA kernels from MetaFork loop nests",
+    long_about = "metafork reads C functions whose bodies hold `meta_schedule { meta_for ... }` loop \
+nests (the MetaFork language), keeps machine parameters (registers, shared memory, threads per \
+block) and program parameters (block sizes, granularity) as symbols, and builds kernels that \
+stay correct for every value the constraints allow.\n\nStart with `metafork parse FILE` to see \
+how a program is understood: which scalars are data parameters (they size arrays) and which are \
+program parameters (everything else), the facts, and how each schedule maps to the grid and \
+thread block."
+)]
+pub struct Cli {
+    /// Colour diagnostics: auto (when stderr is a terminal and NO_COLOR is unset), always, never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Parse and check a MetaFork file, then print its kernels as YAML.
+    ///
+    /// For each kernel function: `data_parameters` (integer scalars that size arrays),
+    /// `program_parameters` (every other integer scalar), `values` (floating scalars),
+    /// `arrays` (element type and extents as polynomials), `derived` scalars, `facts`
+    /// (each `assume`/`assert` conjunct, with its polynomial constraint when it has one), and
+    /// `schedules` (the grid and block loops with the index each maps to). Errors are printed
+    /// with file, line and column, and the exit status is 1.
+    Parse {
+        /// The MetaFork source file (`.mf`, or `.c`).
+        file: PathBuf,
+        /// Write the report to this file (atomically) instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Print JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A failure the user must see: already formatted, with the exit code to return.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: i32,
+}
+
+impl Failure {
+    fn input(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: 1 }
+    }
+}
+
+fn use_color(choice: ColorChoice) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    }
+}
+
+/// Read and check a source file, rendering diagnostics on failure.
+pub fn load(path: &Path, color: bool) -> Result<CheckedProgram, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| Failure::input(format!("error: cannot read `{}`: {e}", path.display())))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Failure::input(format!("error: `{}` is not valid UTF-8 (byte {})", path.display(), e.utf8_error().valid_up_to()))
+    })?;
+    check_source(&path.display().to_string(), &text).map_err(|d| Failure::input(d.render(color)))
+}
+
+fn emit(text: &str, output: Option<&Path>) -> Result<(), Failure> {
+    match output {
+        Some(p) => write_atomic(p, text.as_bytes())
+            .map_err(|e| Failure::input(format!("error: cannot write `{}`: {e}", p.display()))),
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Ok(()) => Ok(()),
+                // A closed pipe (`metafork parse f | head`) is not an error of ours.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                Err(e) => Err(Failure::input(format!("error: cannot write to standard output: {e}"))),
+            }
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> Result<(), Failure> {
+    let color = use_color(cli.color);
+    match cli.command {
+        Command::Parse { file, output, json } => {
+            let program = load(&file, color)?;
+            let report = parse_report(&file.display().to_string(), &program);
+            let text = if json {
+                serde_json::to_string_pretty(&report).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?
+            } else {
+                serde_yaml::to_string(&report).map_err(|e| Failure::input(e.to_string()))?
+            };
+            emit(&text, output.as_deref())
+        }
+    }
+}

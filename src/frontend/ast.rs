@@ -1,0 +1,333 @@
+//! The syntax tree of a MetaFork file, with a span on every node, and a C printer for
+//! expressions (minimal parentheses, C precedence) that the reports and emitters share.
+
+use super::source::Span;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScalarType {
+    Int,
+    Long,
+    Float,
+    Double,
+}
+
+impl ScalarType {
+    pub fn is_integer(self) -> bool {
+        matches!(self, ScalarType::Int | ScalarType::Long)
+    }
+
+    pub fn c_name(self) -> &'static str {
+        match self {
+            ScalarType::Int => "int",
+            ScalarType::Long => "long",
+            ScalarType::Float => "float",
+            ScalarType::Double => "double",
+        }
+    }
+
+    /// Size in bytes on the CUDA targets (LP64).
+    pub fn size_bytes(self) -> u32 {
+        match self {
+            ScalarType::Int | ScalarType::Float => 4,
+            ScalarType::Long | ScalarType::Double => 8,
+        }
+    }
+
+    /// C's usual arithmetic conversions for two operands.
+    pub fn promote(a: ScalarType, b: ScalarType) -> ScalarType {
+        a.max(b)
+    }
+}
+
+impl fmt::Display for ScalarType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.c_name())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub functions: Vec<Function>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
+    pub span: Span,
+}
+
+/// A parameter: a scalar when `dims` is empty, else an array with those extents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: Ident,
+    pub ty: ScalarType,
+    pub is_const: bool,
+    pub dims: Vec<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Declarator {
+    pub name: Ident,
+    pub init: Expr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssignOp {
+    Set,
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl AssignOp {
+    pub fn c_symbol(self) -> &'static str {
+        match self {
+            AssignOp::Set => "=",
+            AssignOp::Add => "+=",
+            AssignOp::Sub => "-=",
+            AssignOp::Mul => "*=",
+            AssignOp::Div => "/=",
+        }
+    }
+}
+
+/// `for (T var = lo; var < hi; var += step)`, or `<=` when `inclusive`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForLoop {
+    pub var: Ident,
+    pub ty: ScalarType,
+    pub lo: Expr,
+    pub hi: Expr,
+    pub inclusive: bool,
+    pub step: i64,
+    pub body: Box<Stmt>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    Decl { ty: ScalarType, vars: Vec<Declarator> },
+    Assign { target: Expr, op: AssignOp, value: Expr },
+    If { cond: Expr, then_branch: Box<Stmt>, else_branch: Option<Box<Stmt>> },
+    Block(Vec<Stmt>),
+    For(ForLoop),
+    MetaFor(ForLoop),
+    MetaSchedule { cache: Vec<Ident>, body: Box<Stmt> },
+    Assume(Expr),
+    Assert(Expr),
+    Empty,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Mul,
+    Div,
+    Rem,
+    Add,
+    Sub,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn c_symbol(self) -> &'static str {
+        match self {
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
+    /// C precedence (higher binds tighter).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 10,
+            BinOp::Add | BinOp::Sub => 9,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 7,
+            BinOp::Eq | BinOp::Ne => 6,
+            BinOp::And => 3,
+            BinOp::Or => 2,
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne)
+    }
+
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int(i64),
+    Float(f64),
+    Var(String),
+    Index { array: Ident, indices: Vec<Expr> },
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cast(ScalarType, Box<Expr>),
+    Call(Ident, Vec<Expr>),
+}
+
+impl Expr {
+    pub fn new(kind: ExprKind, span: Span) -> Expr {
+        Expr { kind, span }
+    }
+
+    fn precedence(&self) -> u8 {
+        match &self.kind {
+            ExprKind::Binary(op, ..) => op.precedence(),
+            ExprKind::Cond(..) => 1,
+            ExprKind::Unary(..) | ExprKind::Cast(..) => 12,
+            _ => 13,
+        }
+    }
+
+    /// Split a condition on its top-level `&&`s.
+    pub fn conjuncts(&self) -> Vec<&Expr> {
+        match &self.kind {
+            ExprKind::Binary(BinOp::And, l, r) => {
+                let mut v = l.conjuncts();
+                v.extend(r.conjuncts());
+                v
+            }
+            _ => vec![self],
+        }
+    }
+
+    /// Every variable name the expression reads (array names included), in order of appearance.
+    pub fn names(&self, out: &mut Vec<String>) {
+        match &self.kind {
+            ExprKind::Int(_) | ExprKind::Float(_) => {}
+            ExprKind::Var(v) => out.push(v.clone()),
+            ExprKind::Index { array, indices } => {
+                out.push(array.name.clone());
+                indices.iter().for_each(|e| e.names(out));
+            }
+            ExprKind::Unary(_, e) | ExprKind::Cast(_, e) => e.names(out),
+            ExprKind::Binary(_, a, b) => {
+                a.names(out);
+                b.names(out);
+            }
+            ExprKind::Cond(c, a, b) => {
+                c.names(out);
+                a.names(out);
+                b.names(out);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|e| e.names(out)),
+        }
+    }
+}
+
+fn fmt_operand(f: &mut fmt::Formatter<'_>, e: &Expr, min_prec: u8) -> fmt::Result {
+    if e.precedence() < min_prec {
+        write!(f, "({e})")
+    } else {
+        write!(f, "{e}")
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ExprKind::Int(v) => write!(f, "{v}"),
+            ExprKind::Float(v) => write!(f, "{v:?}"),
+            ExprKind::Var(v) => f.write_str(v),
+            ExprKind::Index { array, indices } => {
+                f.write_str(&array.name)?;
+                for i in indices {
+                    write!(f, "[{i}]")?;
+                }
+                Ok(())
+            }
+            ExprKind::Unary(op, e) => {
+                f.write_str(match op {
+                    UnOp::Neg => "-",
+                    UnOp::Not => "!",
+                })?;
+                // `- -x` must not print as `--x`.
+                if matches!((op, &e.kind), (UnOp::Neg, ExprKind::Unary(UnOp::Neg, _)))
+                    || matches!((op, &e.kind), (UnOp::Neg, ExprKind::Int(v)) if *v < 0)
+                {
+                    return write!(f, "({e})");
+                }
+                fmt_operand(f, e, 12)
+            }
+            ExprKind::Binary(op, a, b) => {
+                let p = op.precedence();
+                // Left-associative: the right operand needs strictly higher precedence.
+                fmt_operand(f, a, p)?;
+                write!(f, " {} ", op.c_symbol())?;
+                fmt_operand(f, b, p + 1)
+            }
+            ExprKind::Cond(c, a, b) => {
+                fmt_operand(f, c, 2)?;
+                f.write_str(" ? ")?;
+                fmt_operand(f, a, 1)?;
+                f.write_str(" : ")?;
+                fmt_operand(f, b, 1)
+            }
+            ExprKind::Cast(t, e) => {
+                write!(f, "({t})")?;
+                fmt_operand(f, e, 12)
+            }
+            ExprKind::Call(name, args) => {
+                write!(f, "{}(", name.name)?;
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The lexer: source text to tokens with spans.
+//!
+//! Contract: every byte of input is either part of a token, whitespace, a comment, or a
+//! preprocessor line (`#...`, skipped so that `.c` files with `#define meta_for for` lines are
+//! accepted), or it yields a diagnostic. The lexer never panics and always terminates.
+
+use super::diag::Diagnostic;
+use super::source::Span;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok {
+    Ident(String),
+    Int(i64),
+    Float(f64),
+    /// Keywords and punctuation, by their spelling (`for`, `meta_for`, `<=`, `(`).
+    Sym(&'static str),
+    Eof,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Token {
+    pub tok: Tok,
+    pub span: Span,
+}
+
+/// Words the lexer reserves. The parser refuses the C ones outside the subset with a message.
+pub const KEYWORDS: &[&str] = &[
+    "void", "int", "long", "float", "double", "const", "if", "else", "for", "meta_schedule",
+    "meta_for", "cache", "assume", "assert", "while", "do", "goto", "switch", "case", "default",
+    "return", "break", "continue", "struct", "union", "enum", "typedef", "sizeof", "char",
+    "short", "unsigned", "signed", "static", "extern", "volatile", "register", "auto", "bool",
+];
+
+/// Punctuation, longest first so that maximal munch works by trying them in order.
+const PUNCT: &[&str] = &[
+    "<<=", ">>=", "...", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "==", "!=",
+    "<=", ">=", "&&", "||", "<<", ">>", "->", "(", ")", "[", "]", "{", "}", ";", ",", "?", ":",
+    "+", "-", "*", "/", "%", "=", "<", ">", "!", "&", "|", "^", "~", ".",
+];
+
+pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
+    let bytes = text.as_bytes();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    let mut at_line_start = true;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == b'\n' {
+            at_line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c == b'#' && at_line_start {
+            // A preprocessor line, with backslash continuations.
+            while i < bytes.len() && bytes[i] != b'\n' {
+                if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        at_line_start = false;
+        if bytes[i..].starts_with(b"//") {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if bytes[i..].starts_with(b"/*") {
+            let start = i;
+            match text[i + 2..].find("*/") {
+                Some(end) => {
+                    i = i + 2 + end + 2;
+                    continue;
+                }
+                None => {
+                    return Err(Diagnostic::new(
+                        Span::new(start, start + 2),
+                        "unterminated comment",
+                        "this `/*` has no closing `*/`",
+                    ))
+                }
+            }
+        }
+        let start = i;
+        if c.is_ascii_alphabetic() || c == b'_' {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let word = &text[start..i];
+            let tok = match KEYWORDS.iter().find(|k| **k == word) {
+                Some(k) => Tok::Sym(k),
+                None => Tok::Ident(word.to_string()),
+            };
+            tokens.push(Token { tok, span: Span::new(start, i) });
+            continue;
+        }
+        if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            let (tok, end) = number(text, start)?;
+            tokens.push(Token { tok, span: Span::new(start, end) });
+            i = end;
+            continue;
+        }
+        if let Some(p) = PUNCT.iter().find(|p| bytes[i..].starts_with(p.as_bytes())) {
+            i += p.len();
+            tokens.push(Token { tok: Tok::Sym(p), span: Span::new(start, i) });
+            continue;
+        }
+        let ch = text[i..].chars().next().unwrap_or('?');
+        let what = match ch {
+            '"' | '\'' => "string and character literals are not part of the MetaFork subset".to_string(),
+            _ => format!("unexpected character `{}`", ch.escape_default()),
+        };
+        return Err(Diagnostic::new(Span::new(i, i + ch.len_utf8()), what, "not recognised here"));
+    }
+    tokens.push(Token { tok: Tok::Eof, span: Span::new(text.len(), text.len()) });
+    Ok(tokens)
+}
+
+/// A number starting at `start`: decimal or hex integer (with an optional `l`/`L`/`u`/`U`
+/// suffix), or a decimal floating literal (with an optional exponent and `f`/`F` suffix).
+fn number(text: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
+    let bytes = text.as_bytes();
+    let mut i = start;
+    let too_large = |end: usize| {
+        Diagnostic::new(Span::new(start, end), "integer literal too large", "does not fit in 64 bits")
+    };
+    if bytes[i] == b'0' && matches!(bytes.get(i + 1), Some(b'x') | Some(b'X')) {
+        i += 2;
+        let digits_start = i;
+        while i < bytes.len() && bytes[i].is_ascii_hexdigit() {
+            i += 1;
+        }
+        if i == digits_start {
+            return Err(Diagnostic::new(Span::new(start, i), "malformed hexadecimal literal", "expected hex digits after `0x`"));
+        }
+        let v = i64::from_str_radix(&text[digits_start..i], 16).map_err(|_| too_large(i))?;
+        return Ok((Tok::Int(v), int_suffix(bytes, i)));
+    }
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        i += 1;
+    }
+    let mut is_float = false;
+    if i < bytes.len() && bytes[i] == b'.' {
+        is_float = true;
+        i += 1;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+    }
+    if i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
+        let mut j = i + 1;
+        if j < bytes.len() && (bytes[j] == b'+' || bytes[j] == b'-') {
+            j += 1;
+        }
+        if j < bytes.len() && bytes[j].is_ascii_digit() {
+            is_float = true;
+            i = j;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+        }
+    }
+    let lexeme = &text[start..i];
+    let end_of_number = |i: usize| -> Result<usize, Diagnostic> {
+        if i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            let mut j = i;
+            while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
+                j += 1;
+            }
+            return Err(Diagnostic::new(
+                Span::new(start, j),
+                format!("malformed number `{}`", &text[start..j]),
+                "not a valid literal",
+            ));
+        }
+        Ok(i)
+    };
+    if is_float {
+        let value: f64 = lexeme.parse().map_err(|_| {
+            Diagnostic::new(Span::new(start, i), "malformed floating literal", "not a number")
+        })?;
+        let after = if i < bytes.len() && (bytes[i] == b'f' || bytes[i] == b'F') { i + 1 } else { i };
+        return Ok((Tok::Float(value), end_of_number(after)?));
+    }
+    let v: i64 = lexeme.parse().map_err(|_| too_large(i))?;
+    Ok((Tok::Int(v), end_of_number(int_suffix(bytes, i))?))
+}
+
+fn int_suffix(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() && matches!(bytes[i], b'l' | b'L' | b'u' | b'U') {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(s: &str) -> Vec<Tok> {
+        lex(s).unwrap().into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn lexes_numbers_words_and_punctuation() {
+        assert_eq!(
+            toks("meta_for (int v=0; v<=N/2; v++) x += 1.5f;"),
+            vec![
+                Tok::Sym("meta_for"), Tok::Sym("("), Tok::Sym("int"), Tok::Ident("v".into()),
+                Tok::Sym("="), Tok::Int(0), Tok::Sym(";"), Tok::Ident("v".into()), Tok::Sym("<="),
+                Tok::Ident("N".into()), Tok::Sym("/"), Tok::Int(2), Tok::Sym(";"),
+                Tok::Ident("v".into()), Tok::Sym("++"), Tok::Sym(")"), Tok::Ident("x".into()),
+                Tok::Sym("+="), Tok::Float(1.5), Tok::Sym(";"), Tok::Eof
+            ]
+        );
+        assert_eq!(toks("0x10 7L 1e3 .5"), vec![Tok::Int(16), Tok::Int(7), Tok::Float(1000.0), Tok::Float(0.5), Tok::Eof]);
+    }
+
+    #[test]
+    fn skips_comments_and_preprocessor_lines() {
+        assert_eq!(toks("#define meta_for for\n// c\n/* d\n */ x"), vec![Tok::Ident("x".into()), Tok::Eof]);
+    }
+
+    #[test]
+    fn reports_bad_input() {
+        assert!(lex("/* open").unwrap_err().message.contains("unterminated comment"));
+        assert!(lex("99999999999999999999").unwrap_err().message.contains("too large"));
+        assert!(lex("12abc").unwrap_err().message.contains("malformed number"));
+        assert!(lex("x @ y").unwrap_err().message.contains("unexpected character `@`"));
+    }
+}

@@ -1,0 +1,144 @@
+//! The checked program: what every later stage (lowering, strategies, emitters) consumes.
+//!
+//! Invariants established by the checker: every name resolves; array accesses have as many
+//! subscripts as the array has dimensions, each an integer expression; parameters, derived
+//! scalars and loop counters are never written; each schedule has one to three grid loops and
+//! one to three block loops, its body holds no further `meta_for` or `meta_schedule`.
+
+use super::ast::{Expr, ScalarType, Stmt};
+use super::source::Span;
+use constraints::{Constraint, Poly};
+
+#[derive(Clone, Debug)]
+pub struct CheckedProgram {
+    pub kernels: Vec<KernelFunction>,
+}
+
+/// How the tool classifies a parameter (the paper's Definition 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// An integer scalar that sizes an array (`N` in `float a[N][N]`).
+    DataParameter,
+    /// Any other integer scalar (block sizes, granularity, time steps).
+    ProgramParameter,
+    /// A floating scalar: a plain value, never a symbol of a constraint.
+    Value,
+    Array,
+}
+
+#[derive(Clone, Debug)]
+pub struct ParamInfo {
+    pub name: String,
+    pub ty: ScalarType,
+    pub role: Role,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct ArrayInfo {
+    pub name: String,
+    pub elem: ScalarType,
+    pub is_const: bool,
+    /// Row-major extents, outermost first, as polynomials in the integer parameters.
+    pub extents: Vec<Poly>,
+    pub extent_exprs: Vec<Expr>,
+}
+
+/// A scalar defined outside the schedules from parameters (`int dim0 = N / B0;`).
+#[derive(Clone, Debug)]
+pub struct Derived {
+    pub name: String,
+    pub ty: ScalarType,
+    pub value: Expr,
+    /// The value as a polynomial in parameters, when it is one.
+    pub poly: Option<Poly>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FactKind {
+    Assume,
+    Assert,
+}
+
+/// One conjunct of an `assume` or `assert`.
+#[derive(Clone, Debug)]
+pub struct Fact {
+    pub kind: FactKind,
+    pub condition: Expr,
+    /// The conjunct as a polynomial constraint, when it is a comparison of polynomials.
+    pub constraint: Option<Constraint>,
+}
+
+/// A `meta_for` loop mapped to a grid or block dimension.
+#[derive(Clone, Debug)]
+pub struct ParLoop {
+    pub var: String,
+    pub ty: ScalarType,
+    pub lo: Expr,
+    pub hi: Expr,
+    /// `hi - lo` as a polynomial, when it is one (derived scalars expanded).
+    pub extent: Option<Poly>,
+    /// `blockIdx.x`, `threadIdx.y`, ...
+    pub maps_to: String,
+    pub span: Span,
+}
+
+/// A serial `for` loop: around a schedule (host), or between the grid and block groups.
+#[derive(Clone, Debug)]
+pub struct SerialLoop {
+    pub var: String,
+    pub ty: ScalarType,
+    pub lo: Expr,
+    pub hi: Expr,
+    pub inclusive: bool,
+    pub step: i64,
+}
+
+/// One `meta_schedule`: one GPU kernel.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pub name: String,
+    pub host_loops: Vec<SerialLoop>,
+    pub cache: Vec<String>,
+    pub grid: Vec<ParLoop>,
+    /// Serial loops between the grid and the block groups (matrix multiplication's tile loop).
+    pub between: Vec<SerialLoop>,
+    pub block: Vec<ParLoop>,
+    /// The statements inside the innermost block loop.
+    pub body: Vec<Stmt>,
+    /// True when the tool split a single group of `meta_for` loops into grid and block.
+    pub split_by_tool: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct KernelFunction {
+    pub name: String,
+    pub params: Vec<ParamInfo>,
+    pub arrays: Vec<ArrayInfo>,
+    pub derived: Vec<Derived>,
+    pub facts: Vec<Fact>,
+    pub schedules: Vec<Schedule>,
+}
+
+impl KernelFunction {
+    fn names_with(&self, role: Role) -> Vec<String> {
+        self.params.iter().filter(|p| p.role == role).map(|p| p.name.clone()).collect()
+    }
+
+    pub fn data_parameters(&self) -> Vec<String> {
+        self.names_with(Role::DataParameter)
+    }
+
+    pub fn program_parameters(&self) -> Vec<String> {
+        self.names_with(Role::ProgramParameter)
+    }
+
+    pub fn value_parameters(&self) -> Vec<String> {
+        self.names_with(Role::Value)
+    }
+
+    pub fn array(&self, name: &str) -> Option<&ArrayInfo> {
+        self.arrays.iter().find(|a| a.name == name)
+    }
+}

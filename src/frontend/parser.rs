@@ -1,0 +1,698 @@
+//! The parser: tokens to [`Program`], stopping at the first syntax error with a diagnostic that
+//! says what was expected. Constructs outside the MetaFork subset (pointers, `while`, `switch`,
+//! bitwise operators, ...) are recognised and refused by name rather than with a generic error.
+//! Nesting deeper than [`MAX_DEPTH`] is refused, so no input can exhaust the stack.
+
+use super::ast::*;
+use super::diag::Diagnostic;
+use super::lexer::{Tok, Token};
+use super::source::Span;
+
+/// The deepest nesting of statements and expressions accepted.
+pub const MAX_DEPTH: usize = 256;
+
+pub fn parse(tokens: Vec<Token>) -> Result<Program, Diagnostic> {
+    let mut p = Parser { tokens, pos: 0, depth: 0 };
+    let mut functions = Vec::new();
+    while !p.at_eof() {
+        functions.push(p.function()?);
+    }
+    if functions.is_empty() {
+        return Err(Diagnostic::new(
+            p.span(),
+            "no kernel function in this file",
+            "expected a function such as `void f(int N, float a[N]) { ... }`",
+        ));
+    }
+    Ok(Program { functions })
+}
+
+type PResult<T> = Result<T, Diagnostic>;
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+    depth: usize,
+}
+
+fn describe(t: &Tok) -> String {
+    match t {
+        Tok::Ident(s) => format!("identifier `{s}`"),
+        Tok::Int(v) => format!("number `{v}`"),
+        Tok::Float(v) => format!("number `{v:?}`"),
+        Tok::Sym(s) => format!("`{s}`"),
+        Tok::Eof => "end of file".into(),
+    }
+}
+
+/// Refusals for C constructs outside the subset, by their first token.
+fn refused_statement(word: &str) -> Option<&'static str> {
+    Some(match word {
+        "while" | "do" => "`while` and `do` loops are not supported; use a `for` loop with a constant step",
+        "goto" => "`goto` is not supported",
+        "switch" | "case" | "default" => "`switch` is not supported; use `if` / `else`",
+        "return" => "`return` is not supported in a kernel function",
+        "break" | "continue" => "`break` and `continue` are not supported: loops run their whole range",
+        "struct" | "union" | "enum" | "typedef" => "user-defined types are not supported",
+        "char" | "short" | "unsigned" | "signed" | "bool" => "only `int`, `long`, `float` and `double` are supported",
+        "static" | "extern" | "volatile" | "register" | "auto" => "storage-class specifiers are not supported",
+        "sizeof" => "`sizeof` is not supported",
+        _ => return None,
+    })
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.tokens[self.pos].tok
+    }
+
+    fn peek_at(&self, k: usize) -> &Tok {
+        let i = (self.pos + k).min(self.tokens.len() - 1);
+        &self.tokens[i].tok
+    }
+
+    fn span(&self) -> Span {
+        self.tokens[self.pos].span
+    }
+
+    fn prev_span(&self) -> Span {
+        self.tokens[self.pos.saturating_sub(1)].span
+    }
+
+    fn at_eof(&self) -> bool {
+        matches!(self.peek(), Tok::Eof)
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.tokens[self.pos].clone();
+        if self.pos + 1 < self.tokens.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn is(&self, s: &str) -> bool {
+        matches!(self.peek(), Tok::Sym(x) if *x == s)
+    }
+
+    fn eat(&mut self, s: &str) -> bool {
+        if self.is(s) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn error_here(&self, message: impl Into<String>, label: impl Into<String>) -> Diagnostic {
+        Diagnostic::new(self.span(), message, label)
+    }
+
+    /// Consume `s`, or report what was found instead and what the construct needs.
+    fn expect(&mut self, s: &str, context: &str) -> PResult<Span> {
+        if self.is(s) {
+            return Ok(self.bump().span);
+        }
+        let found = describe(self.peek());
+        // A missing `;` is best reported right after the previous token.
+        let span = if s == ";" && self.pos > 0 {
+            let p = self.prev_span();
+            Span::new(p.end, p.end)
+        } else {
+            self.span()
+        };
+        Err(Diagnostic::new(span, format!("expected `{s}` {context}, found {found}"), format!("expected `{s}`")))
+    }
+
+    fn ident(&mut self, what: &str) -> PResult<Ident> {
+        match self.peek().clone() {
+            Tok::Ident(name) => Ok(Ident { name, span: self.bump().span }),
+            t => Err(self.error_here(format!("expected {what}, found {}", describe(&t)), format!("expected {what}"))),
+        }
+    }
+
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error_here(
+                format!("nesting deeper than {MAX_DEPTH} levels"),
+                "too deeply nested",
+            ));
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
+    fn scalar_type(&mut self) -> Option<ScalarType> {
+        let t = match self.peek() {
+            Tok::Sym("int") => ScalarType::Int,
+            Tok::Sym("long") => ScalarType::Long,
+            Tok::Sym("float") => ScalarType::Float,
+            Tok::Sym("double") => ScalarType::Double,
+            _ => return None,
+        };
+        self.bump();
+        // `long int` and `long long` mean long.
+        if t == ScalarType::Long {
+            while self.is("long") || self.is("int") {
+                self.bump();
+            }
+        }
+        Some(t)
+    }
+
+    fn refuse_if_unsupported_word(&self) -> PResult<()> {
+        if let Tok::Sym(w) = self.peek() {
+            if let Some(msg) = refused_statement(w) {
+                return Err(self.error_here(msg, "not in the MetaFork subset"));
+            }
+        }
+        Ok(())
+    }
+
+    fn function(&mut self) -> PResult<Function> {
+        let start = self.span();
+        if !self.is("void") {
+            self.refuse_if_unsupported_word()?;
+            if self.scalar_type().is_some() {
+                return Err(Diagnostic::new(
+                    start.to(self.prev_span()),
+                    "kernel functions must return `void`",
+                    "results are written to array parameters",
+                ));
+            }
+            return Err(self.error_here(
+                format!("expected a kernel function, found {}", describe(self.peek())),
+                "expected `void`",
+            ));
+        }
+        self.bump();
+        let name = self.ident("the function's name")?;
+        self.expect("(", "after the function's name")?;
+        let mut params = Vec::new();
+        if !self.is(")") {
+            if self.is("void") && matches!(self.peek_at(1), Tok::Sym(")")) {
+                self.bump();
+            } else {
+                loop {
+                    params.push(self.param()?);
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+            }
+        }
+        self.expect(")", "to close the parameter list")?;
+        if !self.is("{") {
+            return Err(self.error_here(
+                format!("expected `{{` to begin the function body, found {}", describe(self.peek())),
+                "expected `{`",
+            ));
+        }
+        let body_start = self.span();
+        let body = match self.block()?.kind {
+            StmtKind::Block(b) => b,
+            _ => unreachable!("block() returns a block"),
+        };
+        let _ = body_start;
+        Ok(Function { name, params, body, span: start.to(self.prev_span()) })
+    }
+
+    fn param(&mut self) -> PResult<Param> {
+        let start = self.span();
+        let mut is_const = self.eat("const");
+        let Some(ty) = self.scalar_type() else {
+            self.refuse_if_unsupported_word()?;
+            return Err(self.error_here(
+                format!("expected a parameter type (`int`, `long`, `float`, `double`), found {}", describe(self.peek())),
+                "expected a type",
+            ));
+        };
+        is_const |= self.eat("const");
+        if self.is("*") || self.is("&") {
+            return Err(self.error_here(
+                "pointers are not supported; declare an array with its extents, e.g. `float a[N][N]`",
+                "pointer here",
+            ));
+        }
+        let name = self.ident("a parameter name")?;
+        let mut dims = Vec::new();
+        while self.eat("[") {
+            if self.is("]") {
+                return Err(self.error_here(
+                    "array parameters need every extent, e.g. `float a[N][N]`",
+                    "expected an extent",
+                ));
+            }
+            dims.push(self.expr()?);
+            self.expect("]", "to close the array extent")?;
+        }
+        Ok(Param { name, ty, is_const, dims, span: start.to(self.prev_span()) })
+    }
+
+    fn block(&mut self) -> PResult<Stmt> {
+        let start = self.expect("{", "to begin a block")?;
+        self.enter()?;
+        let mut stmts = Vec::new();
+        while !self.is("}") {
+            if self.at_eof() {
+                return Err(Diagnostic::new(start, "unclosed block: expected `}`", "this `{` is never closed"));
+            }
+            stmts.push(self.stmt()?);
+        }
+        self.bump();
+        self.leave();
+        Ok(Stmt { kind: StmtKind::Block(stmts), span: start.to(self.prev_span()) })
+    }
+
+    fn stmt(&mut self) -> PResult<Stmt> {
+        self.enter()?;
+        let s = self.stmt_inner();
+        self.leave();
+        s
+    }
+
+    fn stmt_inner(&mut self) -> PResult<Stmt> {
+        let start = self.span();
+        let finish = |p: &Parser, kind| Stmt { kind, span: start.to(p.prev_span()) };
+        match self.peek().clone() {
+            Tok::Sym("{") => self.block(),
+            Tok::Sym(";") => {
+                self.bump();
+                Ok(finish(self, StmtKind::Empty))
+            }
+            Tok::Sym("if") => {
+                self.bump();
+                self.expect("(", "after `if`")?;
+                let cond = self.expr()?;
+                self.expect(")", "to close the `if` condition")?;
+                let then_branch = Box::new(self.stmt()?);
+                let else_branch = if self.eat("else") { Some(Box::new(self.stmt()?)) } else { None };
+                Ok(finish(self, StmtKind::If { cond, then_branch, else_branch }))
+            }
+            Tok::Sym("for") => {
+                self.bump();
+                let l = self.for_header(false)?;
+                Ok(finish(self, StmtKind::For(l)))
+            }
+            Tok::Sym("meta_for") => {
+                self.bump();
+                let l = self.for_header(true)?;
+                Ok(finish(self, StmtKind::MetaFor(l)))
+            }
+            Tok::Sym("meta_schedule") => {
+                self.bump();
+                let mut cache = Vec::new();
+                if self.eat("cache") {
+                    self.expect("(", "after `cache`")?;
+                    loop {
+                        cache.push(self.ident("an array name in `cache(...)`")?);
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                    self.expect(")", "to close `cache(...)`")?;
+                }
+                if !self.is("{") && !self.is("meta_for") {
+                    return Err(self.error_here(
+                        format!("expected `{{` or `meta_for` after `meta_schedule`, found {}", describe(self.peek())),
+                        "expected the schedule's body",
+                    ));
+                }
+                let body = Box::new(self.stmt()?);
+                Ok(finish(self, StmtKind::MetaSchedule { cache, body }))
+            }
+            Tok::Sym(w @ ("assume" | "assert")) => {
+                self.bump();
+                self.expect("(", &format!("after `{w}`"))?;
+                let e = self.expr()?;
+                self.expect(")", &format!("to close `{w}(...)`"))?;
+                self.expect(";", &format!("after `{w}(...)`"))?;
+                Ok(finish(self, if w == "assume" { StmtKind::Assume(e) } else { StmtKind::Assert(e) }))
+            }
+            Tok::Sym("const" | "int" | "long" | "float" | "double") => {
+                self.eat("const");
+                let Some(ty) = self.scalar_type() else {
+                    return Err(self.error_here("expected a type after `const`", "expected a type"));
+                };
+                let vars = self.declarators()?;
+                Ok(finish(self, StmtKind::Decl { ty, vars }))
+            }
+            Tok::Sym("else") => Err(self.error_here("`else` without a matching `if`", "unexpected `else`")),
+            Tok::Sym(w) if refused_statement(w).is_some() => {
+                Err(self.error_here(refused_statement(w).unwrap_or_default(), "not in the MetaFork subset"))
+            }
+            Tok::Sym("++" | "--") => {
+                let op_tok = self.bump();
+                let target = self.unary()?;
+                let op = if op_tok.tok == Tok::Sym("++") { AssignOp::Add } else { AssignOp::Sub };
+                self.expect(";", "after the statement")?;
+                let one = Expr::new(ExprKind::Int(1), op_tok.span);
+                Ok(finish(self, StmtKind::Assign { target, op, value: one }))
+            }
+            _ => self.assignment(),
+        }
+    }
+
+    fn declarators(&mut self) -> PResult<Vec<Declarator>> {
+        let mut vars = Vec::new();
+        loop {
+            if self.is("*") {
+                return Err(self.error_here("pointers are not supported", "pointer here"));
+            }
+            let name = self.ident("a variable name")?;
+            if self.is("[") {
+                return Err(self.error_here(
+                    "local arrays are not supported; pass arrays as parameters (or use `cache(...)`)",
+                    "array declarator here",
+                ));
+            }
+            if !self.is("=") {
+                return Err(self.error_here(
+                    format!("expected `=` after `{}`: declarations must have an initializer", name.name),
+                    "expected `=`",
+                ));
+            }
+            self.bump();
+            let init = self.expr()?;
+            vars.push(Declarator { name, init });
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.expect(";", "after the declaration")?;
+        Ok(vars)
+    }
+
+    fn assignment(&mut self) -> PResult<Stmt> {
+        let start = self.span();
+        let target = self.expr()?;
+        let op = match self.peek() {
+            Tok::Sym("=") => AssignOp::Set,
+            Tok::Sym("+=") => AssignOp::Add,
+            Tok::Sym("-=") => AssignOp::Sub,
+            Tok::Sym("*=") => AssignOp::Mul,
+            Tok::Sym("/=") => AssignOp::Div,
+            Tok::Sym(op @ ("%=" | "&=" | "|=" | "^=" | "<<=" | ">>=")) => {
+                let op = *op;
+                return Err(self.error_here(format!("compound assignment `{op}` is not supported"), "use `x = x ... y`"));
+            }
+            Tok::Sym(op @ ("++" | "--")) => {
+                let op = if *op == "++" { AssignOp::Add } else { AssignOp::Sub };
+                let sp = self.bump().span;
+                self.expect(";", "after the statement")?;
+                let one = Expr::new(ExprKind::Int(1), sp);
+                return Ok(Stmt { kind: StmtKind::Assign { target, op, value: one }, span: start.to(self.prev_span()) });
+            }
+            t => {
+                let found = describe(t);
+                if matches!(target.kind, ExprKind::Call(..)) {
+                    return Err(Diagnostic::new(
+                        target.span,
+                        "a call cannot stand alone as a statement",
+                        "expected an assignment",
+                    ));
+                }
+                return Err(self.error_here(
+                    format!("expected an assignment operator (`=`, `+=`, `-=`, `*=`, `/=`) after the expression, found {found}"),
+                    "expected `=`",
+                ));
+            }
+        };
+        self.bump();
+        let value = self.expr()?;
+        if self.is("=") || self.is("+=") || self.is("-=") {
+            return Err(self.error_here("chained assignments are not supported", "one assignment per statement"));
+        }
+        self.expect(";", "after the assignment")?;
+        Ok(Stmt { kind: StmtKind::Assign { target, op, value }, span: start.to(self.prev_span()) })
+    }
+
+    /// `(int v = lo; v < hi; v++)` and the body. `meta_for` requires a unit step.
+    fn for_header(&mut self, meta: bool) -> PResult<ForLoop> {
+        let kw = if meta { "meta_for" } else { "for" };
+        self.expect("(", &format!("after `{kw}`"))?;
+        let Some(ty) = self.scalar_type() else {
+            return Err(self.error_here(
+                format!("expected the loop counter's declaration (`int {} = ...`), found {}", "i", describe(self.peek())),
+                "expected `int`",
+            ));
+        };
+        if !ty.is_integer() {
+            return Err(Diagnostic::new(self.prev_span(), "loop counters must be `int` or `long`", "floating counter"));
+        }
+        let var = self.ident("the loop counter's name")?;
+        self.expect("=", "after the loop counter")?;
+        let lo = self.expr()?;
+        self.expect(";", "after the loop's initial value")?;
+        let cond_var = self.ident(&format!("the loop counter `{}` in the condition", var.name))?;
+        if cond_var.name != var.name {
+            return Err(Diagnostic::new(
+                cond_var.span,
+                format!("the loop condition must test the counter `{}`", var.name),
+                format!("expected `{}`", var.name),
+            ));
+        }
+        let inclusive = match self.peek() {
+            Tok::Sym("<") => false,
+            Tok::Sym("<=") => true,
+            t => {
+                return Err(self.error_here(
+                    format!("expected `<` or `<=` in the loop condition, found {}", describe(t)),
+                    "loops count upwards",
+                ))
+            }
+        };
+        if meta && inclusive {
+            return Err(self.error_here("`meta_for` loops must use `<` in their condition", "expected `<`"));
+        }
+        self.bump();
+        let hi = self.expr()?;
+        self.expect(";", "after the loop condition")?;
+        let step = self.for_step(&var, meta)?;
+        self.expect(")", &format!("to close the `{kw}` header"))?;
+        let body = Box::new(self.stmt()?);
+        Ok(ForLoop { var, ty, lo, hi, inclusive, step, body })
+    }
+
+    fn for_step(&mut self, var: &Ident, meta: bool) -> PResult<i64> {
+        let bad = |p: &Parser| {
+            let what = if meta { "`v++`, `++v` or `v += 1`" } else { "`k++`, `++k` or `k += c` with a positive constant `c`" };
+            p.error_here(format!("expected the loop step: {what}"), "unsupported loop step")
+        };
+        let check_var = |p: &mut Parser| -> PResult<()> {
+            let v = p.ident("the loop counter")?;
+            if v.name != var.name {
+                return Err(Diagnostic::new(v.span, format!("the loop step must update the counter `{}`", var.name), format!("expected `{}`", var.name)));
+            }
+            Ok(())
+        };
+        if self.eat("++") {
+            check_var(self)?;
+            return Ok(1);
+        }
+        if !matches!(self.peek(), Tok::Ident(_)) {
+            return Err(bad(self));
+        }
+        check_var(self)?;
+        if self.eat("++") {
+            return Ok(1);
+        }
+        if self.eat("+=") {
+            let sp = self.span();
+            return match self.peek().clone() {
+                Tok::Int(c) if c > 0 && (!meta || c == 1) => {
+                    self.bump();
+                    Ok(c)
+                }
+                _ => Err(Diagnostic::new(
+                    sp,
+                    if meta { "`meta_for` loops must step by 1" } else { "the loop step must be a positive integer constant" },
+                    "unsupported step",
+                )),
+            };
+        }
+        Err(bad(self))
+    }
+
+    // ---- expressions, by C precedence ----
+
+    pub fn expr(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let e = self.conditional();
+        self.leave();
+        e
+    }
+
+    fn conditional(&mut self) -> PResult<Expr> {
+        let c = self.binary(0)?;
+        if self.eat("?") {
+            let a = self.expr()?;
+            self.expect(":", "in the conditional expression")?;
+            let b = self.expr()?;
+            let span = c.span.to(b.span);
+            return Ok(Expr::new(ExprKind::Cond(Box::new(c), Box::new(a), Box::new(b)), span));
+        }
+        Ok(c)
+    }
+
+    fn binop_here(&self) -> PResult<Option<BinOp>> {
+        Ok(Some(match self.peek() {
+            Tok::Sym("*") => BinOp::Mul,
+            Tok::Sym("/") => BinOp::Div,
+            Tok::Sym("%") => BinOp::Rem,
+            Tok::Sym("+") => BinOp::Add,
+            Tok::Sym("-") => BinOp::Sub,
+            Tok::Sym("<") => BinOp::Lt,
+            Tok::Sym("<=") => BinOp::Le,
+            Tok::Sym(">") => BinOp::Gt,
+            Tok::Sym(">=") => BinOp::Ge,
+            Tok::Sym("==") => BinOp::Eq,
+            Tok::Sym("!=") => BinOp::Ne,
+            Tok::Sym("&&") => BinOp::And,
+            Tok::Sym("||") => BinOp::Or,
+            Tok::Sym(op @ ("&" | "|" | "^" | "<<" | ">>")) => {
+                return Err(self.error_here(
+                    format!("bitwise operator `{op}` is not part of the MetaFork subset"),
+                    "unsupported operator",
+                ))
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Precedence climbing over left-associative binary operators.
+    fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
+        let mut lhs = self.unary()?;
+        while let Some(op) = self.binop_here()? {
+            let p = op.precedence();
+            if p < min_prec {
+                break;
+            }
+            self.bump();
+            self.enter()?;
+            let rhs = self.binary(p + 1);
+            self.leave();
+            let rhs = rhs?;
+            let span = lhs.span.to(rhs.span);
+            lhs = Expr::new(ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span);
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let e = self.unary_inner();
+        self.leave();
+        e
+    }
+
+    fn unary_inner(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        match self.peek() {
+            Tok::Sym("-") => {
+                self.bump();
+                let e = self.unary()?;
+                let span = start.to(e.span);
+                Ok(Expr::new(ExprKind::Unary(UnOp::Neg, Box::new(e)), span))
+            }
+            Tok::Sym("+") => {
+                self.bump();
+                self.unary()
+            }
+            Tok::Sym("!") => {
+                self.bump();
+                let e = self.unary()?;
+                let span = start.to(e.span);
+                Ok(Expr::new(ExprKind::Unary(UnOp::Not, Box::new(e)), span))
+            }
+            Tok::Sym("*") => Err(self.error_here("pointer dereference is not supported", "pointers are not in the MetaFork subset")),
+            Tok::Sym("&") => Err(self.error_here("taking an address is not supported", "pointers are not in the MetaFork subset")),
+            Tok::Sym("~") => Err(self.error_here("bitwise operator `~` is not part of the MetaFork subset", "unsupported operator")),
+            Tok::Sym("++" | "--") => Err(self.error_here(
+                "increment and decrement are only supported as statements (`x++;`) and loop steps",
+                "not inside an expression",
+            )),
+            Tok::Sym("(") if matches!(self.peek_at(1), Tok::Sym("int" | "long" | "float" | "double" | "const")) => {
+                self.bump();
+                self.eat("const");
+                let ty = self.scalar_type().ok_or_else(|| self.error_here("expected a type in the cast", "expected a type"))?;
+                if self.is("*") {
+                    return Err(self.error_here("pointer casts are not supported", "pointer here"));
+                }
+                self.expect(")", "to close the cast")?;
+                let e = self.unary()?;
+                let span = start.to(e.span);
+                Ok(Expr::new(ExprKind::Cast(ty, Box::new(e)), span))
+            }
+            _ => self.postfix(),
+        }
+    }
+
+    fn postfix(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        match self.peek().clone() {
+            Tok::Int(v) => {
+                self.bump();
+                Ok(Expr::new(ExprKind::Int(v), start))
+            }
+            Tok::Float(v) => {
+                self.bump();
+                Ok(Expr::new(ExprKind::Float(v), start))
+            }
+            Tok::Sym("(") => {
+                self.bump();
+                let e = self.expr()?;
+                self.expect(")", "to close the parenthesis")?;
+                let mut e = e;
+                e.span = start.to(self.prev_span());
+                self.no_postfix_after_paren()?;
+                Ok(e)
+            }
+            Tok::Ident(name) => {
+                let id = Ident { name: name.clone(), span: self.bump().span };
+                if self.eat("(") {
+                    let mut args = Vec::new();
+                    if !self.is(")") {
+                        loop {
+                            args.push(self.expr()?);
+                            if !self.eat(",") {
+                                break;
+                            }
+                        }
+                    }
+                    self.expect(")", "to close the call's arguments")?;
+                    let span = start.to(self.prev_span());
+                    return Ok(Expr::new(ExprKind::Call(id, args), span));
+                }
+                if self.is("[") {
+                    let mut indices = Vec::new();
+                    while self.eat("[") {
+                        indices.push(self.expr()?);
+                        self.expect("]", "to close the subscript")?;
+                    }
+                    let span = start.to(self.prev_span());
+                    return Ok(Expr::new(ExprKind::Index { array: id, indices }, span));
+                }
+                if self.is(".") || self.is("->") {
+                    return Err(self.error_here("member access is not supported", "structures are not in the MetaFork subset"));
+                }
+                Ok(Expr::new(ExprKind::Var(name), start))
+            }
+            Tok::Sym(w) if refused_statement(w).is_some() => {
+                Err(self.error_here(refused_statement(w).unwrap_or_default(), "not in the MetaFork subset"))
+            }
+            t => Err(self.error_here(format!("expected an expression, found {}", describe(&t)), "expected an expression")),
+        }
+    }
+
+    fn no_postfix_after_paren(&self) -> PResult<()> {
+        if self.is("[") || self.is("(") {
+            return Err(self.error_here("only named arrays and functions can be indexed or called", "unexpected here"));
+        }
+        Ok(())
+    }
+}

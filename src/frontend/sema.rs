@@ -1,0 +1,650 @@
+//! Semantic checks: scopes, types, placement rules, schedule structure, and the
+//! classification of parameters. Produces a [`CheckedProgram`] or diagnostics.
+//!
+//! Rules enforced here (each with a diagnostic that points at the offending construct):
+//! - names resolve in C's block scopes; a name is declared once per scope;
+//! - array extents are polynomials in integer parameters declared earlier;
+//! - arrays are indexed with exactly their number of subscripts, each an integer;
+//! - `%` takes integer operands; only the listed math functions may be called;
+//! - parameters, derived scalars and loop counters are never written; `const` arrays neither;
+//! - outside a `meta_schedule` only `assume`, `assert`, integer scalar definitions and serial
+//!   `for` loops around schedules may appear; `meta_for` only inside a schedule;
+//! - a schedule is a perfect nest: a grid group and a block group of one to three `meta_for`
+//!   loops each, optionally separated by serial `for` loops; a single group is split so that
+//!   the inner loops whose extents are program parameters form the block.
+
+use super::ast::*;
+use super::diag::Diagnostic;
+use super::model::*;
+use super::polyexpr::{to_constraint, to_poly, DerivedPolys};
+use super::source::Span;
+use std::collections::{BTreeSet, HashMap};
+
+/// The math functions a kernel may call, with their arity.
+pub const ALLOWED_CALLS: &[(&str, usize)] = &[
+    ("min", 2), ("max", 2), ("abs", 1), ("sqrt", 1), ("sqrtf", 1), ("exp", 1), ("expf", 1),
+    ("fabs", 1), ("fabsf", 1), ("fmin", 2), ("fmax", 2),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Param,
+    Derived,
+    HostLoop,
+    KernelLoop,
+    Local,
+}
+
+#[derive(Clone, Debug)]
+enum Sym {
+    Scalar { ty: ScalarType, origin: Origin },
+    Array { ty: ScalarType, rank: usize, is_const: bool },
+}
+
+pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let mut kernels = Vec::new();
+    let mut seen: HashMap<&str, Span> = HashMap::new();
+    let function_names: BTreeSet<String> = program.functions.iter().map(|f| f.name.name.clone()).collect();
+    for f in &program.functions {
+        if seen.insert(&f.name.name, f.name.span).is_some() {
+            diags.push(Diagnostic::new(f.name.span, format!("function `{}` is defined twice", f.name.name), "second definition"));
+            continue;
+        }
+        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), data_params: BTreeSet::new(), function_names: &function_names };
+        let k = c.function(f);
+        diags.extend(c.diags);
+        if let Some(k) = k {
+            kernels.push(k);
+        }
+    }
+    if diags.is_empty() {
+        Ok(CheckedProgram { kernels })
+    } else {
+        Err(diags)
+    }
+}
+
+struct Checker<'a> {
+    diags: Vec<Diagnostic>,
+    scopes: Vec<HashMap<String, Sym>>,
+    derived: DerivedPolys,
+    /// Integer parameters used in some array extent (set by `params`).
+    data_params: BTreeSet<String>,
+    function_names: &'a BTreeSet<String>,
+}
+
+/// What the host-level walk collects.
+#[derive(Default)]
+struct HostItems {
+    derived: Vec<Derived>,
+    facts: Vec<Fact>,
+    schedules: Vec<Schedule>,
+}
+
+fn unwrap_single(s: &Stmt) -> &Stmt {
+    let mut s = s;
+    loop {
+        match &s.kind {
+            StmtKind::Block(items) => {
+                let live: Vec<&Stmt> = items.iter().filter(|x| x.kind != StmtKind::Empty).collect();
+                if live.len() == 1 {
+                    s = live[0];
+                } else {
+                    return s;
+                }
+            }
+            _ => return s,
+        }
+    }
+}
+
+fn body_stmts(s: &Stmt) -> Vec<Stmt> {
+    match &s.kind {
+        StmtKind::Block(items) => items.clone(),
+        _ => vec![s.clone()],
+    }
+}
+
+fn serial(l: &ForLoop) -> SerialLoop {
+    SerialLoop { var: l.var.name.clone(), ty: l.ty, lo: l.lo.clone(), hi: l.hi.clone(), inclusive: l.inclusive, step: l.step }
+}
+
+fn dims_for(n: usize, prefix: &str) -> Vec<String> {
+    let names: &[&str] = match n {
+        1 => &["x"],
+        2 => &["y", "x"],
+        _ => &["z", "y", "x"],
+    };
+    names.iter().map(|d| format!("{prefix}.{d}")).collect()
+}
+
+impl Checker<'_> {
+    fn err(&mut self, span: Span, message: impl Into<String>, label: impl Into<String>) {
+        self.diags.push(Diagnostic::new(span, message, label));
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Sym> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    fn declare(&mut self, id: &Ident, sym: Sym) {
+        let scope = self.scopes.last_mut().expect("a scope is open");
+        if scope.contains_key(&id.name) {
+            self.diags.push(Diagnostic::new(id.span, format!("`{}` is already defined in this scope", id.name), "redefined here"));
+            return;
+        }
+        scope.insert(id.name.clone(), sym);
+    }
+
+    fn with_scope<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.scopes.push(HashMap::new());
+        let r = f(self);
+        self.scopes.pop();
+        r
+    }
+
+    fn function(&mut self, f: &Function) -> Option<KernelFunction> {
+        let errors_before = self.diags.len();
+        self.scopes.push(HashMap::new());
+        let (params, arrays) = self.params(&f.params);
+        let mut items = HostItems::default();
+        let mut host_loops = Vec::new();
+        for s in &f.body {
+            self.host_stmt(s, &mut items, &mut host_loops);
+        }
+        self.scopes.pop();
+        if items.schedules.is_empty() && self.diags.len() == errors_before {
+            self.err(f.name.span, format!("function `{}` has no `meta_schedule`", f.name.name), "nothing here runs on the GPU");
+        }
+        if self.diags.len() > errors_before {
+            return None;
+        }
+        let many = items.schedules.len() > 1;
+        for (i, s) in items.schedules.iter_mut().enumerate() {
+            s.name = if many { format!("{}_{}", f.name.name, i) } else { f.name.name.clone() };
+        }
+        Some(KernelFunction { name: f.name.name.clone(), params, arrays, derived: items.derived, facts: items.facts, schedules: items.schedules })
+    }
+
+    fn params(&mut self, ps: &[Param]) -> (Vec<ParamInfo>, Vec<ArrayInfo>) {
+        let mut infos = Vec::new();
+        let mut arrays = Vec::new();
+        let mut data: BTreeSet<String> = BTreeSet::new();
+        for p in ps {
+            for d in &p.dims {
+                // Extents may use integer scalars declared before, as in C.
+                let mut names = Vec::new();
+                d.names(&mut names);
+                let mut ok = true;
+                for n in &names {
+                    match self.lookup(n) {
+                        Some(Sym::Scalar { ty, .. }) if ty.is_integer() => {
+                            data.insert(n.clone());
+                        }
+                        Some(_) => {
+                            self.err(d.span, format!("array extents may only use integer parameters; `{n}` is not one"), "invalid extent");
+                            ok = false;
+                        }
+                        None if ps.iter().any(|q| &q.name.name == n) => {
+                            self.err(d.span, format!("`{n}` must be declared before the array whose extent uses it"), "used before its declaration");
+                            ok = false;
+                        }
+                        None => {
+                            self.err(d.span, format!("unknown identifier `{n}` in an array extent"), "not a parameter");
+                            ok = false;
+                        }
+                    }
+                }
+                if ok && to_poly(d, &DerivedPolys::new()).is_none() {
+                    self.err(d.span, "array extents must be polynomials in the integer parameters (no `/`, `%` or calls)", "not a polynomial");
+                }
+            }
+            if p.dims.len() > 3 {
+                self.err(p.span, format!("array `{}` has {} dimensions; at most three are supported", p.name.name, p.dims.len()), "too many dimensions");
+            }
+            let sym = if p.dims.is_empty() {
+                Sym::Scalar { ty: p.ty, origin: Origin::Param }
+            } else {
+                Sym::Array { ty: p.ty, rank: p.dims.len(), is_const: p.is_const }
+            };
+            self.declare(&p.name, sym);
+            if !p.dims.is_empty() {
+                arrays.push(ArrayInfo {
+                    name: p.name.name.clone(),
+                    elem: p.ty,
+                    is_const: p.is_const,
+                    extents: p.dims.iter().filter_map(|d| to_poly(d, &DerivedPolys::new())).collect(),
+                    extent_exprs: p.dims.clone(),
+                });
+            }
+        }
+        for p in ps {
+            let role = if !p.dims.is_empty() {
+                Role::Array
+            } else if !p.ty.is_integer() {
+                Role::Value
+            } else if data.contains(&p.name.name) {
+                Role::DataParameter
+            } else {
+                Role::ProgramParameter
+            };
+            infos.push(ParamInfo { name: p.name.name.clone(), ty: p.ty, role, span: p.name.span });
+        }
+        self.data_params = data;
+        (infos, arrays)
+    }
+
+    // ---- outside the schedules ----
+
+    fn host_stmt(&mut self, s: &Stmt, items: &mut HostItems, host_loops: &mut Vec<SerialLoop>) {
+        match &s.kind {
+            StmtKind::Empty => {}
+            StmtKind::Block(b) => self.with_scope(|c| b.iter().for_each(|x| c.host_stmt(x, items, host_loops))),
+            StmtKind::Decl { ty, vars } => {
+                if !ty.is_integer() {
+                    self.err(s.span, "only `int` and `long` scalars can be defined outside a `meta_schedule`", "floating definition here");
+                    return;
+                }
+                for d in vars {
+                    if let Some(t) = self.host_expr(&d.init, "a scalar definition") {
+                        if !t.is_integer() {
+                            self.err(d.init.span, format!("`{}` is an integer but its value is `{t}`", d.name.name), "expected an integer expression");
+                        }
+                    }
+                    let poly = to_poly(&d.init, &self.derived);
+                    self.derived.insert(d.name.name.clone(), poly.clone());
+                    self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived });
+                    items.derived.push(Derived { name: d.name.name.clone(), ty: *ty, value: d.init.clone(), poly });
+                }
+            }
+            StmtKind::Assume(e) | StmtKind::Assert(e) => {
+                let kind = if matches!(s.kind, StmtKind::Assume(_)) { FactKind::Assume } else { FactKind::Assert };
+                if self.host_expr(e, "a fact").is_some() {
+                    for c in e.conjuncts() {
+                        items.facts.push(Fact { kind, condition: c.clone(), constraint: to_constraint(c, &self.derived) });
+                    }
+                }
+            }
+            StmtKind::For(l) => {
+                for e in [&l.lo, &l.hi] {
+                    if let Some(t) = self.host_expr(e, "a loop bound") {
+                        if !t.is_integer() {
+                            self.err(e.span, "loop bounds must be integer expressions", "floating bound");
+                        }
+                    }
+                }
+                if !contains_schedule(&l.body) {
+                    self.err(s.span, "a serial `for` loop outside a `meta_schedule` must contain one", "expected a `meta_schedule` inside this loop");
+                    return;
+                }
+                host_loops.push(serial(l));
+                self.with_scope(|c| {
+                    c.declare(&l.var, Sym::Scalar { ty: l.ty, origin: Origin::HostLoop });
+                    c.host_stmt(&l.body, items, host_loops);
+                });
+                host_loops.pop();
+            }
+            StmtKind::MetaSchedule { cache, body } => {
+                if let Some(sched) = self.schedule(s.span, cache, body, host_loops) {
+                    items.schedules.push(sched);
+                }
+            }
+            StmtKind::MetaFor(l) => self.err(
+                Span::new(s.span.start, l.var.span.start),
+                "`meta_for` outside a `meta_schedule`",
+                "wrap this loop nest in `meta_schedule { ... }`",
+            ),
+            StmtKind::Assign { .. } | StmtKind::If { .. } => self.err(
+                s.span,
+                "only `assume`, `assert`, integer scalar definitions, serial `for` loops and `meta_schedule` may appear outside a `meta_schedule`",
+                "move this statement into a `meta_schedule`",
+            ),
+        }
+    }
+
+    /// Type an expression evaluated on the host: no arrays, no floating values.
+    fn host_expr(&mut self, e: &Expr, what: &str) -> Option<ScalarType> {
+        let mut names = Vec::new();
+        e.names(&mut names);
+        for n in names {
+            match self.lookup(&n) {
+                Some(Sym::Array { .. }) => {
+                    self.err(e.span, format!("{what} outside a `meta_schedule` cannot read the array `{n}`"), "array read here");
+                    return None;
+                }
+                Some(Sym::Scalar { ty, origin: Origin::Param }) if !ty.is_integer() => {
+                    self.err(e.span, format!("`{n}` is a floating value, not a parameter: {what} may only use integer parameters"), "floating value here");
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.expr(e)
+    }
+
+    // ---- a schedule ----
+
+    fn schedule(&mut self, span: Span, cache: &[Ident], body: &Stmt, host_loops: &[SerialLoop]) -> Option<Schedule> {
+        let errors_before = self.diags.len();
+        let mut cached = Vec::new();
+        for c in cache {
+            match self.lookup(&c.name) {
+                Some(Sym::Array { .. }) => {
+                    if cached.contains(&c.name) {
+                        self.err(c.span, format!("`{}` is named twice in `cache(...)`", c.name), "duplicate");
+                    }
+                    cached.push(c.name.clone());
+                }
+                Some(_) => self.err(c.span, format!("`cache(...)` names arrays; `{}` is not an array", c.name), "expected an array parameter"),
+                None => self.err(c.span, format!("unknown array `{}` in `cache(...)`", c.name), "not a parameter"),
+            }
+        }
+        // The grid group, then serial loops, then the block group.
+        let mut s = unwrap_single(body);
+        let mut group1: Vec<&ForLoop> = Vec::new();
+        while let StmtKind::MetaFor(l) = &s.kind {
+            group1.push(l);
+            s = unwrap_single(&l.body);
+        }
+        if group1.is_empty() {
+            self.err(s.span, "a `meta_schedule` body must be a nest of `meta_for` loops", "expected `meta_for` here");
+            return None;
+        }
+        let after_group1 = s;
+        let mut between: Vec<&ForLoop> = Vec::new();
+        while let StmtKind::For(l) = &s.kind {
+            between.push(l);
+            s = unwrap_single(&l.body);
+        }
+        let mut group2: Vec<&ForLoop> = Vec::new();
+        if matches!(s.kind, StmtKind::MetaFor(_)) {
+            while let StmtKind::MetaFor(l) = &s.kind {
+                group2.push(l);
+                s = unwrap_single(&l.body);
+            }
+        } else {
+            between.clear();
+            s = after_group1;
+        }
+        let innermost = s;
+        let split_by_tool = group2.is_empty();
+        let (grid, block): (Vec<&ForLoop>, Vec<&ForLoop>) = if split_by_tool {
+            let k = self.block_suffix(&group1);
+            if k == 0 {
+                self.diags.push(
+                    Diagnostic::new(
+                        group1.last().map_or(span, |l| l.var.span),
+                        "cannot tell which `meta_for` loops form the thread block",
+                        "no loop of this group has a program-parameter extent",
+                    )
+                    .with_note("give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop"),
+                );
+                return None;
+            }
+            let cut = group1.len() - k;
+            (group1[..cut].to_vec(), group1[cut..].to_vec())
+        } else {
+            (group1.clone(), group2.clone())
+        };
+        if grid.len() > 3 {
+            self.err(grid[3].var.span, "more than three grid dimensions", "a fourth grid `meta_for`");
+        }
+        if block.len() > 3 {
+            self.err(block[3].var.span, "more than three thread-block dimensions", "a fourth block `meta_for`");
+        }
+        let nested: Vec<&ForLoop> = grid.iter().chain(&between).chain(&block).copied().collect();
+        let maps: Vec<String> = dims_for(grid.len(), "blockIdx").into_iter().chain(dims_for(block.len(), "threadIdx")).collect();
+        let mut par = Vec::new();
+        let body = self.with_scope(|c| {
+            for l in &nested {
+                for e in [&l.lo, &l.hi] {
+                    if let Some(t) = c.expr(e) {
+                        if !t.is_integer() {
+                            c.err(e.span, "loop bounds must be integer expressions", "floating bound");
+                        }
+                    }
+                }
+                c.declare(&l.var, Sym::Scalar { ty: l.ty, origin: Origin::KernelLoop });
+            }
+            c.kernel_stmt(innermost);
+            body_stmts(innermost)
+        });
+        for (l, m) in grid.iter().chain(&block).zip(maps) {
+            let extent = to_poly(&l.hi, &self.derived).zip(to_poly(&l.lo, &self.derived)).map(|(h, lo)| h - lo);
+            par.push(ParLoop { var: l.var.name.clone(), ty: l.ty, lo: l.lo.clone(), hi: l.hi.clone(), extent, maps_to: m, span: l.var.span });
+        }
+        if self.diags.len() > errors_before {
+            return None;
+        }
+        let block_loops = par.split_off(grid.len());
+        Some(Schedule {
+            name: String::new(),
+            host_loops: host_loops.to_vec(),
+            cache: cached,
+            grid: par,
+            between: between.iter().map(|l| serial(l)).collect(),
+            block: block_loops,
+            body,
+            split_by_tool,
+            span,
+        })
+    }
+
+    /// How many innermost loops of a single group have program-parameter extents (at most 3).
+    fn block_suffix(&self, group: &[&ForLoop]) -> usize {
+        let program_param = |e: &Expr| {
+            let mut names = Vec::new();
+            e.names(&mut names);
+            names.iter().all(|n| self.is_program_parameter(n))
+        };
+        group
+            .iter()
+            .rev()
+            .take(3)
+            .take_while(|l| program_param(&l.lo) && program_param(&l.hi) && {
+                let mut names = Vec::new();
+                l.hi.names(&mut names);
+                !names.is_empty()
+            })
+            .count()
+    }
+
+    /// A parameter that sizes no array, or a derived scalar defined from such parameters only.
+    fn is_program_parameter(&self, name: &str) -> bool {
+        match self.derived.get(name) {
+            Some(Some(p)) => p.vars().iter().all(|v| self.is_program_parameter(v.name())),
+            Some(None) => false,
+            None => matches!(self.lookup(name), Some(Sym::Scalar { ty, origin: Origin::Param }) if ty.is_integer())
+                && !self.is_data_parameter(name),
+        }
+    }
+
+    fn is_data_parameter(&self, name: &str) -> bool {
+        self.data_params.contains(name)
+    }
+
+    // ---- inside the kernel ----
+
+    fn kernel_stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::Empty => {}
+            StmtKind::Block(b) => self.with_scope(|c| b.iter().for_each(|x| c.kernel_stmt(x))),
+            StmtKind::Decl { ty, vars } => {
+                for d in vars {
+                    if let Some(t) = self.expr(&d.init) {
+                        let _ = t; // C converts between arithmetic types on initialisation.
+                    }
+                    self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Local });
+                }
+            }
+            StmtKind::Assign { target, value, .. } => {
+                self.check_target(target);
+                self.expr(value);
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                self.expr(cond);
+                self.with_scope(|c| c.kernel_stmt(then_branch));
+                if let Some(e) = else_branch {
+                    self.with_scope(|c| c.kernel_stmt(e));
+                }
+            }
+            StmtKind::For(l) => {
+                for e in [&l.lo, &l.hi] {
+                    if let Some(t) = self.expr(e) {
+                        if !t.is_integer() {
+                            self.err(e.span, "loop bounds must be integer expressions", "floating bound");
+                        }
+                    }
+                }
+                self.with_scope(|c| {
+                    c.declare(&l.var, Sym::Scalar { ty: l.ty, origin: Origin::KernelLoop });
+                    c.kernel_stmt(&l.body);
+                });
+            }
+            StmtKind::MetaFor(l) => self.err(
+                Span::new(s.span.start, l.var.span.end),
+                "`meta_for` loops must be perfectly nested at the top of the `meta_schedule`",
+                "this `meta_for` is not part of the grid or block group",
+            ),
+            StmtKind::MetaSchedule { .. } => self.err(s.span, "a `meta_schedule` cannot be nested inside another", "nested schedule"),
+            StmtKind::Assume(_) | StmtKind::Assert(_) => {
+                self.err(s.span, "`assume` and `assert` must appear outside the `meta_schedule`", "move this before the schedule")
+            }
+        }
+    }
+
+    fn check_target(&mut self, target: &Expr) {
+        let (name, span) = match &target.kind {
+            ExprKind::Var(n) => (n.clone(), target.span),
+            ExprKind::Index { array, .. } => (array.name.clone(), array.span),
+            _ => {
+                self.err(target.span, "the left side of an assignment must be a variable or an array element", "not assignable");
+                return;
+            }
+        };
+        match (self.lookup(&name).cloned(), &target.kind) {
+            (None, _) => self.err(span, format!("unknown identifier `{name}`"), "not declared"),
+            (Some(Sym::Scalar { origin, .. }), ExprKind::Var(_)) => match origin {
+                Origin::Local => {}
+                Origin::Param => self.err(span, format!("cannot assign to parameter `{name}`: parameters are read-only"), "parameter written here"),
+                Origin::Derived => self.err(span, format!("cannot assign to `{name}`: it is defined outside the `meta_schedule` and read-only inside"), "written here"),
+                Origin::HostLoop | Origin::KernelLoop => self.err(span, format!("cannot assign to loop counter `{name}`"), "loop counter written here"),
+            },
+            (Some(Sym::Array { .. }), ExprKind::Var(_)) => self.err(span, format!("cannot assign to array `{name}` as a whole"), "index it: `a[i] = ...`"),
+            (Some(Sym::Array { is_const: true, .. }), _) => self.err(span, format!("cannot write to `{name}`: it is declared `const`"), "const array written here"),
+            _ => {
+                self.expr(target);
+            }
+        }
+    }
+
+    /// The type of an expression, or `None` after reporting why it has none.
+    fn expr(&mut self, e: &Expr) -> Option<ScalarType> {
+        match &e.kind {
+            ExprKind::Int(v) => Some(if i32::try_from(*v).is_ok() { ScalarType::Int } else { ScalarType::Long }),
+            ExprKind::Float(_) => Some(ScalarType::Double),
+            ExprKind::Var(n) => match self.lookup(n) {
+                Some(Sym::Scalar { ty, .. }) => Some(*ty),
+                Some(Sym::Array { rank, .. }) => {
+                    let rank = *rank;
+                    self.err(e.span, format!("array `{n}` used as a value; index it with {rank} subscript{}", if rank == 1 { "" } else { "s" }), "array here");
+                    None
+                }
+                None => {
+                    self.err(e.span, format!("unknown identifier `{n}`"), "not declared in this scope");
+                    None
+                }
+            },
+            ExprKind::Index { array, indices } => {
+                let sym = self.lookup(&array.name).cloned();
+                let mut ok = true;
+                for i in indices {
+                    match self.expr(i) {
+                        Some(t) if !t.is_integer() => {
+                            self.err(i.span, format!("array subscript is not an integer (it is `{t}`)"), "expected an integer subscript");
+                            ok = false;
+                        }
+                        None => ok = false,
+                        _ => {}
+                    }
+                }
+                match sym {
+                    Some(Sym::Array { ty, rank, .. }) => {
+                        if rank != indices.len() {
+                            self.err(e.span, format!("`{}` has {rank} dimension{} but is indexed with {} subscript{}", array.name, if rank == 1 { "" } else { "s" }, indices.len(), if indices.len() == 1 { "" } else { "s" }), format!("expected {rank} subscript{}", if rank == 1 { "" } else { "s" }));
+                            return None;
+                        }
+                        ok.then_some(ty)
+                    }
+                    Some(Sym::Scalar { .. }) => {
+                        self.err(array.span, format!("`{}` is not an array and cannot be indexed", array.name), "a scalar");
+                        None
+                    }
+                    None => {
+                        self.err(array.span, format!("unknown identifier `{}`", array.name), "not declared in this scope");
+                        None
+                    }
+                }
+            }
+            ExprKind::Unary(UnOp::Neg, a) => self.expr(a),
+            ExprKind::Unary(UnOp::Not, a) => self.expr(a).map(|_| ScalarType::Int),
+            ExprKind::Binary(op, a, b) => {
+                let (ta, tb) = (self.expr(a), self.expr(b));
+                let (ta, tb) = (ta?, tb?);
+                if *op == BinOp::Rem && !(ta.is_integer() && tb.is_integer()) {
+                    self.err(e.span, "invalid operands to `%`: C requires integer operands", format!("`{ta} % {tb}`"));
+                    return None;
+                }
+                if op.is_comparison() || op.is_logical() {
+                    Some(ScalarType::Int)
+                } else {
+                    Some(ScalarType::promote(ta, tb))
+                }
+            }
+            ExprKind::Cond(c, a, b) => {
+                let (tc, ta, tb) = (self.expr(c), self.expr(a), self.expr(b));
+                tc?;
+                Some(ScalarType::promote(ta?, tb?))
+            }
+            ExprKind::Cast(t, a) => self.expr(a).map(|_| *t),
+            ExprKind::Call(f, args) => {
+                let arg_types: Vec<Option<ScalarType>> = args.iter().map(|a| self.expr(a)).collect();
+                let Some(&(_, arity)) = ALLOWED_CALLS.iter().find(|(n, _)| *n == f.name) else {
+                    if self.function_names.contains(&f.name) {
+                        self.err(f.span, format!("calls between kernel functions (and recursion) are not supported: `{}`", f.name), "kernel function called here");
+                    } else {
+                        self.diags.push(
+                            Diagnostic::new(f.span, format!("call to unknown function `{}`", f.name), "not an allowed function")
+                                .with_note(format!("allowed: {}", ALLOWED_CALLS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))),
+                        );
+                    }
+                    return None;
+                };
+                if args.len() != arity {
+                    self.err(e.span, format!("`{}` takes {arity} argument{}, found {}", f.name, if arity == 1 { "" } else { "s" }, args.len()), "wrong number of arguments");
+                    return None;
+                }
+                let types: Vec<ScalarType> = arg_types.into_iter().collect::<Option<_>>()?;
+                Some(match f.name.as_str() {
+                    "min" | "max" => ScalarType::promote(types[0], types[1]),
+                    "abs" => types[0],
+                    "sqrtf" | "expf" | "fabsf" => ScalarType::Float,
+                    _ => ScalarType::Double,
+                })
+            }
+        }
+    }
+}
+
+fn contains_schedule(s: &Stmt) -> bool {
+    match &s.kind {
+        StmtKind::MetaSchedule { .. } => true,
+        StmtKind::Block(b) => b.iter().any(contains_schedule),
+        StmtKind::For(l) => contains_schedule(&l.body),
+        StmtKind::If { then_branch, else_branch, .. } => {
+            contains_schedule(then_branch) || else_branch.as_ref().is_some_and(|e| contains_schedule(e))
+        }
+        _ => false,
+    }
+}
