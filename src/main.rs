@@ -1,10 +1,26 @@
 //! The `metafork` binary: parse the command line, run, print failures, set the exit status.
+//! The work runs on a thread with a large stack: the front end bounds its recursion depth,
+//! and the extra room keeps that bound far from the platform's limit.
 
 use clap::Parser;
 
+const STACK_BYTES: usize = 64 << 20;
+
 fn main() {
     let cli = metafork::cli::Cli::parse();
-    if let Err(f) = metafork::cli::run(cli) {
+    let worker = std::thread::Builder::new().stack_size(STACK_BYTES).spawn(move || metafork::cli::run(cli));
+    let result = match worker.map(|h| h.join()) {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => {
+            eprintln!("error: internal failure (a bug in metafork); please report it with the input");
+            std::process::exit(101);
+        }
+        Err(e) => {
+            eprintln!("error: cannot start the worker thread: {e}");
+            std::process::exit(101);
+        }
+    };
+    if let Err(f) = result {
         eprintln!("{}", f.message.trim_end());
         std::process::exit(f.code);
     }

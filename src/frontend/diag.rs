@@ -27,9 +27,7 @@ impl Diagnostic {
     pub fn render(&self, file: &SourceFile, color: bool) -> String {
         use ariadne::{Config, IndexType, Label, Report, ReportKind, Source};
         let name = file.name.as_str();
-        let end = self.span.end.max(self.span.start + 1).min(file.text.len().max(1));
-        let start = self.span.start.min(end.saturating_sub(1));
-        let range = start..end;
+        let range = label_range(&file.text, self.span.start);
         let (line, col) = file.line_col(self.span.start);
         let mut report = Report::build(ReportKind::Error, (name, range.clone()))
             .with_config(Config::default().with_color(color).with_index_type(IndexType::Byte))
@@ -42,6 +40,20 @@ impl Diagnostic {
         // Writing into a Vec cannot fail.
         let _ = report.finish().write((name, Source::from(file.text.as_str())), &mut out);
         String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// The label covers the one character at `start`, or nothing when `start` is at a line end
+/// or the end of the text: ariadne requires a label's last byte to lie inside a line's text
+/// (it panics on an empty file or a span ending on a newline), and this always satisfies it.
+fn label_range(text: &str, start: usize) -> std::ops::Range<usize> {
+    let mut start = start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    match text[start..].chars().next() {
+        Some(c) if c != '\n' && c != '\r' => start..start + c.len_utf8(),
+        _ => start..start,
     }
 }
 

@@ -1,0 +1,337 @@
+//! Malformed inputs: each must be refused with a diagnostic at the right line and column and
+//! a message saying what is wrong. In each case `$` marks where the diagnostic must point; it
+//! is removed before the source is checked.
+
+use metafork::frontend::check_source;
+
+/// Check `src` (with one `$` marker) and assert the first diagnostic's position and message.
+fn refused(src: &str, message: &str) {
+    let at = src.find('$').expect("test source has a `$` marker");
+    let clean = src.replacen('$', "", 1);
+    let before = &clean[..at];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().unwrap().chars().count() + 1;
+    let err = match check_source("case.mf", &clean) {
+        Ok(_) => panic!("accepted, but should fail with `{message}`:\n{clean}"),
+        Err(e) => e,
+    };
+    let (l, c, m) = err.positions().remove(0);
+    assert!(m.contains(message), "message `{m}` does not contain `{message}`\n{}", err.render(false));
+    assert_eq!((l, c), (line, col), "wrong position for `{m}`\n{}", err.render(false));
+    let rendered = err.render(false);
+    assert!(rendered.contains(&format!("case.mf:{line}:{col}")), "render lacks file:line:col:\n{rendered}");
+}
+
+/// A valid kernel with `body` as the innermost statement(s).
+fn kernel(body: &str) -> String {
+    format!(
+        "void f(int N, int B, float alpha, const float a[N], float c[N]) {{\n  meta_schedule {{\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int k = i * B + j;\n{body}\n      }}\n  }}\n}}\n"
+    )
+}
+
+#[test]
+fn the_template_itself_is_valid() {
+    check_source("ok.mf", &kernel("        c[k] = a[k];")).unwrap();
+}
+
+// ---- the language page's refused list ----
+
+#[test]
+fn pointer_parameter() {
+    refused("void f(int N, float $*a) { }", "pointers are not supported");
+}
+
+#[test]
+fn pointer_dereference() {
+    refused(&kernel("        c[k] = $*a;"), "pointer dereference is not supported");
+}
+
+#[test]
+fn address_of() {
+    refused(&kernel("        c[k] = $&a[k];"), "taking an address is not supported");
+}
+
+#[test]
+fn while_loop() {
+    refused(&kernel("        $while (k < N) c[k] = 0;"), "`while` and `do` loops are not supported");
+}
+
+#[test]
+fn do_loop() {
+    refused(&kernel("        $do c[k] = 0;"), "`while` and `do` loops are not supported");
+}
+
+#[test]
+fn goto_statement() {
+    refused(&kernel("        $goto end;"), "`goto` is not supported");
+}
+
+#[test]
+fn switch_statement() {
+    refused(&kernel("        $switch (k) { }"), "`switch` is not supported");
+}
+
+#[test]
+fn call_to_unknown_function() {
+    refused(&kernel("        c[k] = $foo(a[k]);"), "call to unknown function `foo`");
+}
+
+#[test]
+fn recursion() {
+    refused(&kernel("        c[k] = $f(N);"), "calls between kernel functions (and recursion) are not supported");
+}
+
+#[test]
+fn writing_a_scalar_parameter() {
+    refused(&kernel("        $N = 3;"), "cannot assign to parameter `N`");
+}
+
+#[test]
+fn writing_a_const_array() {
+    refused(&kernel("        $a[k] = 1.0;"), "cannot write to `a`: it is declared `const`");
+}
+
+#[test]
+fn writing_a_loop_counter() {
+    refused(&kernel("        $j += 1;"), "cannot assign to loop counter `j`");
+}
+
+#[test]
+fn meta_for_outside_a_schedule() {
+    refused(
+        "void f(int N, int B, float c[N]) {\n  $meta_for (int i = 0; i < N; i++) c[i] = 0;\n}\n",
+        "`meta_for` outside a `meta_schedule`",
+    );
+}
+
+#[test]
+fn four_grid_dimensions() {
+    refused(
+        "void f(int N, int B, float c[N][N][N]) {\n  meta_schedule {\n    meta_for (int a = 0; a < N; a++)\n    meta_for (int b = 0; b < N; b++)\n    meta_for (int d = 0; d < N; d++)\n    meta_for (int $e = 0; e < N; e++)\n      for (int t = 0; t < 2; t++)\n        meta_for (int x = 0; x < B; x++)\n          c[a][b][d] = 0;\n  }\n}\n",
+        "more than three grid dimensions",
+    );
+}
+
+#[test]
+fn four_block_dimensions() {
+    refused(
+        "void f(int N, int B, float c[N]) {\n  meta_schedule {\n    meta_for (int g = 0; g < N / B; g++)\n      for (int t = 0; t < 1; t++)\n        meta_for (int a = 0; a < B; a++)\n        meta_for (int b = 0; b < B; b++)\n        meta_for (int d = 0; d < B; d++)\n        meta_for (int $e = 0; e < B; e++)\n          c[g] = 0;\n  }\n}\n",
+        "more than three thread-block dimensions",
+    );
+}
+
+#[test]
+fn too_few_subscripts() {
+    refused(
+        "void f(int N, int B, float c[N][N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        $c[i] = 0;\n  }\n}\n",
+        "`c` has 2 dimensions but is indexed with 1 subscript",
+    );
+}
+
+#[test]
+fn too_many_subscripts() {
+    refused(&kernel("        c[k] = $a[k][k];"), "`a` has 1 dimension but is indexed with 2 subscripts");
+}
+
+#[test]
+fn unknown_identifier() {
+    refused(&kernel("        c[k] = a[k] * $beta;"), "unknown identifier `beta`");
+}
+
+#[test]
+fn unknown_array() {
+    refused(&kernel("        c[k] = $d[k];"), "unknown identifier `d`");
+}
+
+#[test]
+fn remainder_of_a_float() {
+    refused(&kernel("        c[k] = $a[k] % 2;"), "invalid operands to `%`");
+}
+
+#[test]
+fn floating_subscript() {
+    refused(&kernel("        c[k] = a[$alpha];"), "array subscript is not an integer");
+}
+
+#[test]
+fn array_used_as_a_value() {
+    refused(&kernel("        c[k] = $a + 1;"), "array `a` used as a value");
+}
+
+#[test]
+fn assigning_a_whole_array() {
+    refused(&kernel("        $c = 0;"), "cannot assign to array `c` as a whole");
+}
+
+#[test]
+fn indexing_a_scalar() {
+    refused(&kernel("        c[k] = $N[0];"), "`N` is not an array");
+}
+
+// ---- lexer and parser ----
+
+#[test]
+fn missing_semicolon() {
+    refused(&kernel("        c[k] = a[k]$\n        c[k] = 0;"), "expected `;` after the assignment");
+}
+
+#[test]
+fn unexpected_character() {
+    refused(&kernel("        c[k] = a[k] $@ 2;"), "unexpected character `@`");
+}
+
+#[test]
+fn unterminated_comment() {
+    refused("void f(int N) {\n  $/* never closed\n}\n", "unterminated comment");
+}
+
+#[test]
+fn unclosed_block() {
+    refused("void f(int N, float c[N]) ${\n  assume(N > 0);\n", "unclosed block");
+}
+
+#[test]
+fn missing_closing_parenthesis() {
+    refused(&kernel("        c[k] = (a[k] + 1$;"), "expected `)` to close the parenthesis");
+}
+
+#[test]
+fn non_void_function() {
+    refused("$int f(int N) { }", "kernel functions must return `void`");
+}
+
+#[test]
+fn empty_file() {
+    refused("$", "no kernel function in this file");
+}
+
+#[test]
+fn string_literal() {
+    refused(&kernel("        c[k] = $\"x\";"), "string and character literals");
+}
+
+#[test]
+fn bitwise_operator() {
+    refused(&kernel("        int m = k $<< 2;"), "bitwise operator `<<`");
+}
+
+#[test]
+fn meta_for_with_a_step_other_than_one() {
+    refused(
+        "void f(int N, int B, float c[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i += $2)\n      c[i] = 0;\n  }\n}\n",
+        "`meta_for` loops must step by 1",
+    );
+}
+
+#[test]
+fn for_loop_counting_down() {
+    refused(&kernel("        for (int t = N; t $> 0; t++) c[k] = 0;"), "expected `<` or `<=` in the loop condition");
+}
+
+#[test]
+fn declaration_without_initializer() {
+    refused(&kernel("        int m$;"), "declarations must have an initializer");
+}
+
+#[test]
+fn local_array() {
+    refused(&kernel("        float t$[4];"), "local arrays are not supported");
+}
+
+#[test]
+fn integer_literal_too_large() {
+    refused(&kernel("        c[k] = $123456789012345678901234567890;"), "integer literal too large");
+}
+
+// ---- structure and placement ----
+
+#[test]
+fn assignment_outside_a_schedule() {
+    refused("void f(int N, float c[N]) {\n  $c[0] = 1;\n}\n", "may appear outside a `meta_schedule`");
+}
+
+#[test]
+fn function_without_a_schedule() {
+    refused("void $f(int N) {\n  assume(N > 0);\n}\n", "has no `meta_schedule`");
+}
+
+#[test]
+fn nested_meta_for_in_the_body() {
+    refused(
+        &kernel("        for (int t = 0; t < 2; t++)\n          $meta_for (int z = 0; z < 2; z++) c[k] = 0;"),
+        "`meta_for` loops must be perfectly nested",
+    );
+}
+
+#[test]
+fn schedule_body_without_meta_for() {
+    refused("void f(int N, float c[N]) {\n  meta_schedule {\n    $c[0] = 1;\n  }\n}\n", "must be a nest of `meta_for` loops");
+}
+
+#[test]
+fn assume_inside_a_kernel() {
+    refused(&kernel("        $assume(N > 2);"), "must appear outside the `meta_schedule`");
+}
+
+#[test]
+fn cache_of_a_scalar() {
+    refused(
+        "void f(int N, int B, float c[N]) {\n  meta_schedule cache($N) {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        c[i] = 0;\n  }\n}\n",
+        "`N` is not an array",
+    );
+}
+
+#[test]
+fn floating_value_in_a_fact() {
+    refused("void f(int N, float alpha, float c[N]) {\n  assume($alpha > 0);\n}\n", "`alpha` is a floating value, not a parameter");
+}
+
+#[test]
+fn extent_using_a_later_parameter() {
+    refused("void f(float a[$N], int N) { }", "`N` must be declared before the array");
+}
+
+#[test]
+fn non_polynomial_extent() {
+    refused("void f(int N, float a[$N / 2]) { }", "array extents must be polynomials");
+}
+
+#[test]
+fn redefinition_in_one_scope() {
+    refused(&kernel("        int m = 1;\n        int $m = 2;"), "`m` is already defined in this scope");
+}
+
+#[test]
+fn group_without_a_block_loop() {
+    refused(
+        "void f(int N, float c[N]) {\n  meta_schedule {\n    meta_for (int $i = 0; i < N; i++)\n      c[i] = 0;\n  }\n}\n",
+        "cannot tell which `meta_for` loops form the thread block",
+    );
+}
+
+#[test]
+fn diagnostics_render_at_awkward_places() {
+    // End of file, a span on a line end, and non-ASCII text must all render, not panic.
+    for src in ["", "void", "void f(", "void f(int N) {\n", "void f(int \u{e9}\u{e9}) {}", "\u{e9}", "void f(int N) { /* \u{e9}"] {
+        if let Err(e) = check_source("edge.mf", src) {
+            assert!(e.render(false).contains("edge.mf:"), "{src:?}");
+            assert!(!e.render(true).is_empty());
+        }
+    }
+}
+
+#[test]
+fn wrong_arity_of_a_math_function() {
+    refused(&kernel("        c[k] = $min(a[k]);"), "`min` takes 2 arguments, found 1");
+}
+
+#[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    let deep = format!("c[k] = {}a[k]{};", "(".repeat(5000), ")".repeat(5000));
+    let src = kernel(&format!("        {deep}"));
+    let err = check_source("deep.mf", &src).unwrap_err();
+    assert!(err.positions()[0].2.contains("nesting deeper than"), "{}", err.render(false));
+    let chain = format!("c[k] = a[k]{};", " + a[k]".repeat(20000));
+    let err = check_source("chain.mf", &kernel(&format!("        {chain}"))).unwrap_err();
+    assert!(err.positions()[0].2.contains("nesting deeper than"), "{}", err.render(false));
+}
