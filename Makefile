@@ -1,0 +1,33 @@
+# metafork: `make demo` (set-up, build, then the main job on an example) and `make test`
+# (set-up, then every test of the workspace, with a real nvcc/ptxas required).
+SHELL := /bin/bash
+CUDA_BIN := $(CURDIR)/.toolchain/cuda/nvidia/cu13/bin
+export LLVM_SYS_191_PREFIX := /usr/lib/llvm-19
+export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
+
+FUZZ_SECONDS ?= 300
+
+.PHONY: setup build demo test fuzz bench-build clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cargo build --release
+
+demo: build
+	./target/release/metafork parse examples/matmul.mf
+
+test: setup
+	METAFORK_REQUIRE_NVCC=1 cargo test --workspace
+
+# libFuzzer on the parser (needs cargo-fuzz; see scripts/fuzz.sh). Not part of `make test`.
+fuzz: setup
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+# Time a clean build and test run (the figure recorded in bench/RESULTS.md).
+bench-build: setup
+	bash bench/build_time.sh
+
+clean:
+	cargo clean

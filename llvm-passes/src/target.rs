@@ -1,0 +1,64 @@
+//! The NVPTX target: modules for `nvptx64-nvidia-cuda` with the right data layout, kernel
+//! marking, verification and PTX emission for a chosen architecture (`sm_75`, `sm_80`, ...).
+
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::values::FunctionValue;
+use inkwell::OptimizationLevel;
+use std::sync::Once;
+
+pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+/// LLVM's `ptx_kernel` calling convention: a function with it becomes a PTX `.entry`.
+pub const PTX_KERNEL_CALL_CONV: u32 = 71;
+
+/// The architectures every generated kernel is compiled for.
+pub const ARCHITECTURES: &[&str] = &["sm_75", "sm_80", "sm_90"];
+
+/// Address spaces of the NVPTX back end.
+pub mod address_space {
+    pub const GLOBAL: u16 = 1;
+    pub const SHARED: u16 = 3;
+}
+
+fn initialize() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
+}
+
+/// A target machine for one architecture, e.g. `sm_90`.
+pub fn target_machine(arch: &str) -> Result<TargetMachine, String> {
+    initialize();
+    let triple = TargetTriple::create(TRIPLE);
+    let target = Target::from_triple(&triple).map_err(|e| format!("NVPTX target unavailable: {e}"))?;
+    target
+        .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
+        .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))
+}
+
+/// An empty module with the NVPTX triple and data layout.
+pub fn new_module<'ctx>(context: &'ctx Context, name: &str) -> Result<Module<'ctx>, String> {
+    let tm = target_machine(ARCHITECTURES[0])?;
+    let module = context.create_module(name);
+    module.set_triple(&TargetTriple::create(TRIPLE));
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    Ok(module)
+}
+
+/// Make a function a kernel entry point (`.entry` in PTX).
+pub fn mark_kernel(function: FunctionValue<'_>) {
+    function.set_call_conventions(PTX_KERNEL_CALL_CONV);
+}
+
+/// Run LLVM's verifier on the module.
+pub fn verify(module: &Module<'_>) -> Result<(), String> {
+    module.verify().map_err(|e| e.to_string())
+}
+
+/// PTX text for the module on one architecture.
+pub fn emit_ptx(module: &Module<'_>, arch: &str) -> Result<String, String> {
+    let tm = target_machine(arch)?;
+    let buffer = tm.write_to_memory_buffer(module, FileType::Assembly).map_err(|e| e.to_string())?;
+    String::from_utf8(buffer.as_slice().to_vec()).map_err(|e| format!("PTX is not UTF-8: {e}"))
+}

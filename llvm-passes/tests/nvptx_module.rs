@@ -1,0 +1,92 @@
+//! The LLVM 19 install works end to end: a kernel built through inkwell verifies, becomes PTX
+//! for every target architecture, and that PTX assembles with the real `ptxas`.
+
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::AddressSpace;
+use llvm_passes::target::{self, address_space, ARCHITECTURES};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `a[tid.x] += 1.0f` when `tid.x < n`.
+fn build_kernel(context: &Context) -> inkwell::module::Module<'_> {
+    let module = target::new_module(context, "add_one").unwrap();
+    let builder = context.create_builder();
+    let f32t = context.f32_type();
+    let i32t = context.i32_type();
+    let gptr = context.ptr_type(AddressSpace::from(address_space::GLOBAL));
+    let fn_type = context.void_type().fn_type(&[gptr.into(), i32t.into()], false);
+    let function = module.add_function("add_one", fn_type, None);
+    target::mark_kernel(function);
+    let entry = context.append_basic_block(function, "entry");
+    let body = context.append_basic_block(function, "body");
+    let exit = context.append_basic_block(function, "exit");
+    builder.position_at_end(entry);
+    let tid_decl = Intrinsic::find("llvm.nvvm.read.ptx.sreg.tid.x").unwrap().get_declaration(&module, &[]).unwrap();
+    let inkwell::values::ValueKind::Basic(tid) = builder.build_call(tid_decl, &[], "tid").unwrap().try_as_basic_value() else { panic!("tid.x returns a value") };
+    let tid = tid.into_int_value();
+    let n = function.get_nth_param(1).unwrap().into_int_value();
+    let in_range = builder.build_int_compare(inkwell::IntPredicate::SLT, tid, n, "in_range").unwrap();
+    builder.build_conditional_branch(in_range, body, exit).unwrap();
+    builder.position_at_end(body);
+    let a = function.get_nth_param(0).unwrap().into_pointer_value();
+    let idx = builder.build_int_s_extend(tid, context.i64_type(), "idx").unwrap();
+    let p = unsafe { builder.build_gep(f32t, a, &[idx], "p").unwrap() };
+    let x = builder.build_load(f32t, p, "x").unwrap().into_float_value();
+    let y = builder.build_float_add(x, f32t.const_float(1.0), "y").unwrap();
+    builder.build_store(p, y).unwrap();
+    builder.build_unconditional_branch(exit).unwrap();
+    builder.position_at_end(exit);
+    builder.build_return(None).unwrap();
+    module
+}
+
+/// `ptxas` from PATH. With METAFORK_REQUIRE_NVCC=1 (as `make test` sets) its absence fails.
+fn ptxas() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join("ptxas")).find(|p| p.is_file())
+    });
+    if found.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `ptxas` is not on PATH: run `make setup`");
+    }
+    found
+}
+
+#[test]
+fn kernel_module_verifies_and_becomes_ptx_that_ptxas_assembles() {
+    let context = Context::create();
+    let module = build_kernel(&context);
+    target::verify(&module).unwrap();
+    let ptxas = ptxas();
+    let dir = std::env::temp_dir().join(format!("metafork-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for arch in ARCHITECTURES {
+        let ptx = target::emit_ptx(&module, arch).unwrap();
+        assert!(ptx.contains(".entry add_one"), "no kernel entry in PTX for {arch}:\n{ptx}");
+        assert!(ptx.contains(&format!(".target {arch}")), "wrong target in PTX:\n{ptx}");
+        if let Some(ptxas) = &ptxas {
+            let file = dir.join(format!("add_one_{arch}.ptx"));
+            std::fs::write(&file, &ptx).unwrap();
+            let out = Command::new(ptxas)
+                .args(["-arch", arch, "-v"])
+                .arg(&file)
+                .arg("-o")
+                .arg(dir.join(format!("add_one_{arch}.cubin")))
+                .output()
+                .unwrap();
+            let log = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "ptxas failed for {arch}: {log}");
+            assert!(log.contains("Used") && log.contains("registers"), "no register report: {log}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_broken_module_is_rejected_by_the_verifier() {
+    let context = Context::create();
+    let module = target::new_module(&context, "broken").unwrap();
+    let function = module.add_function("no_terminator", context.void_type().fn_type(&[], false), None);
+    context.append_basic_block(function, "entry");
+    assert!(target::verify(&module).is_err());
+}
