@@ -1,0 +1,110 @@
+//! The `metafork` binary as a user runs it: output, exit codes, help, atomic files.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn metafork(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).output().unwrap()
+}
+
+fn example(name: &str) -> String {
+    format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("metafork-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn parse_prints_the_documented_keys_for_every_example() {
+    for name in ["matadd.mf", "matmul.mf", "jacobi1d.mf", "transpose.mf"] {
+        let out = metafork(&["parse", &example(name)]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let yaml: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+        let kernel = &yaml["kernels"][0];
+        for key in ["data_parameters", "program_parameters", "arrays", "facts", "schedules"] {
+            assert!(!kernel[key].is_null(), "{name}: missing `{key}`");
+        }
+        let schedule = &kernel["schedules"][0];
+        assert!(schedule["grid"].as_sequence().is_some_and(|g| !g.is_empty()));
+        assert!(schedule["block"].as_sequence().is_some_and(|b| !b.is_empty()));
+        assert_eq!(kernel["arrays"][0]["element_type"].as_str(), Some("float"));
+    }
+}
+
+#[test]
+fn output_is_deterministic() {
+    let a = metafork(&["parse", &example("matmul.mf")]);
+    let b = metafork(&["parse", &example("matmul.mf")]);
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn json_output_parses_and_matches_the_yaml() {
+    let y = metafork(&["parse", &example("transpose.mf")]);
+    let j = metafork(&["parse", "--json", &example("transpose.mf")]);
+    let from_yaml: serde_json::Value = serde_yaml::from_slice(&y.stdout).unwrap();
+    let from_json: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(from_yaml, from_json);
+}
+
+#[test]
+fn bad_input_exits_1_with_file_line_column() {
+    let dir = temp_dir("bad");
+    let f = dir.join("bad.mf");
+    std::fs::write(&f, "void f(int N, int B, float a[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        a[i * B + j] = b;\n  }\n}\n").unwrap();
+    let out = metafork(&["parse", "--color", "never", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.mf:5:24: unknown identifier `b`"), "{err}");
+    assert!(err.contains("a[i * B + j] = b;"), "the source line is shown: {err}");
+    assert!(out.stdout.is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn missing_and_binary_files_are_clear_errors() {
+    let out = metafork(&["parse", "/nonexistent/x.mf"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read `/nonexistent/x.mf`"));
+    let dir = temp_dir("bin");
+    let f = dir.join("bin.mf");
+    std::fs::write(&f, [0xffu8, 0xfe, 0x00, 0x41]).unwrap();
+    let out = metafork(&["parse", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid UTF-8"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn output_file_is_written_whole_and_not_on_failure() {
+    let dir = temp_dir("out");
+    let target = dir.join("report.yaml");
+    let out = metafork(&["parse", &example("matadd.mf"), "-o", target.to_str().unwrap()]);
+    assert!(out.status.success());
+    let written = std::fs::read(&target).unwrap();
+    assert_eq!(written, metafork(&["parse", &example("matadd.mf")]).stdout);
+    // A failing run leaves the previous file untouched and no temporary behind.
+    let bad = dir.join("bad.mf");
+    std::fs::write(&bad, "void f(").unwrap();
+    let out = metafork(&["parse", bad.to_str().unwrap(), "-o", target.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read(&target).unwrap(), written);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let out = metafork(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("parse") && text.contains("MetaFork"), "{text}");
+    let out = metafork(&["parse", "--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("data_parameters") && text.contains("program_parameters"), "{text}");
+    let out = metafork(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,93 @@
+//! The paper's four programs in `examples/`: each is accepted and understood as the paper
+//! describes it (parameter roles, arrays, facts, grid and block mapping).
+
+use metafork::frontend::check_source;
+use metafork::frontend::model::{KernelFunction, Schedule};
+
+fn load(name: &str) -> KernelFunction {
+    let path = format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut program = check_source(&path, &text).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    assert_eq!(program.kernels.len(), 1);
+    program.kernels.remove(0)
+}
+
+fn mapping(s: &Schedule) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let pairs = |ls: &[metafork::frontend::model::ParLoop]| ls.iter().map(|l| (l.var.clone(), l.maps_to.clone())).collect();
+    (pairs(&s.grid), pairs(&s.block))
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[test]
+fn matrix_addition() {
+    let k = load("matadd");
+    assert_eq!(k.data_parameters(), strs(&["N"]));
+    assert_eq!(k.program_parameters(), strs(&["B0", "B1"]));
+    let s = &k.schedules[0];
+    assert!(s.split_by_tool, "one group of four meta_for loops is split by the tool");
+    assert_eq!(mapping(s), (pairs(&[("v", "blockIdx.y"), ("p", "blockIdx.x")]), pairs(&[("u", "threadIdx.y"), ("q", "threadIdx.x")])));
+    let extents: Vec<String> = s.block.iter().map(|l| l.extent.as_ref().unwrap().to_string()).collect();
+    assert_eq!(extents, ["B0", "B1"]);
+    assert_eq!(k.array("c").unwrap().extents.iter().map(|p| p.to_string()).collect::<Vec<_>>(), ["N", "N"]);
+    assert!(k.array("a").unwrap().is_const && !k.array("c").unwrap().is_const);
+}
+
+#[test]
+fn matrix_multiplication() {
+    let k = load("matmul");
+    assert_eq!(k.data_parameters(), strs(&["n"]));
+    assert_eq!(k.program_parameters(), strs(&["B0", "ub1", "s"]));
+    let s = &k.schedules[0];
+    assert!(!s.split_by_tool);
+    assert_eq!(s.cache, strs(&["a", "b"]));
+    assert_eq!(s.between.len(), 1, "the serial tile loop sits between grid and block");
+    assert_eq!(s.between[0].var, "t");
+    assert_eq!(mapping(s).1, pairs(&[("u0", "threadIdx.y"), ("u1", "threadIdx.x")]));
+    let facts: Vec<String> = k.facts.iter().filter_map(|f| f.constraint.as_ref().map(|c| c.to_string())).collect();
+    assert!(facts.contains(&"B0 <= s*ub1".to_string()), "{facts:?}");
+}
+
+#[test]
+fn jacobi_1d() {
+    let k = load("jacobi1d");
+    assert_eq!(k.data_parameters(), strs(&["N"]));
+    assert_eq!(k.program_parameters(), strs(&["T", "B", "s"]));
+    assert_eq!(k.array("a").unwrap().extents[0].to_string(), "2*N");
+    let s = &k.schedules[0];
+    assert_eq!(s.host_loops.len(), 1, "the time loop runs on the host");
+    assert_eq!(s.host_loops[0].var, "t");
+    assert_eq!(s.cache, strs(&["a"]));
+    assert_eq!(mapping(s), (pairs(&[("i", "blockIdx.x")]), pairs(&[("j", "threadIdx.x")])));
+}
+
+#[test]
+fn transposition() {
+    let k = load("transpose");
+    assert_eq!(k.data_parameters(), strs(&["N"]));
+    assert_eq!(k.program_parameters(), strs(&["B0", "B1", "s"]));
+    assert_eq!(k.array("c").unwrap().extents[0].to_string(), "N^2");
+    let s = &k.schedules[0];
+    assert_eq!(s.cache, strs(&["a", "c"]));
+    assert_eq!(mapping(s).1, pairs(&[("u0", "threadIdx.y"), ("u1", "threadIdx.x")]));
+}
+
+#[test]
+fn several_schedules_get_distinct_names() {
+    let src = "void two(int N, int B, float c[N]) {\n  meta_schedule { meta_for (int i = 0; i < N / B; i++) meta_for (int j = 0; j < B; j++) c[i * B + j] = 0; }\n  meta_schedule { meta_for (int i = 0; i < N / B; i++) meta_for (int j = 0; j < B; j++) c[i * B + j] += 1; }\n}\n";
+    let p = check_source("two.mf", src).unwrap();
+    let names: Vec<&str> = p.kernels[0].schedules.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["two_0", "two_1"]);
+}
+
+#[test]
+fn c_files_with_the_macros_defined_away_are_accepted() {
+    let src = "#define meta_schedule\n#define meta_for for\nvoid z(int N, int B, float c[N]) {\n  meta_schedule { meta_for (int i = 0; i < N / B; i++) meta_for (int j = 0; j < B; j++) c[i * B + j] = 0; }\n}\n";
+    assert!(check_source("z.c", src).is_ok());
+}
