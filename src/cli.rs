@@ -1,7 +1,9 @@
 //! The command line: argument parsing and the subcommands. Exit codes: 0 success, 1 when the
 //! input is rejected (diagnostics) or a file cannot be read or written, 2 for usage errors.
 
+use crate::counters::count;
 use crate::frontend::{check_source, CheckedProgram};
+use crate::kernel::Kernel;
 use crate::output::write_atomic;
 use crate::report::parse_report;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -54,6 +56,25 @@ pub enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Print JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print each kernel's resource counters: registers per thread, shared memory per block,
+    /// threads per block.
+    ///
+    /// Registers are estimated from the kernel's LLVM IR after the fixed `default<O2>`
+    /// pipeline (a liveness count of 32-bit words plus a fixed cost; see
+    /// `llvm-passes/src/registers.rs`). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_90)
+    /// the same IR is compiled to PTX by LLVM's NVPTX back end and assembled by the real
+    /// `ptxas -v`, whose register count is shown beside the estimate. Shared memory is a
+    /// polynomial in the parameters, in elements and bytes.
+    Counters {
+        /// The MetaFork source file.
+        file: PathBuf,
+        /// Also report the registers `ptxas` allocates for this architecture (repeatable).
+        #[arg(long = "ptxas", value_name = "ARCH", value_parser = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100"])]
+        ptxas: Vec<String>,
+        /// Print a JSON array (kernel, estimate, shared_memory, ptxas) instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -118,5 +139,38 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, output.as_deref())
         }
+        Command::Counters { file, ptxas, json } => {
+            let program = load(&file, color)?;
+            let mut rows = Vec::new();
+            for k in &program.kernels {
+                for s in &k.schedules {
+                    let kernel = Kernel::from_schedule(k, s).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
+                    rows.push(count(&kernel, &ptxas).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?);
+                }
+            }
+            let text = if json {
+                let records: Vec<_> = rows.iter().map(|r| r.record()).collect();
+                serde_json::to_string_pretty(&records).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?
+            } else {
+                counters_table(&rows, &ptxas)
+            };
+            emit(&text, None)
+        }
     }
+}
+
+fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> String {
+    let mut header = vec!["kernel".to_string(), "registers (estimate)".into(), "shared elements".into(), "shared bytes".into(), "threads/block".into()];
+    header.extend(archs.iter().map(|a| format!("ptxas {a}")));
+    let mut table = vec![header];
+    for r in rows {
+        let mut row = vec![r.kernel.clone(), r.registers.registers.to_string(), r.shared_elements.to_string(), r.shared_bytes.to_string(), r.threads_per_block.to_string()];
+        row.extend(archs.iter().map(|a| r.ptxas.get(a).map_or("-".into(), |p| p.registers.to_string())));
+        table.push(row);
+    }
+    let widths: Vec<usize> = (0..table[0].len()).map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    table
+        .iter()
+        .map(|r| r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n")
+        .collect()
 }

@@ -5,6 +5,9 @@
 //! `constraints` crate; IR passes and counters are the `llvm-passes` crate.
 
 pub mod cli;
+pub mod counters;
 pub mod frontend;
+pub mod kernel;
+pub mod lower;
 pub mod output;
 pub mod report;

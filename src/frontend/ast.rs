@@ -132,6 +132,8 @@ pub enum StmtKind {
     Assume(Expr),
     Assert(Expr),
     Empty,
+    /// `__syncthreads()`: only in kernel forms built by the tool, never parsed.
+    Barrier,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +216,35 @@ pub enum ExprKind {
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(ScalarType, Box<Expr>),
     Call(Ident, Vec<Expr>),
+    /// A CUDA index (`threadIdx.x`, `blockIdx.y`, ...): only in kernel forms, never parsed.
+    Builtin(Builtin),
+}
+
+/// Which CUDA index register, and along which dimension (0 = x, 1 = y, 2 = z).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    ThreadIdx(u8),
+    BlockIdx(u8),
+    BlockDim(u8),
+    GridDim(u8),
+}
+
+impl Builtin {
+    pub fn dim(self) -> u8 {
+        match self {
+            Builtin::ThreadIdx(d) | Builtin::BlockIdx(d) | Builtin::BlockDim(d) | Builtin::GridDim(d) => d,
+        }
+    }
+
+    pub fn c_name(self) -> String {
+        let base = match self {
+            Builtin::ThreadIdx(_) => "threadIdx",
+            Builtin::BlockIdx(_) => "blockIdx",
+            Builtin::BlockDim(_) => "blockDim",
+            Builtin::GridDim(_) => "gridDim",
+        };
+        format!("{base}.{}", ["x", "y", "z"][self.dim() as usize % 3])
+    }
 }
 
 impl Expr {
@@ -245,7 +276,7 @@ impl Expr {
     /// Every variable name the expression reads (array names included), in order of appearance.
     pub fn names(&self, out: &mut Vec<String>) {
         match &self.kind {
-            ExprKind::Int(_) | ExprKind::Float(_) => {}
+            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Builtin(_) => {}
             ExprKind::Var(v) => out.push(v.clone()),
             ExprKind::Index { array, indices } => {
                 out.push(array.name.clone());
@@ -280,6 +311,7 @@ impl fmt::Display for Expr {
             ExprKind::Int(v) => write!(f, "{v}"),
             ExprKind::Float(v) => write!(f, "{v:?}"),
             ExprKind::Var(v) => f.write_str(v),
+            ExprKind::Builtin(b) => f.write_str(&b.c_name()),
             ExprKind::Index { array, indices } => {
                 f.write_str(&array.name)?;
                 for i in indices {

@@ -295,7 +295,7 @@ impl Checker<'_> {
                 "`meta_for` outside a `meta_schedule`",
                 "wrap this loop nest in `meta_schedule { ... }`",
             ),
-            StmtKind::Assign { .. } | StmtKind::If { .. } => self.err(
+            StmtKind::Assign { .. } | StmtKind::If { .. } | StmtKind::Barrier => self.err(
                 s.span,
                 "only `assume`, `assert`, integer scalar definitions, serial `for` loops and `meta_schedule` may appear outside a `meta_schedule`",
                 "move this statement into a `meta_schedule`",
@@ -468,7 +468,7 @@ impl Checker<'_> {
 
     fn kernel_stmt(&mut self, s: &Stmt) {
         match &s.kind {
-            StmtKind::Empty => {}
+            StmtKind::Empty | StmtKind::Barrier => {}
             StmtKind::Block(b) => self.with_scope(|c| b.iter().for_each(|x| c.kernel_stmt(x))),
             StmtKind::Decl { ty, vars } => {
                 for d in vars {
@@ -608,6 +608,7 @@ impl Checker<'_> {
                 Some(ScalarType::promote(ta?, tb?))
             }
             ExprKind::Cast(t, a) => self.expr(a).map(|_| *t),
+            ExprKind::Builtin(_) => Some(ScalarType::Int),
             ExprKind::Call(f, args) => {
                 let arg_types: Vec<Option<ScalarType>> = args.iter().map(|a| self.expr(a)).collect();
                 let Some(&(_, arity)) = ALLOWED_CALLS.iter().find(|(n, _)| *n == f.name) else {

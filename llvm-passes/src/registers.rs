@@ -1,0 +1,191 @@
+//! Registers per thread, estimated from optimised IR (the paper's "estimate from IR").
+//!
+//! Model: registers = max over program points of the 32-bit words held by simultaneously live
+//! SSA values + [`FIXED_COST`]. Liveness is the classic backward dataflow over basic blocks
+//! (phi operands live at the end of their incoming block, phi results defined at the top of
+//! theirs). Widths: `i1` is a predicate, counted apart (predicate registers are a separate
+//! file); integers up to 32 bits, `float` and shared-space (addrspace 3) pointers take one
+//! word; `i64`, `double` and other pointers take two. Kernel arguments are live from entry to
+//! their last use. Constants take none (they become immediates).
+//! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
+//! constant for all kernels, measured against `ptxas` (see `bench/RESULTS.md`), never fitted
+//! per kernel.
+
+use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMIsAArgument, LLVMIsAInstruction, LLVMTypeOf};
+use inkwell::llvm_sys::prelude::LLVMValueRef;
+use inkwell::llvm_sys::LLVMTypeKind;
+use inkwell::values::{AsValueRef, FunctionValue, InstructionOpcode, InstructionValue, Operand};
+use std::collections::{HashMap, HashSet};
+
+/// Registers a kernel holds beyond its live values (calibrated once; see the module doc).
+pub const FIXED_COST: u32 = 2;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisterEstimate {
+    /// The estimate: `max_live_words + FIXED_COST`.
+    pub registers: u32,
+    pub max_live_words: u32,
+    pub max_live_predicates: u32,
+}
+
+type Key = usize;
+
+fn key(v: LLVMValueRef) -> Key {
+    v as usize
+}
+
+/// (32-bit words, predicates) a value of this LLVM type occupies.
+fn width_of(v: LLVMValueRef) -> (u32, u32) {
+    unsafe {
+        let t = LLVMTypeOf(v);
+        match LLVMGetTypeKind(t) {
+            LLVMTypeKind::LLVMIntegerTypeKind => match LLVMGetIntTypeWidth(t) {
+                1 => (0, 1),
+                w if w <= 32 => (1, 0),
+                w => (w.div_ceil(32), 0),
+            },
+            LLVMTypeKind::LLVMHalfTypeKind | LLVMTypeKind::LLVMBFloatTypeKind | LLVMTypeKind::LLVMFloatTypeKind => (1, 0),
+            LLVMTypeKind::LLVMDoubleTypeKind => (2, 0),
+            LLVMTypeKind::LLVMPointerTypeKind => {
+                if LLVMGetPointerAddressSpace(t) == 3 { (1, 0) } else { (2, 0) }
+            }
+            _ => (0, 0),
+        }
+    }
+}
+
+/// Values that occupy registers: instruction results and arguments (not constants, blocks).
+fn is_tracked(v: LLVMValueRef) -> bool {
+    unsafe { !LLVMIsAInstruction(v).is_null() || !LLVMIsAArgument(v).is_null() }
+}
+
+struct BlockInfo<'ctx> {
+    instrs: Vec<InstructionValue<'ctx>>,
+    succs: Vec<usize>,
+    /// Used before any definition in the block (phi operands excluded).
+    upward: HashSet<Key>,
+    defs: HashSet<Key>,
+}
+
+pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
+    let blocks = function.get_basic_blocks();
+    let index: HashMap<Key, usize> = blocks.iter().enumerate().map(|(i, b)| (key(b.as_mut_ptr() as LLVMValueRef), i)).collect();
+    let mut width: HashMap<Key, (u32, u32)> = HashMap::new();
+    let mut info: Vec<BlockInfo> = Vec::new();
+    // phi_in[b] = values flowing from block b into phis of its successors.
+    let mut phi_in: Vec<HashSet<Key>> = vec![HashSet::new(); blocks.len()];
+    for p in function.get_param_iter() {
+        let r = p.as_value_ref();
+        width.insert(key(r), width_of(r));
+    }
+    for bb in &blocks {
+        let instrs: Vec<InstructionValue> = bb.get_instructions().collect();
+        let mut upward = HashSet::new();
+        let mut defs = HashSet::new();
+        let mut succs = Vec::new();
+        for i in &instrs {
+            let r = i.as_value_ref();
+            let is_phi = i.get_opcode() == InstructionOpcode::Phi;
+            for n in 0..i.get_num_operands() {
+                match i.get_operand(n) {
+                    Some(Operand::Value(v)) => {
+                        let vr = v.as_value_ref();
+                        if !is_tracked(vr) {
+                            continue;
+                        }
+                        width.entry(key(vr)).or_insert_with(|| width_of(vr));
+                        if is_phi {
+                            continue; // attributed to the incoming block below
+                        }
+                        if !defs.contains(&key(vr)) {
+                            upward.insert(key(vr));
+                        }
+                    }
+                    Some(Operand::Block(b)) if !is_phi => {
+                        if let Some(&s) = index.get(&key(b.as_mut_ptr() as LLVMValueRef)) {
+                            succs.push(s);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if is_phi {
+                if let Ok(phi) = inkwell::values::PhiValue::try_from(*i) {
+                    for n in 0..phi.count_incoming() {
+                        if let Some((v, from)) = phi.get_incoming(n) {
+                            let vr = v.as_value_ref();
+                            if is_tracked(vr) {
+                                width.entry(key(vr)).or_insert_with(|| width_of(vr));
+                                if let Some(&fb) = index.get(&key(from.as_mut_ptr() as LLVMValueRef)) {
+                                    phi_in[fb].insert(key(vr));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let w = width_of(r);
+            if w != (0, 0) {
+                width.insert(key(r), w);
+                defs.insert(key(r));
+            }
+        }
+        info.push(BlockInfo { instrs, succs, upward, defs });
+    }
+    // Backward dataflow to a fixed point.
+    let n = info.len();
+    let mut live_in: Vec<HashSet<Key>> = vec![HashSet::new(); n];
+    let mut live_out: Vec<HashSet<Key>> = vec![HashSet::new(); n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in (0..n).rev() {
+            let mut out: HashSet<Key> = phi_in[b].clone();
+            for &s in &info[b].succs {
+                out.extend(live_in[s].iter().copied());
+            }
+            let mut inn: HashSet<Key> = info[b].upward.clone();
+            inn.extend(out.iter().filter(|k| !info[b].defs.contains(k)).copied());
+            if inn != live_in[b] || out != live_out[b] {
+                live_in[b] = inn;
+                live_out[b] = out;
+                changed = true;
+            }
+        }
+    }
+    // Arguments live into the entry block are held from the start.
+    let sum = |set: &HashSet<Key>| set.iter().fold((0u32, 0u32), |(w, p), k| {
+        let (a, b) = width.get(k).copied().unwrap_or((0, 0));
+        (w + a, p + b)
+    });
+    let (mut max_w, mut max_p) = (0u32, 0u32);
+    for b in 0..n {
+        let mut live = live_out[b].clone();
+        let (w, p) = sum(&live);
+        max_w = max_w.max(w);
+        max_p = max_p.max(p);
+        for i in info[b].instrs.iter().rev() {
+            let r = key(i.as_value_ref());
+            // At the instruction: its result and everything live after it.
+            live.insert(r);
+            let (w, p) = sum(&live);
+            max_w = max_w.max(w);
+            max_p = max_p.max(p);
+            live.remove(&r);
+            if i.get_opcode() != InstructionOpcode::Phi {
+                for k in 0..i.get_num_operands() {
+                    if let Some(Operand::Value(v)) = i.get_operand(k) {
+                        let vr = v.as_value_ref();
+                        if is_tracked(vr) {
+                            live.insert(key(vr));
+                        }
+                    }
+                }
+            }
+            let (w, p) = sum(&live);
+            max_w = max_w.max(w);
+            max_p = max_p.max(p);
+        }
+    }
+    RegisterEstimate { registers: max_w + FIXED_COST, max_live_words: max_w, max_live_predicates: max_p }
+}

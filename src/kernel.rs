@@ -1,0 +1,161 @@
+//! The kernel form: one `meta_schedule` as a CUDA kernel, the unit that strategies transform
+//! and that the LLVM lowering, the CUDA emitter and the counters consume.
+//!
+//! Contract: a [`Kernel`] is self-contained. Its parameters are the function's parameters in
+//! order, then the derived scalars and the host loop counters (the host computes them and
+//! passes them in). Grid extents are host expressions; block extents are polynomials in the
+//! program parameters, so threads per block is a polynomial. Each grid (block) loop counter is
+//! defined as `lo + blockIdx.d` (`lo + threadIdx.d`), and the launch has exactly `hi - lo`
+//! blocks (threads) along `d`, so no guard is needed and every thread reaches every barrier.
+//! Serial loops between the grid and block groups wrap the body, executed by every thread.
+
+use crate::frontend::ast::*;
+use crate::frontend::model::{KernelFunction, Role, Schedule};
+use crate::frontend::source::Span;
+use constraints::Poly;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelParamKind {
+    Scalar(ScalarType),
+    Array { elem: ScalarType, is_const: bool, extents: Vec<Poly> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelParam {
+    pub name: String,
+    pub kind: KernelParamKind,
+}
+
+/// An array in (dynamic) shared memory, one per thread block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedArray {
+    pub name: String,
+    pub elem: ScalarType,
+    pub extents: Vec<Poly>,
+}
+
+impl SharedArray {
+    pub fn elements(&self) -> Poly {
+        self.extents.iter().fold(Poly::one(), |acc, e| acc * e)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub params: Vec<KernelParam>,
+    pub shared: Vec<SharedArray>,
+    /// Number of blocks along x, y, z (index 0 is x): host expressions.
+    pub grid: Vec<Expr>,
+    /// Threads per block along x, y, z (index 0 is x).
+    pub block: Vec<Poly>,
+    pub body: Vec<Stmt>,
+}
+
+fn ident(name: &str) -> Ident {
+    Ident { name: name.to_string(), span: Span::default() }
+}
+
+fn expr(kind: ExprKind) -> Expr {
+    Expr::new(kind, Span::default())
+}
+
+/// `lo + index`, or just `index` when `lo` is the literal 0.
+fn offset(lo: &Expr, index: Builtin) -> Expr {
+    let b = expr(ExprKind::Builtin(index));
+    match lo.kind {
+        ExprKind::Int(0) => b,
+        _ => expr(ExprKind::Binary(BinOp::Add, Box::new(lo.clone()), Box::new(b))),
+    }
+}
+
+/// The dimension index (0 = x) of a `maps_to` such as `threadIdx.y`.
+fn dim_of(maps_to: &str) -> u8 {
+    match maps_to.rsplit('.').next() {
+        Some("y") => 1,
+        Some("z") => 2,
+        _ => 0,
+    }
+}
+
+impl Kernel {
+    /// The kernel of one schedule, before any strategy.
+    pub fn from_schedule(function: &KernelFunction, schedule: &Schedule) -> Result<Kernel, String> {
+        let mut params: Vec<KernelParam> = Vec::new();
+        for p in &function.params {
+            let kind = match p.role {
+                Role::Array => {
+                    let a = function.array(&p.name).ok_or_else(|| format!("array `{}` has no layout", p.name))?;
+                    KernelParamKind::Array { elem: a.elem, is_const: a.is_const, extents: a.extents.clone() }
+                }
+                _ => KernelParamKind::Scalar(p.ty),
+            };
+            params.push(KernelParam { name: p.name.clone(), kind });
+        }
+        for d in &function.derived {
+            params.push(KernelParam { name: d.name.clone(), kind: KernelParamKind::Scalar(d.ty) });
+        }
+        for h in &schedule.host_loops {
+            params.push(KernelParam { name: h.var.clone(), kind: KernelParamKind::Scalar(h.ty) });
+        }
+
+        let mut grid = vec![expr(ExprKind::Int(1)); schedule.grid.len()];
+        let mut block = vec![Poly::one(); schedule.block.len()];
+        let mut prologue = Vec::new();
+        for l in &schedule.grid {
+            let d = dim_of(&l.maps_to);
+            grid[d as usize] = match l.lo.kind {
+                ExprKind::Int(0) => l.hi.clone(),
+                _ => expr(ExprKind::Binary(BinOp::Sub, Box::new(l.hi.clone()), Box::new(l.lo.clone()))),
+            };
+            prologue.push(decl(l.ty, &l.var, offset(&l.lo, Builtin::BlockIdx(d))));
+        }
+        for l in &schedule.block {
+            let d = dim_of(&l.maps_to);
+            block[d as usize] = l.extent.clone().ok_or_else(|| {
+                format!("the extent of block loop `{}` is not a polynomial in the program parameters", l.var)
+            })?;
+            prologue.push(decl(l.ty, &l.var, offset(&l.lo, Builtin::ThreadIdx(d))));
+        }
+        let mut body = schedule.body.clone();
+        for s in schedule.between.iter().rev() {
+            let l = ForLoop {
+                var: ident(&s.var),
+                ty: s.ty,
+                lo: s.lo.clone(),
+                hi: s.hi.clone(),
+                inclusive: s.inclusive,
+                step: s.step,
+                body: Box::new(Stmt { kind: StmtKind::Block(body), span: Span::default() }),
+            };
+            body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
+        }
+        prologue.extend(body);
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue })
+    }
+
+    /// Threads per block: the product of the block extents.
+    pub fn threads_per_block(&self) -> Poly {
+        self.block.iter().fold(Poly::one(), |acc, e| acc * e)
+    }
+
+    /// Shared memory per block in elements (summed over the shared arrays).
+    pub fn shared_elements(&self) -> Poly {
+        self.shared.iter().fold(Poly::zero(), |acc, s| acc + s.elements())
+    }
+
+    /// Shared memory per block in bytes.
+    pub fn shared_bytes(&self) -> Poly {
+        self.shared
+            .iter()
+            .fold(Poly::zero(), |acc, s| acc + s.elements() * Poly::int(s.elem.size_bytes() as i64))
+    }
+
+    pub fn param(&self, name: &str) -> Option<&KernelParam> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+fn decl(ty: ScalarType, name: &str, init: Expr) -> Stmt {
+    Stmt { kind: StmtKind::Decl { ty, vars: vec![Declarator { name: ident(name), init }] }, span: Span::default() }
+}
