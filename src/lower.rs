@@ -476,10 +476,10 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
                 let f = self.intrinsic(intr, &[llvm_type(self.context, ty)])?;
                 Ok(TV { v: self.call(f, &[a, c], name)?, ty })
             }
-            ("fmin" | "fmax", [x, y]) => {
-                let ty = ScalarType::Double;
+            ("fmin" | "fmax" | "fminf" | "fmaxf", [x, y]) => {
+                let ty = if name.ends_with('f') { ScalarType::Float } else { ScalarType::Double };
                 let (a, c) = (self.convert(*x, ty)?, self.convert(*y, ty)?);
-                let f = self.intrinsic(if name == "fmin" { "llvm.minnum" } else { "llvm.maxnum" }, &[llvm_type(self.context, ty)])?;
+                let f = self.intrinsic(if name.starts_with("fmin") { "llvm.minnum" } else { "llvm.maxnum" }, &[llvm_type(self.context, ty)])?;
                 Ok(TV { v: self.call(f, &[a, c], name)?, ty })
             }
             ("abs", [x]) if x.ty.is_integer() => {

@@ -10,6 +10,15 @@
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas` (see `bench/RESULTS.md`), never fitted
 //! per kernel.
+//!
+//! Unrolling by `ptxas`: when the optimised IR still has an innermost loop whose body is
+//! straight-line code or guarded code only (every conditional branch inside is loop control or
+//! a *triangle*, `if (c) { ... }` without `else`, which ptxas turns into predication), `ptxas`
+//! unrolls it again (seen in the SASS of `vecadd`: LLVM's 2x loop
+//! unrolled a further 4x, pointer parameters duplicated) and schedules the copies into every
+//! register that costs no occupancy. That budget is the register file per multiprocessor over
+//! the resident threads per multiprocessor: 65536 / 2048 = 32 on sm_80 and sm_90
+//! ([`OCCUPANCY_FREE_REGISTERS_SM90`]). For such kernels the estimate is at least that budget.
 
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMIsAArgument, LLVMIsAInstruction, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
@@ -20,12 +29,19 @@ use std::collections::{HashMap, HashSet};
 /// Registers a kernel holds beyond its live values (calibrated once; see the module doc).
 pub const FIXED_COST: u32 = 2;
 
+/// Registers per thread that cost no occupancy on sm_80/sm_90: 65536 / 2048.
+pub const OCCUPANCY_FREE_REGISTERS_SM90: u32 = 65536 / 2048;
+
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterEstimate {
-    /// The estimate: `max_live_words + FIXED_COST`.
+    /// The estimate: `max_live_words + FIXED_COST`, raised to the occupancy-free budget when
+    /// `unrolled_loop` holds.
     pub registers: u32,
     pub max_live_words: u32,
     pub max_live_predicates: u32,
+    /// An innermost loop small enough for ptxas to unroll remains after the pipeline.
+    pub unrolled_loop: bool,
 }
 
 type Key = usize;
@@ -187,5 +203,111 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             max_p = max_p.max(p);
         }
     }
-    RegisterEstimate { registers: max_w + FIXED_COST, max_live_words: max_w, max_live_predicates: max_p }
+    let succs: Vec<Vec<usize>> = info.iter().map(|b| b.succs.clone()).collect();
+    let unrolled_loop = innermost_loops(&succs).iter().any(|body| guarded_only(body, &succs));
+    let mut registers = max_w + FIXED_COST;
+    if unrolled_loop {
+        registers = registers.max(OCCUPANCY_FREE_REGISTERS_SM90);
+    }
+    RegisterEstimate { registers, max_live_words: max_w, max_live_predicates: max_p, unrolled_loop }
+}
+
+/// Whether every two-way branch inside the loop `body` is loop control (an arm leaves the
+/// loop) or a triangle (one arm's only successor is the other arm).
+pub fn guarded_only(body: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
+    body.iter().all(|&b| match succs[b].as_slice() {
+        [x, y] if body.contains(x) && body.contains(y) => {
+            let falls_into = |from: &usize, to: &usize| succs[*from].as_slice() == [*to];
+            falls_into(x, y) || falls_into(y, x)
+        }
+        _ => true,
+    })
+}
+
+/// The blocks of each innermost natural loop of a CFG given by successor lists
+/// (block 0 is the entry). Back edges are found by depth-first search (edges to a block on the
+/// DFS stack: exact for the reducible CFGs structured code produces); a loop's body is its
+/// header plus every block that reaches the latch without passing through the header.
+pub fn innermost_loops(succs: &[Vec<usize>]) -> Vec<HashSet<usize>> {
+    let n = succs.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (b, ss) in succs.iter().enumerate() {
+        for &s in ss {
+            preds[s].push(b);
+        }
+    }
+    // Iterative DFS collecting back edges (latch, header).
+    let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
+    let mut back_edges = Vec::new();
+    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
+    state[0] = 1;
+    while let Some(&mut (b, ref mut next)) = stack.last_mut() {
+        if *next < succs[b].len() {
+            let s = succs[b][*next];
+            *next += 1;
+            match state[s] {
+                0 => {
+                    state[s] = 1;
+                    stack.push((s, 0));
+                }
+                1 => back_edges.push((b, s)),
+                _ => {}
+            }
+        } else {
+            state[b] = 2;
+            stack.pop();
+        }
+    }
+    let mut loops: Vec<(usize, HashSet<usize>)> = Vec::new();
+    for (latch, header) in back_edges {
+        let mut body: HashSet<usize> = HashSet::from([header]);
+        let mut work = vec![latch];
+        while let Some(x) = work.pop() {
+            if body.insert(x) {
+                work.extend(preds[x].iter().copied());
+            }
+        }
+        match loops.iter_mut().find(|(h, _)| *h == header) {
+            Some((_, existing)) => existing.extend(body),
+            None => loops.push((header, body)),
+        }
+    }
+    let innermost: Vec<HashSet<usize>> = loops
+        .iter()
+        .filter(|(h, body)| !loops.iter().any(|(h2, _)| h2 != h && body.contains(h2)))
+        .map(|(_, body)| body.clone())
+        .collect();
+    innermost
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(cfg: &[Vec<usize>]) -> Vec<usize> {
+        innermost_loops(cfg).iter().map(|b| b.len()).collect()
+    }
+
+    #[test]
+    fn finds_innermost_loops_and_their_sizes() {
+        // 0 -> 1 (outer header) -> 2 (inner header, self loop) -> 3 -> 1 ; 1 -> 4 exit
+        let cfg = vec![vec![1], vec![2, 4], vec![2, 3], vec![1], vec![]];
+        assert_eq!(sizes(&cfg), vec![1]);
+        assert!(sizes(&[vec![1], vec![]]).is_empty());
+    }
+
+    #[test]
+    fn triangles_are_guards_and_diamonds_are_not() {
+        // Loop 1 -> {2, 3}; 2 -> 3 (a triangle: `if (c) { 2 }`), 3 -> 1 or exit 4.
+        let triangle = vec![vec![1], vec![2, 3], vec![3], vec![1, 4], vec![]];
+        let l = &innermost_loops(&triangle)[0];
+        assert!(guarded_only(l, &triangle));
+        // Loop 1 -> {2, 3} -> 4 -> 1 or exit 5: `if (c) { 2 } else { 3 }`, a diamond.
+        let diamond = vec![vec![1], vec![2, 3], vec![4], vec![4], vec![1, 5], vec![]];
+        let l = &innermost_loops(&diamond)[0];
+        assert!(!guarded_only(l, &diamond));
+    }
 }

@@ -56,9 +56,12 @@ pub fn verify(module: &Module<'_>) -> Result<(), String> {
     module.verify().map_err(|e| e.to_string())
 }
 
-/// PTX text for the module on one architecture.
+/// PTX text for the module on one architecture. Code generation runs IR passes on the module
+/// it is given, so it works on a clone: the module is unchanged, and PTX for one architecture
+/// never depends on which others were emitted before.
 pub fn emit_ptx(module: &Module<'_>, arch: &str) -> Result<String, String> {
     let tm = target_machine(arch)?;
-    let buffer = tm.write_to_memory_buffer(module, FileType::Assembly).map_err(|e| e.to_string())?;
+    let copy = module.clone();
+    let buffer = tm.write_to_memory_buffer(&copy, FileType::Assembly).map_err(|e| e.to_string())?;
     String::from_utf8(buffer.as_slice().to_vec()).map_err(|e| format!("PTX is not UTF-8: {e}"))
 }

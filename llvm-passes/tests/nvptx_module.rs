@@ -90,3 +90,14 @@ fn a_broken_module_is_rejected_by_the_verifier() {
     context.append_basic_block(function, "entry");
     assert!(target::verify(&module).is_err());
 }
+
+#[test]
+fn emitting_ptx_leaves_the_module_unchanged() {
+    let context = Context::create();
+    let module = build_kernel(&context);
+    let before = module.print_to_string().to_string();
+    let first_sm90 = target::emit_ptx(&module, "sm_90").unwrap();
+    target::emit_ptx(&module, "sm_75").unwrap();
+    assert_eq!(module.print_to_string().to_string(), before);
+    assert_eq!(target::emit_ptx(&module, "sm_90").unwrap(), first_sm90);
+}
