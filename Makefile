@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build clean
+.PHONY: setup build demo test fuzz bench-build bench-counters clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,10 @@ test: setup
 # libFuzzer on the parser (needs cargo-fuzz; see scripts/fuzz.sh). Not part of `make test`.
 fuzz: setup
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+# Register estimate against ptxas over every example kernel (the table in bench/RESULTS.md).
+bench-counters: setup
+	cargo bench --bench counters
 
 # Time a clean build and test run (the figure recorded in bench/RESULTS.md).
 bench-build: setup

@@ -1,0 +1,142 @@
+//! Lowering and counters on every example: the IR verifies, LLVM's PTX assembles with the real
+//! `ptxas` for sm_75/sm_80/sm_90, the register estimate is within 25% of ptxas at sm_90, and
+//! shared memory and threads per block are the polynomials the kernel declares.
+
+use constraints::Poly;
+use metafork::counters::count;
+use metafork::frontend::ast::{Builtin, Expr, ExprKind, Ident, Stmt, StmtKind, AssignOp, ScalarType};
+use metafork::frontend::check_source;
+use metafork::kernel::{Kernel, SharedArray};
+use std::process::Command;
+
+const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
+
+fn kernels() -> Vec<Kernel> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let p = check_source(&f.display().to_string(), &text).unwrap();
+        for k in &p.kernels {
+            for s in &k.schedules {
+                out.push(Kernel::from_schedule(k, s).unwrap());
+            }
+        }
+    }
+    assert!(out.len() >= 12, "the benchmark set needs at least 12 kernels");
+    out
+}
+
+/// ptxas is required under `make test` (METAFORK_REQUIRE_NVCC=1); elsewhere its absence skips.
+fn have_ptxas() -> bool {
+    let found = llvm_passes::ptxas::find_ptxas().is_some();
+    if !found && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `ptxas` is not on PATH");
+    }
+    found
+}
+
+#[test]
+fn every_example_lowers_to_verified_ir() {
+    for k in kernels() {
+        let ir = metafork::lower::kernel_ir(&k).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        assert!(ir.contains(&format!("define ptx_kernel void @{}(", k.name)), "{}", k.name);
+    }
+}
+
+#[test]
+fn every_example_assembles_and_the_estimate_is_within_25_percent_at_sm90() {
+    if !have_ptxas() {
+        return;
+    }
+    let archs: Vec<String> = ARCHS.iter().map(|s| s.to_string()).collect();
+    for k in kernels() {
+        let c = count(&k, &archs).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        for a in ARCHS {
+            assert!(c.ptxas[a].registers > 0, "{}: ptxas reported no registers for {a}", k.name);
+        }
+        let truth = c.ptxas["sm_90"].registers as f64;
+        let err = (c.registers.registers as f64 - truth).abs() / truth;
+        assert!(err <= 0.25, "{}: estimate {} vs ptxas {} at sm_90 ({:.0}%)", k.name, c.registers.registers, truth, 100.0 * err);
+    }
+}
+
+#[test]
+fn threads_per_block_is_the_product_of_the_block_extents() {
+    let by_name: std::collections::BTreeMap<String, Kernel> = kernels().into_iter().map(|k| (k.name.clone(), k)).collect();
+    assert_eq!(by_name["matadd"].threads_per_block(), "B0*B1".parse::<Poly>().unwrap());
+    assert_eq!(by_name["heat3d"].threads_per_block(), "B0*B1*B2".parse::<Poly>().unwrap());
+    assert_eq!(by_name["matmul"].threads_per_block(), "B0*ub1".parse::<Poly>().unwrap());
+    assert!(by_name["jacobi1d"].shared_elements().is_zero(), "nothing is cached before the caching strategy");
+}
+
+fn var(n: &str) -> Expr {
+    Expr::new(ExprKind::Var(n.into()), Default::default())
+}
+
+fn at(array: &str, index: Expr) -> Expr {
+    Expr::new(ExprKind::Index { array: Ident { name: array.into(), span: Default::default() }, indices: vec![index] }, Default::default())
+}
+
+fn stmt(kind: StmtKind) -> Stmt {
+    Stmt { kind, span: Default::default() }
+}
+
+/// jacobi1d with a shared staging array of 2*s*B + 2 floats and a second of B doubles.
+fn kernel_with_shared_memory() -> Kernel {
+    let mut k = kernels().into_iter().find(|k| k.name == "jacobi1d").unwrap();
+    k.shared = vec![
+        SharedArray { name: "a_s".into(), elem: ScalarType::Float, extents: vec!["2*s*B + 2".parse().unwrap()] },
+        SharedArray { name: "d_s".into(), elem: ScalarType::Double, extents: vec![Poly::var("B")] },
+    ];
+    let tid = Expr::new(ExprKind::Builtin(Builtin::ThreadIdx(0)), Default::default());
+    k.body = vec![
+        stmt(StmtKind::Assign { target: at("a_s", tid.clone()), op: AssignOp::Set, value: at("a", tid.clone()) }),
+        stmt(StmtKind::Assign { target: at("d_s", tid.clone()), op: AssignOp::Set, value: var("N") }),
+        stmt(StmtKind::Barrier),
+        stmt(StmtKind::Assign { target: at("a", tid.clone()), op: AssignOp::Add, value: at("a_s", var("B")) }),
+        stmt(StmtKind::Assign { target: at("a", var("B")), op: AssignOp::Add, value: at("d_s", tid) }),
+    ];
+    k
+}
+
+#[test]
+fn shared_memory_is_the_sum_of_the_declared_shared_arrays() {
+    let k = kernel_with_shared_memory();
+    assert_eq!(k.shared_elements(), "2*s*B + 2 + B".parse::<Poly>().unwrap());
+    assert_eq!(k.shared_bytes(), "4*(2*s*B + 2) + 8*B".parse::<Poly>().unwrap());
+    let ir = metafork::lower::kernel_ir(&k).unwrap();
+    assert!(ir.contains("@metafork_shared = external addrspace(3) global [0 x i8], align 16"), "{ir}");
+    assert!(ir.contains("@llvm.nvvm.barrier0"), "{ir}");
+    if !have_ptxas() {
+        return;
+    }
+    let c = count(&k, &["sm_90".to_string()]).unwrap();
+    // Dynamic shared memory: sized at launch, so ptxas reports no static shared memory.
+    assert_eq!(c.ptxas["sm_90"].static_shared, 0);
+    assert_eq!(c.shared_bytes, k.shared_bytes());
+}
+
+#[test]
+fn counters_json_has_the_documented_fields() {
+    let mut args = vec!["counters", "--json"];
+    let with_ptxas = have_ptxas();
+    if with_ptxas {
+        args.extend(["--ptxas", "sm_90"]);
+    }
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matadd.mf");
+    args.push(file);
+    let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(&args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v[0];
+    assert_eq!(r["kernel"], "matadd");
+    assert!(r["estimate"].as_u64().unwrap() > 0);
+    assert_eq!(r["shared_memory"], "0");
+    assert_eq!(r["threads_per_block"], "B0*B1");
+    if with_ptxas {
+        assert!(r["ptxas"]["sm_90"].as_u64().unwrap() > 0);
+    }
+}
