@@ -290,7 +290,8 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
                 Ok(x) => TV { v: ctx.i32_type().const_int(x as i64 as u64, true).into(), ty: ScalarType::Int },
                 Err(_) => TV { v: ctx.i64_type().const_int(*v as u64, true).into(), ty: ScalarType::Long },
             }),
-            ExprKind::Float(v) => Ok(TV { v: ctx.f64_type().const_float(*v).into(), ty: ScalarType::Double }),
+            ExprKind::Float { value, single: true } => Ok(TV { v: ctx.f32_type().const_float(*value as f32 as f64).into(), ty: ScalarType::Float }),
+            ExprKind::Float { value, single: false } => Ok(TV { v: ctx.f64_type().const_float(*value).into(), ty: ScalarType::Double }),
             ExprKind::Var(n) => match self.lookup(n)? {
                 Slot::Value(tv) => Ok(tv),
                 Slot::Mem(p, ty) => Ok(TV { v: b(self.builder.build_load(llvm_type(ctx, ty), p, n))?, ty }),

@@ -140,3 +140,12 @@ fn counters_json_has_the_documented_fields() {
         assert!(r["ptxas"]["sm_90"].as_u64().unwrap() > 0);
     }
 }
+
+#[test]
+fn float_suffixed_literals_keep_single_precision() {
+    // `0.2f * (...)` is float arithmetic in C; without the suffix it would be double.
+    let k = kernels().into_iter().find(|k| k.name == "jacobi2d").unwrap();
+    let ir = metafork::lower::kernel_ir(&k).unwrap();
+    assert!(ir.contains("fmul float"), "{ir}");
+    assert!(!ir.contains("double"), "no double arithmetic expected:\n{ir}");
+}

@@ -208,7 +208,8 @@ pub struct Expr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
     Int(i64),
-    Float(f64),
+    /// A floating literal: `single` for the `f`/`F` suffix (type `float`), else `double`.
+    Float { value: f64, single: bool },
     Var(String),
     Index { array: Ident, indices: Vec<Expr> },
     Unary(UnOp, Box<Expr>),
@@ -276,7 +277,7 @@ impl Expr {
     /// Every variable name the expression reads (array names included), in order of appearance.
     pub fn names(&self, out: &mut Vec<String>) {
         match &self.kind {
-            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Builtin(_) => {}
+            ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Builtin(_) => {}
             ExprKind::Var(v) => out.push(v.clone()),
             ExprKind::Index { array, indices } => {
                 out.push(array.name.clone());
@@ -309,7 +310,7 @@ impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             ExprKind::Int(v) => write!(f, "{v}"),
-            ExprKind::Float(v) => write!(f, "{v:?}"),
+            ExprKind::Float { value, single } => write!(f, "{value:?}{}", if *single { "f" } else { "" }),
             ExprKind::Var(v) => f.write_str(v),
             ExprKind::Builtin(b) => f.write_str(&b.c_name()),
             ExprKind::Index { array, indices } => {

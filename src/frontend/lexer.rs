@@ -11,7 +11,8 @@ use super::source::Span;
 pub enum Tok {
     Ident(String),
     Int(i64),
-    Float(f64),
+    /// A floating literal and whether it has the `f` suffix.
+    Float(f64, bool),
     /// Keywords and punctuation, by their spelling (`for`, `meta_for`, `<=`, `(`).
     Sym(&'static str),
     Eof,
@@ -185,8 +186,9 @@ fn number(text: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
         let value: f64 = lexeme.parse().map_err(|_| {
             Diagnostic::new(Span::new(start, i), "malformed floating literal", "not a number")
         })?;
-        let after = if i < bytes.len() && (bytes[i] == b'f' || bytes[i] == b'F') { i + 1 } else { i };
-        return Ok((Tok::Float(value), end_of_number(after)?));
+        let single = i < bytes.len() && (bytes[i] == b'f' || bytes[i] == b'F');
+        let after = if single { i + 1 } else { i };
+        return Ok((Tok::Float(value, single), end_of_number(after)?));
     }
     let v: i64 = lexeme.parse().map_err(|_| too_large(i))?;
     Ok((Tok::Int(v), end_of_number(int_suffix(bytes, i))?))
@@ -216,10 +218,10 @@ mod tests {
                 Tok::Sym("="), Tok::Int(0), Tok::Sym(";"), Tok::Ident("v".into()), Tok::Sym("<="),
                 Tok::Ident("N".into()), Tok::Sym("/"), Tok::Int(2), Tok::Sym(";"),
                 Tok::Ident("v".into()), Tok::Sym("++"), Tok::Sym(")"), Tok::Ident("x".into()),
-                Tok::Sym("+="), Tok::Float(1.5), Tok::Sym(";"), Tok::Eof
+                Tok::Sym("+="), Tok::Float(1.5, true), Tok::Sym(";"), Tok::Eof
             ]
         );
-        assert_eq!(toks("0x10 7L 1e3 .5"), vec![Tok::Int(16), Tok::Int(7), Tok::Float(1000.0), Tok::Float(0.5), Tok::Eof]);
+        assert_eq!(toks("0x10 7L 1e3 .5"), vec![Tok::Int(16), Tok::Int(7), Tok::Float(1000.0, false), Tok::Float(0.5, false), Tok::Eof]);
     }
 
     #[test]

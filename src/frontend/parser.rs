@@ -41,7 +41,7 @@ fn describe(t: &Tok) -> String {
     match t {
         Tok::Ident(s) => format!("identifier `{s}`"),
         Tok::Int(v) => format!("number `{v}`"),
-        Tok::Float(v) => format!("number `{v:?}`"),
+        Tok::Float(v, _) => format!("number `{v:?}`"),
         Tok::Sym(s) => format!("`{s}`"),
         Tok::Eof => "end of file".into(),
     }
@@ -650,9 +650,9 @@ impl Parser {
                 self.bump();
                 Ok(Expr::new(ExprKind::Int(v), start))
             }
-            Tok::Float(v) => {
+            Tok::Float(value, single) => {
                 self.bump();
-                Ok(Expr::new(ExprKind::Float(v), start))
+                Ok(Expr::new(ExprKind::Float { value, single }, start))
             }
             Tok::Sym("(") => {
                 self.bump();

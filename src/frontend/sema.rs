@@ -543,7 +543,7 @@ impl Checker<'_> {
     fn expr(&mut self, e: &Expr) -> Option<ScalarType> {
         match &e.kind {
             ExprKind::Int(v) => Some(if i32::try_from(*v).is_ok() { ScalarType::Int } else { ScalarType::Long }),
-            ExprKind::Float(_) => Some(ScalarType::Double),
+            ExprKind::Float { single, .. } => Some(if *single { ScalarType::Float } else { ScalarType::Double }),
             ExprKind::Var(n) => match self.lookup(n) {
                 Some(Sym::Scalar { ty, .. }) => Some(*ty),
                 Some(Sym::Array { rank, .. }) => {
