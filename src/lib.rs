@@ -5,6 +5,7 @@
 //! `constraints` crate; IR passes and counters are the `llvm-passes` crate.
 
 pub mod cli;
+pub mod emit;
 pub mod counters;
 pub mod frontend;
 pub mod kernel;

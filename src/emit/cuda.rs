@@ -1,0 +1,259 @@
+//! A [`Kernel`] as CUDA C++: the `__global__` kernel and a host launch wrapper.
+//!
+//! Contract: the emitted code computes what the kernel form computes, with the same C
+//! semantics the LLVM lowering uses: multi-dimensional subscripts are linearised row-major in
+//! 64-bit (`long`) arithmetic, CUDA's unsigned indices are read as `int`, literals keep their
+//! precision, and shared arrays sit in the dynamic shared-memory block at offsets rounded up
+//! to 16 bytes, in declaration order. The launch wrapper takes the function's parameters and
+//! the host loop counters, computes the derived scalars, the grid, the block and the dynamic
+//! shared memory, launches nothing when the grid is empty (as the serial loops would run no
+//! iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
+
+use crate::frontend::ast::*;
+use crate::frontend::model::KernelFunction;
+use crate::kernel::{Kernel, KernelParamKind};
+use constraints::Poly;
+use std::fmt::Write;
+
+/// The emitted text of one kernel. `header` lines are written as a leading comment block.
+pub fn emit_kernel(function: &KernelFunction, kernel: &Kernel, header: &[String]) -> Result<String, String> {
+    let mut out = String::new();
+    for line in header {
+        let _ = writeln!(out, "// {line}");
+    }
+    let _ = writeln!(out, "#include <cuda_runtime.h>\n");
+    emit_global(&mut out, kernel)?;
+    out.push('\n');
+    emit_launch(&mut out, function, kernel)?;
+    Ok(out)
+}
+
+fn expr(kind: ExprKind) -> Expr {
+    Expr::new(kind, Default::default())
+}
+
+fn var(name: &str) -> Expr {
+    expr(ExprKind::Var(name.into()))
+}
+
+/// A polynomial with integer coefficients as a `long` C expression.
+pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
+    let mut sum: Option<Expr> = None;
+    for (m, c) in p.terms() {
+        if !c.is_integer() {
+            return Err(format!("`{p}` has a non-integer coefficient"));
+        }
+        let k: i64 = c.numer().try_into().map_err(|_| format!("coefficient too large in `{p}`"))?;
+        // `(long)` on the first factor makes the whole product 64-bit; a unit coefficient is left out.
+        let mut factors: Vec<Expr> = Vec::new();
+        if k.abs() != 1 || m.is_one() {
+            factors.push(expr(ExprKind::Int(k.abs())));
+        }
+        for (v, e) in m.factors() {
+            for _ in 0..*e {
+                factors.push(var(v.name()));
+            }
+        }
+        let first = expr(ExprKind::Cast(ScalarType::Long, Box::new(factors.remove(0))));
+        let term = factors.into_iter().fold(first, |acc, f| expr(ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(f))));
+        sum = Some(match sum {
+            None if k < 0 => expr(ExprKind::Unary(UnOp::Neg, Box::new(term))),
+            None => term,
+            Some(s) => expr(ExprKind::Binary(if k < 0 { BinOp::Sub } else { BinOp::Add }, Box::new(s), Box::new(term))),
+        });
+    }
+    Ok(sum.unwrap_or_else(|| expr(ExprKind::Int(0))))
+}
+
+/// Rewrite an expression into what CUDA C prints directly.
+struct Cify<'k> {
+    extents: std::collections::HashMap<&'k str, &'k [Poly]>,
+}
+
+impl Cify<'_> {
+    fn expr(&self, e: &Expr) -> Result<Expr, String> {
+        let k = match &e.kind {
+            ExprKind::Builtin(_) => ExprKind::Cast(ScalarType::Int, Box::new(e.clone())),
+            ExprKind::Index { array, indices } => {
+                let ext = self.extents.get(array.name.as_str()).ok_or_else(|| format!("unknown array `{}`", array.name))?;
+                let mut lin: Option<Expr> = None;
+                for (d, i) in indices.iter().enumerate() {
+                    let i = expr(ExprKind::Cast(ScalarType::Long, Box::new(self.expr(i)?)));
+                    lin = Some(match lin {
+                        None => i,
+                        Some(acc) => {
+                            let scaled = expr(ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(poly_expr(&ext[d])?)));
+                            expr(ExprKind::Binary(BinOp::Add, Box::new(scaled), Box::new(i)))
+                        }
+                    });
+                }
+                ExprKind::Index { array: array.clone(), indices: lin.into_iter().collect() }
+            }
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(self.expr(a)?)),
+            ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
+            ExprKind::Cond(c, a, b) => ExprKind::Cond(Box::new(self.expr(c)?), Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
+            ExprKind::Cast(t, a) => ExprKind::Cast(*t, Box::new(self.expr(a)?)),
+            ExprKind::Call(f, args) => ExprKind::Call(f.clone(), args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?),
+            _ => e.kind.clone(),
+        };
+        Ok(Expr::new(k, e.span))
+    }
+
+    fn stmt(&self, s: &Stmt, depth: usize, out: &mut String) -> Result<(), String> {
+        let pad = "  ".repeat(depth);
+        match &s.kind {
+            StmtKind::Empty => {}
+            StmtKind::Block(items) => {
+                let _ = writeln!(out, "{pad}{{");
+                for x in items {
+                    self.stmt(x, depth + 1, out)?;
+                }
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::Decl { ty, vars } => {
+                for d in vars {
+                    let _ = writeln!(out, "{pad}{ty} {} = {};", d.name.name, self.expr(&d.init)?);
+                }
+            }
+            StmtKind::Assign { target, op, value } => {
+                let _ = writeln!(out, "{pad}{} {} {};", self.expr(target)?, op.c_symbol(), self.expr(value)?);
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                let _ = writeln!(out, "{pad}if ({}) {{", self.expr(cond)?);
+                self.body(then_branch, depth + 1, out)?;
+                match else_branch {
+                    Some(e) => {
+                        let _ = writeln!(out, "{pad}}} else {{");
+                        self.body(e, depth + 1, out)?;
+                        let _ = writeln!(out, "{pad}}}");
+                    }
+                    None => {
+                        let _ = writeln!(out, "{pad}}}");
+                    }
+                }
+            }
+            StmtKind::For(l) => {
+                let step = if l.step == 1 { format!("{}++", l.var.name) } else { format!("{} += {}", l.var.name, l.step) };
+                let _ = writeln!(out, "{pad}for ({} {} = {}; {} {} {}; {step}) {{", l.ty, l.var.name, self.expr(&l.lo)?, l.var.name, if l.inclusive { "<=" } else { "<" }, self.expr(&l.hi)?);
+                self.body(&l.body, depth + 1, out)?;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::Barrier => {
+                let _ = writeln!(out, "{pad}__syncthreads();");
+            }
+            StmtKind::MetaFor(_) | StmtKind::MetaSchedule { .. } | StmtKind::Assume(_) | StmtKind::Assert(_) => {
+                return Err("a kernel body holds no `meta_for`, `meta_schedule`, `assume` or `assert`".into())
+            }
+        }
+        Ok(())
+    }
+
+    /// The statements of a branch or loop body, without an extra brace level.
+    fn body(&self, s: &Stmt, depth: usize, out: &mut String) -> Result<(), String> {
+        match &s.kind {
+            StmtKind::Block(items) => items.iter().try_for_each(|x| self.stmt(x, depth, out)),
+            _ => self.stmt(s, depth, out),
+        }
+    }
+}
+
+fn params_list(kernel: &Kernel) -> String {
+    kernel
+        .params
+        .iter()
+        .map(|p| match &p.kind {
+            KernelParamKind::Scalar(t) => format!("{t} {}", p.name),
+            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, p.name),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `name` of the shared-memory layout variable holding the byte offset after array `i`.
+fn emit_shared_layout(out: &mut String, kernel: &Kernel, pad: &str) -> Result<(), String> {
+    if kernel.shared.is_empty() {
+        return Ok(());
+    }
+    let _ = writeln!(out, "{pad}extern __shared__ __align__(16) unsigned char metafork_shared[];");
+    let _ = writeln!(out, "{pad}long metafork_offset = 0;");
+    for s in &kernel.shared {
+        let bytes = poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?;
+        let _ = writeln!(out, "{pad}{} *{} = ({} *)(metafork_shared + metafork_offset);", s.elem, s.name, s.elem);
+        let _ = writeln!(out, "{pad}metafork_offset = (metafork_offset + {bytes} + 15) & ~15L;");
+    }
+    let _ = writeln!(out, "{pad}(void)metafork_offset;");
+    Ok(())
+}
+
+fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
+    let mut extents: std::collections::HashMap<&str, &[Poly]> = std::collections::HashMap::new();
+    for p in &kernel.params {
+        if let KernelParamKind::Array { extents: e, .. } = &p.kind {
+            extents.insert(&p.name, e);
+        }
+    }
+    for s in &kernel.shared {
+        extents.insert(&s.name, &s.extents);
+    }
+    let c = Cify { extents };
+    let _ = writeln!(out, "extern \"C\" __global__ void {}({}) {{", kernel.name, params_list(kernel));
+    emit_shared_layout(out, kernel, "  ")?;
+    for s in &kernel.body {
+        c.stmt(s, 1, out)?;
+    }
+    let _ = writeln!(out, "}}");
+    Ok(())
+}
+
+/// The bytes of dynamic shared memory the kernel needs, as a C expression.
+pub fn shared_bytes_expr(kernel: &Kernel) -> Result<String, String> {
+    if kernel.shared.is_empty() {
+        return Ok("0".into());
+    }
+    // The same 16-byte rounding as the kernel's layout, so the block is large enough.
+    let mut acc = String::from("0L");
+    for s in &kernel.shared {
+        let bytes = poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?;
+        acc = format!("((({acc}) + {bytes} + 15) & ~15L)");
+    }
+    Ok(acc)
+}
+
+/// The launch wrapper's name for a kernel.
+pub fn launch_name(kernel: &Kernel) -> String {
+    format!("metafork_launch_{}", kernel.name)
+}
+
+fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> Result<(), String> {
+    // Wrapper parameters: the kernel's, less the derived scalars (computed here).
+    let derived: Vec<&str> = function.derived.iter().map(|d| d.name.as_str()).collect();
+    let own: Vec<String> = kernel
+        .params
+        .iter()
+        .filter(|p| !derived.contains(&p.name.as_str()))
+        .map(|p| match &p.kind {
+            KernelParamKind::Scalar(t) => format!("{t} {}", p.name),
+            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, p.name),
+        })
+        .collect();
+    let _ = writeln!(out, "// Launch `{}`: grid, block and dynamic shared memory from the parameters.", kernel.name);
+    let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
+    for d in &function.derived {
+        let _ = writeln!(out, "  {} {} = {};", d.ty, d.name, d.value);
+    }
+    let dims = ["x", "y", "z"];
+    let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or("1".into(), |e| format!("(long)({e})"))).collect();
+    let block: Vec<String> = (0..3).map(|i| kernel.block.get(i).map_or(Ok("1".into()), |p| poly_expr(p).map(|e| e.to_string()))).collect::<Result<_, _>>()?;
+    for (i, d) in dims.iter().enumerate() {
+        let _ = writeln!(out, "  long grid_{d} = {}, block_{d} = {};", grid[i], block[i]);
+    }
+    let _ = writeln!(out, "  if (grid_x <= 0 || grid_y <= 0 || grid_z <= 0) return cudaSuccess;  // no iteration to run");
+    let _ = writeln!(out, "  if (grid_x > 2147483647L || grid_y > 65535 || grid_z > 65535 || block_x <= 0 || block_y <= 0 || block_z <= 0)");
+    let _ = writeln!(out, "    return cudaErrorInvalidConfiguration;");
+    let _ = writeln!(out, "  size_t shared_bytes = (size_t){};", shared_bytes_expr(kernel)?);
+    let args: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
+    let _ = writeln!(out, "  {}<<<dim3(grid_x, grid_y, grid_z), dim3(block_x, block_y, block_z), shared_bytes, stream>>>({});", kernel.name, args.join(", "));
+    let _ = writeln!(out, "  return cudaGetLastError();");
+    let _ = writeln!(out, "}}");
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! Every example's kernel, emitted as CUDA, compiles with the real `nvcc` for sm_75, sm_80
+//! and sm_90 (host and device code).
+
+use metafork::emit::cuda::emit_kernel;
+use metafork::frontend::check_source;
+use metafork::kernel::Kernel;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn nvcc() -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    let found = std::env::split_paths(&paths).map(|d| d.join("nvcc")).find(|p| p.is_file());
+    if found.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
+    }
+    found
+}
+
+#[test]
+fn emitted_examples_compile_with_nvcc_for_three_architectures() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
+    files.sort();
+    let out = std::env::temp_dir().join(format!("metafork-emit-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let mut sources = Vec::new();
+    for f in &files {
+        let p = check_source(&f.display().to_string(), &std::fs::read_to_string(f).unwrap()).unwrap();
+        for k in &p.kernels {
+            for s in &k.schedules {
+                let kernel = Kernel::from_schedule(k, s).unwrap();
+                let text = emit_kernel(k, &kernel, &[format!("from {}", f.display())]).unwrap();
+                assert!(text.contains(&format!("__global__ void {}(", kernel.name)));
+                let path = out.join(format!("{}.cu", kernel.name));
+                std::fs::write(&path, text).unwrap();
+                sources.push(path);
+            }
+        }
+    }
+    let Some(nvcc) = nvcc() else { return };
+    for arch in ["sm_75", "sm_80", "sm_90"] {
+        // One nvcc call per architecture for all files keeps the test quick.
+        let mut cmd = Command::new(&nvcc);
+        cmd.args(["-c", &format!("-arch={arch}"), "-O3", "-Xptxas", "-w", "-odir"]).arg(&out);
+        cmd.args(&sources);
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "nvcc failed for {arch}:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
