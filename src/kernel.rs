@@ -50,6 +50,8 @@ pub struct Kernel {
     /// Threads per block along x, y, z (index 0 is x).
     pub block: Vec<Poly>,
     pub body: Vec<Stmt>,
+    /// The serial host loops around the launch; their counters are parameters, within range.
+    pub host_loops: Vec<crate::frontend::model::SerialLoop>,
 }
 
 fn ident(name: &str) -> Ident {
@@ -131,7 +133,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone() })
     }
 
     /// Threads per block: the product of the block extents.

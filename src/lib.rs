@@ -4,6 +4,7 @@
 //! prints), [`cli`] (the command line). The polynomial and constraint engine is the
 //! `constraints` crate; IR passes and counters are the `llvm-passes` crate.
 
+pub mod access;
 pub mod cli;
 pub mod emit;
 pub mod counters;
@@ -12,3 +13,4 @@ pub mod kernel;
 pub mod lower;
 pub mod output;
 pub mod report;
+pub mod strategy;

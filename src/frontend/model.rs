@@ -84,7 +84,7 @@ pub struct ParLoop {
 }
 
 /// A serial `for` loop: around a schedule (host), or between the grid and block groups.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SerialLoop {
     pub var: String,
     pub ty: ScalarType,

@@ -1,0 +1,328 @@
+//! Reducing thread granularity: the work items one thread performs in sequence are spread over
+//! more blocks along `x`, one item per thread.
+//!
+//! Work items are either the iterations of a serial loop whose trip count is a polynomial in
+//! the program parameters (`for (k = 0; k < s; k++)`: s items), or the statements of a block
+//! that holds two or more (matrix addition's two element updates: 2 items). With g items, the
+//! grid's `x` extent is multiplied by g, the `x` grid counter becomes `lo + blockIdx.x / g`,
+//! and the item is `blockIdx.x % g`, so consecutive blocks take consecutive items of the same
+//! original block.
+//!
+//! Safety: before, a thread ran its items in order; after, different threads run them in any
+//! order. That is the same program exactly when no two items of one thread touch the same
+//! element with a write. The strategy asks Z3 for two such items (the access model, with the
+//! loop counter renamed per item and the path guards) and applies only when that is unsat.
+//! Scalars carried from one item to the next (`acc += ...` declared outside) also refuse it.
+
+use super::base_context;
+use crate::access::{assigned_scalars, may_collide, Access, Collector, Env};
+use crate::frontend::ast::*;
+use crate::frontend::model::KernelFunction;
+use crate::kernel::Kernel;
+use constraints::solver::Backend;
+use constraints::{Constraint, Poly};
+
+fn e(kind: ExprKind) -> Expr {
+    Expr::new(kind, Default::default())
+}
+
+fn stmt(kind: StmtKind) -> Stmt {
+    Stmt { kind, span: Default::default() }
+}
+
+fn block_x() -> Expr {
+    e(ExprKind::Builtin(Builtin::BlockIdx(0)))
+}
+
+/// Where the work list is: indices into nested statement lists, then what kind it is.
+#[derive(Clone, Debug)]
+enum WorkList {
+    /// The loop at this path.
+    Loop(Vec<usize>),
+    /// The statements (from index `first`) of the block at this path (empty path: the body).
+    Statements(Vec<usize>, usize),
+}
+
+/// The statement list a path leads into (through blocks, if-then branches and loop bodies).
+fn children(s: &Stmt) -> Option<&Vec<Stmt>> {
+    match &s.kind {
+        StmtKind::Block(items) => Some(items),
+        _ => None,
+    }
+}
+
+/// Inner statement lists of a statement we may descend into, with the child index scheme:
+/// blocks (their items), `if` without `else` (its then-branch), serial loops (their body).
+fn descend(s: &Stmt) -> Option<&Stmt> {
+    match &s.kind {
+        StmtKind::If { then_branch, else_branch: None, .. } => Some(then_branch),
+        StmtKind::For(l) => Some(&l.body),
+        _ => None,
+    }
+}
+
+fn is_program_poly(p: &Poly, function: &KernelFunction) -> bool {
+    let programs = function.program_parameters();
+    p.vars().iter().all(|v| programs.iter().any(|n| n == v.name()))
+}
+
+fn contains_barrier(s: &Stmt) -> bool {
+    match &s.kind {
+        StmtKind::Barrier => true,
+        StmtKind::Block(items) => items.iter().any(contains_barrier),
+        StmtKind::If { then_branch, else_branch, .. } => contains_barrier(then_branch) || else_branch.as_ref().is_some_and(|x| contains_barrier(x)),
+        StmtKind::For(l) => contains_barrier(&l.body),
+        _ => false,
+    }
+}
+
+/// Find the work list, searching from `stmts` (at `path`), loops first.
+fn find(stmts: &[Stmt], path: &mut Vec<usize>, function: &KernelFunction) -> Option<WorkList> {
+    for (i, s) in stmts.iter().enumerate() {
+        if let StmtKind::For(l) = &s.kind {
+            let trip = crate::frontend::polyexpr::to_poly(&l.hi, &Default::default())
+                .zip(crate::frontend::polyexpr::to_poly(&l.lo, &Default::default()))
+                .map(|(h, lo)| h - lo);
+            if l.step == 1 && !l.inclusive && !contains_barrier(&l.body) && trip.is_some_and(|t| !t.is_zero() && is_program_poly(&t, function)) {
+                path.push(i);
+                return Some(WorkList::Loop(path.clone()));
+            }
+        }
+    }
+    let work: Vec<usize> = stmts.iter().enumerate().filter(|(_, s)| !matches!(s.kind, StmtKind::Decl { .. } | StmtKind::Empty)).map(|(i, _)| i).collect();
+    if work.len() >= 2 && stmts[work[0]..].iter().all(|s| !matches!(s.kind, StmtKind::Decl { .. })) && !stmts.iter().any(contains_barrier) {
+        return Some(WorkList::Statements(path.clone(), work[0]));
+    }
+    for (i, s) in stmts.iter().enumerate() {
+        if let Some(inner) = descend(s) {
+            path.push(i);
+            let items: Vec<Stmt> = children(inner).cloned().unwrap_or_else(|| vec![inner.clone()]);
+            path.push(usize::MAX); // marks "into the nested body"
+            if let Some(w) = find(&items, path, function) {
+                return Some(w);
+            }
+            path.pop();
+            path.pop();
+        }
+    }
+    None
+}
+
+/// The nested statement list a path's prefix designates, as a mutable vector.
+fn list_at<'a>(body: &'a mut Vec<Stmt>, path: &[usize]) -> &'a mut Vec<Stmt> {
+    let mut cur = body;
+    let mut i = 0;
+    while i + 1 < path.len() && path[i + 1] == usize::MAX {
+        let s = &mut cur[path[i]];
+        let inner: &mut Stmt = match &mut s.kind {
+            StmtKind::If { then_branch, .. } => then_branch,
+            StmtKind::For(l) => &mut l.body,
+            _ => unreachable!("paths only descend into ifs and loops"),
+        };
+        if !matches!(inner.kind, StmtKind::Block(_)) {
+            let single = std::mem::replace(inner, stmt(StmtKind::Empty));
+            *inner = stmt(StmtKind::Block(vec![single]));
+        }
+        cur = match &mut inner.kind {
+            StmtKind::Block(items) => items,
+            _ => unreachable!(),
+        };
+        i += 2;
+    }
+    cur
+}
+
+/// Collect the environment and guards that hold at the work list, walking the path.
+fn context_at(col: &mut Collector, body: &[Stmt], path: &[usize], env: &mut Env, guards: &mut Vec<Constraint>) {
+    let upto = path.first().copied().unwrap_or(body.len()).min(body.len());
+    col.stmts(&body[..upto], env, guards);
+    if path.len() >= 2 && path[1] == usize::MAX {
+        let s = &body[path[0]];
+        match &s.kind {
+            StmtKind::If { cond, then_branch, .. } => {
+                let g = col.condition(cond, true, env, guards);
+                guards.extend(g);
+                let items: Vec<Stmt> = children(then_branch).cloned().unwrap_or_else(|| vec![(**then_branch).clone()]);
+                context_at(col, &items, &path[2..], env, guards);
+            }
+            StmtKind::For(l) => {
+                for n in assigned_scalars(&l.body) {
+                    env.insert(n, None);
+                }
+                env.insert(l.var.name.clone(), Some(Poly::var(&l.var.name)));
+                col.context.set_domain(constraints::Var::new(&l.var.name), constraints::Domain::integer());
+                let counter = Poly::var(&l.var.name);
+                if let Some(lo) = col.poly(&l.lo, env, guards) {
+                    guards.push(Constraint::ge(&counter, &lo));
+                }
+                if let Some(hi) = col.poly(&l.hi, env, guards) {
+                    guards.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
+                }
+                let items: Vec<Stmt> = children(&l.body).cloned().unwrap_or_else(|| vec![(*l.body).clone()]);
+                context_at(col, &items, &path[2..], env, guards);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The kernel with granularity reduced, or `None` when there is no work list or its items
+/// cannot be proved independent.
+pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Option<Kernel>, String> {
+    if kernel.grid.is_empty() {
+        return Ok(None);
+    }
+    let Some(work) = find(&kernel.body, &mut Vec::new(), function) else { return Ok(None) };
+    let mut ctx = base_context(function);
+    for p in &kernel.params {
+        ctx.set_domain(constraints::Var::new(&p.name), constraints::Domain::integer());
+    }
+    let mut col = Collector::new(backend, ctx);
+    let mut env = Env::new();
+    let mut guards: Vec<Constraint> = Vec::new();
+    for h in &kernel.host_loops {
+        let t = Poly::var(&h.var);
+        if let Some(lo) = col.poly(&h.lo, &env, &guards) {
+            guards.push(Constraint::ge(&t, &lo));
+        }
+        if let Some(hi) = col.poly(&h.hi, &env, &guards) {
+            guards.push(if h.inclusive { Constraint::le(&t, &hi) } else { Constraint::lt(&t, &hi) });
+        }
+    }
+    let (path, first, is_loop) = match &work {
+        WorkList::Loop(p) => (p.clone(), 0, true),
+        WorkList::Statements(p, f) => (p.clone(), *f, false),
+    };
+    // The list containing the work and the statements before it give the context.
+    let mut probe = kernel.body.clone();
+    let list_path: Vec<usize> = if is_loop { path[..path.len() - 1].to_vec() } else { path.clone() };
+    let last = if is_loop { *path.last().unwrap_or(&0) } else { first };
+    let mut walk_path = list_path.clone();
+    walk_path.push(last);
+    context_at(&mut col, &probe, &walk_path, &mut env, &mut guards);
+    let list = list_at(&mut probe, &list_path).clone();
+
+    // Two items of one thread, as access sets.
+    let (items, g_expr): (Vec<(Vec<Access>, Vec<Constraint>)>, Expr) = if is_loop {
+        let StmtKind::For(l) = &list[last].kind else { return Ok(None) };
+        if !assigned_scalars(&l.body).iter().all(|n| declared_inside(&l.body, n)) {
+            return Ok(None); // a scalar carried between iterations
+        }
+        let mut copies = Vec::new();
+        for tag in ["1", "2"] {
+            let name = format!("{}__{tag}", l.var.name);
+            let mut env_k = env.clone();
+            env_k.insert(l.var.name.clone(), Some(Poly::var(&name)));
+            col.context.set_domain(constraints::Var::new(&name), constraints::Domain::integer());
+            let mut g = guards.clone();
+            let k = Poly::var(&name);
+            if let Some(lo) = col.poly(&l.lo, &env, &guards) {
+                g.push(Constraint::ge(&k, &lo));
+            }
+            if let Some(hi) = col.poly(&l.hi, &env, &guards) {
+                g.push(Constraint::lt(&k, &hi));
+            }
+            let before = col.accesses.len();
+            col.stmts(&body_of(&l.body), &mut env_k, &g);
+            copies.push((col.accesses.split_off(before), g));
+        }
+        let trip = e(ExprKind::Binary(BinOp::Sub, Box::new(l.hi.clone()), Box::new(l.lo.clone())));
+        let trip = if matches!(l.lo.kind, ExprKind::Int(0)) { l.hi.clone() } else { trip };
+        (copies, trip)
+    } else {
+        let mut copies = Vec::new();
+        for s in &list[first..] {
+            let before = col.accesses.len();
+            let mut env_s = env.clone();
+            col.stmts(std::slice::from_ref(s), &mut env_s, &guards);
+            copies.push((col.accesses.split_off(before), guards.clone()));
+        }
+        if list[first..].iter().any(|s| !assigned_scalars(s).iter().all(|n| declared_inside(s, n))) {
+            return Ok(None);
+        }
+        (copies, e(ExprKind::Int((list.len() - first) as i64)))
+    };
+    // Loop copies must be distinct iterations.
+    let distinct: Vec<Constraint> = match &work {
+        WorkList::Loop(_) => {
+            let StmtKind::For(l) = &list[last].kind else { return Ok(None) };
+            vec![Constraint::ne(&Poly::var(&format!("{}__1", l.var.name)), &Poly::var(&format!("{}__2", l.var.name)))]
+        }
+        _ => Vec::new(),
+    };
+    for (i, (a_set, _)) in items.iter().enumerate() {
+        for (j, (b_set, _)) in items.iter().enumerate() {
+            if i == j && !is_loop || (is_loop && i >= j) {
+                continue;
+            }
+            for a in a_set {
+                for b in b_set {
+                    if may_collide(backend, &col.context, a, b, &distinct) != Some(false) {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    // The transformation.
+    let mut out = kernel.clone();
+    let gx = out.grid[0].clone();
+    out.grid[0] = e(ExprKind::Binary(BinOp::Mul, Box::new(gx), Box::new(g_expr.clone())));
+    for s in out.body.iter_mut() {
+        if let StmtKind::Decl { vars, .. } = &mut s.kind {
+            for d in vars.iter_mut() {
+                d.init = replace_block_x(&d.init, &g_expr);
+            }
+        }
+    }
+    let item = e(ExprKind::Binary(BinOp::Rem, Box::new(block_x()), Box::new(g_expr)));
+    let target = list_at(&mut out.body, &list_path);
+    if is_loop {
+        let StmtKind::For(l) = target[last].kind.clone() else { return Ok(None) };
+        let init = if matches!(l.lo.kind, ExprKind::Int(0)) { item } else { e(ExprKind::Binary(BinOp::Add, Box::new(l.lo.clone()), Box::new(item))) };
+        let mut stmts = vec![stmt(StmtKind::Decl { ty: l.ty, vars: vec![Declarator { name: l.var.clone(), init }] })];
+        stmts.extend(body_of(&l.body));
+        target[last] = stmt(StmtKind::Block(stmts));
+    } else {
+        let work: Vec<Stmt> = target.drain(first..).collect();
+        let name = "metafork_item";
+        target.push(stmt(StmtKind::Decl { ty: ScalarType::Int, vars: vec![Declarator { name: Ident { name: name.into(), span: Default::default() }, init: item }] }));
+        let mut chain: Option<Stmt> = None;
+        for (k, s) in work.into_iter().enumerate().rev() {
+            let cond = e(ExprKind::Binary(BinOp::Eq, Box::new(e(ExprKind::Var(name.into()))), Box::new(e(ExprKind::Int(k as i64)))));
+            chain = Some(stmt(StmtKind::If { cond, then_branch: Box::new(s), else_branch: chain.map(Box::new) }));
+        }
+        target.extend(chain);
+    }
+    Ok(Some(out))
+}
+
+fn body_of(s: &Stmt) -> Vec<Stmt> {
+    match &s.kind {
+        StmtKind::Block(items) => items.clone(),
+        _ => vec![s.clone()],
+    }
+}
+
+fn declared_inside(s: &Stmt, name: &str) -> bool {
+    match &s.kind {
+        StmtKind::Decl { vars, .. } => vars.iter().any(|d| d.name.name == name),
+        StmtKind::Block(items) => items.iter().any(|x| declared_inside(x, name)),
+        StmtKind::If { then_branch, else_branch, .. } => declared_inside(then_branch, name) || else_branch.as_ref().is_some_and(|x| declared_inside(x, name)),
+        StmtKind::For(l) => l.var.name == name || declared_inside(&l.body, name),
+        _ => false,
+    }
+}
+
+/// `blockIdx.x` in a grid counter's definition becomes `blockIdx.x / g`.
+fn replace_block_x(x: &Expr, g: &Expr) -> Expr {
+    let k = match &x.kind {
+        ExprKind::Builtin(Builtin::BlockIdx(0)) => {
+            ExprKind::Binary(BinOp::Div, Box::new(x.clone()), Box::new(g.clone()))
+        }
+        ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(replace_block_x(a, g)), Box::new(replace_block_x(b, g))),
+        _ => x.kind.clone(),
+    };
+    Expr::new(k, x.span)
+}
