@@ -116,14 +116,7 @@ impl<'b> Collector<'b> {
             ExprKind::Unary(UnOp::Not, a) => self.condition(a, !positive, env, guards),
             ExprKind::Binary(op, a, b) if op.is_comparison() => {
                 let (Some(x), Some(y)) = (self.poly(a, env, guards), self.poly(b, env, guards)) else { return Vec::new() };
-                let c = match op {
-                    BinOp::Lt => Constraint::lt(&x, &y),
-                    BinOp::Le => Constraint::le(&x, &y),
-                    BinOp::Gt => Constraint::gt(&x, &y),
-                    BinOp::Ge => Constraint::ge(&x, &y),
-                    BinOp::Eq => Constraint::eq(&x, &y),
-                    _ => Constraint::ne(&x, &y),
-                };
+                let Some(c) = crate::frontend::polyexpr::comparison(*op, &x, &y) else { return Vec::new() };
                 vec![if positive { c } else { c.negate() }]
             }
             ExprKind::Binary(BinOp::And | BinOp::Or, ..) => Vec::new(),

@@ -39,13 +39,18 @@ pub fn to_constraint(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
     if !op.is_comparison() {
         return None;
     }
-    let (a, b) = (to_poly(a, derived)?, to_poly(b, derived)?);
+    comparison(*op, &to_poly(a, derived)?, &to_poly(b, derived)?)
+}
+
+/// `a OP b` as a constraint, for a comparison operator.
+pub fn comparison(op: BinOp, a: &Poly, b: &Poly) -> Option<Constraint> {
     Some(match op {
-        BinOp::Lt => Constraint::lt(&a, &b),
-        BinOp::Le => Constraint::le(&a, &b),
-        BinOp::Gt => Constraint::gt(&a, &b),
-        BinOp::Ge => Constraint::ge(&a, &b),
-        BinOp::Eq => Constraint::eq(&a, &b),
-        _ => Constraint::ne(&a, &b),
+        BinOp::Lt => Constraint::lt(a, b),
+        BinOp::Le => Constraint::le(a, b),
+        BinOp::Gt => Constraint::gt(a, b),
+        BinOp::Ge => Constraint::ge(a, b),
+        BinOp::Eq => Constraint::eq(a, b),
+        BinOp::Ne => Constraint::ne(a, b),
+        _ => return None,
     })
 }
