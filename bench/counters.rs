@@ -3,7 +3,7 @@
 //! liveness count, the model's estimate, ptxas at sm_75/sm_80/sm_90, the relative error at
 //! sm_90, and the mean and maximum absolute relative error per architecture.
 
-use metafork::counters::count;
+use metafork::counters::count_with_cuda;
 use metafork::frontend::check_source;
 use metafork::kernel::Kernel;
 use std::time::Instant;
@@ -15,8 +15,8 @@ fn main() {
     let mut files: Vec<_> = std::fs::read_dir(dir).expect("examples/").filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
     files.sort();
     let archs: Vec<String> = ARCHS.iter().map(|s| s.to_string()).collect();
-    println!("| kernel | liveness words | estimate | ptxas sm_75 | ptxas sm_80 | ptxas sm_90 | error sm_90 |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| kernel | liveness words | estimate | ptxas sm_75 | ptxas sm_80 | ptxas sm_90 | error sm_90 | nvcc .cu sm_90 |");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut errors: Vec<Vec<f64>> = vec![Vec::new(); ARCHS.len()];
     let start = Instant::now();
     for f in &files {
@@ -25,7 +25,7 @@ fn main() {
         for k in &program.kernels {
             for s in &k.schedules {
                 let kernel = Kernel::from_schedule(k, s).unwrap();
-                let c = count(&kernel, &archs).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+                let c = count_with_cuda(Some(k), &kernel, &archs).unwrap_or_else(|e| panic!("{}: {e}", s.name));
                 let est = c.registers.registers as f64;
                 let truth: Vec<u32> = ARCHS.iter().map(|a| c.ptxas[*a].registers).collect();
                 for (i, t) in truth.iter().enumerate() {
@@ -33,7 +33,7 @@ fn main() {
                 }
                 let e90 = (est - truth[2] as f64) / truth[2] as f64;
                 println!(
-                    "| {} | {} | {}{} | {} | {} | {} | {:+.1}% |",
+                    "| {} | {} | {}{} | {} | {} | {} | {:+.1}% | {} |",
                     c.kernel,
                     c.registers.max_live_words,
                     c.registers.registers,
@@ -41,7 +41,8 @@ fn main() {
                     truth[0],
                     truth[1],
                     truth[2],
-                    100.0 * e90
+                    100.0 * e90,
+                    c.nvcc["sm_90"].registers
                 );
             }
         }

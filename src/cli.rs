@@ -1,7 +1,7 @@
 //! The command line: argument parsing and the subcommands. Exit codes: 0 success, 1 when the
 //! input is rejected (diagnostics) or a file cannot be read or written, 2 for usage errors.
 
-use crate::counters::count;
+use crate::counters::count_with_cuda;
 use crate::frontend::{check_source, CheckedProgram};
 use crate::kernel::Kernel;
 use crate::output::write_atomic;
@@ -66,15 +66,16 @@ pub enum Command {
     /// pipeline (a liveness count of 32-bit words plus a fixed cost; see
     /// `llvm-passes/src/registers.rs`). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_90)
     /// the same IR is compiled to PTX by LLVM's NVPTX back end and assembled by the real
-    /// `ptxas -v`, whose register count is shown beside the estimate. Shared memory is a
-    /// polynomial in the parameters, in elements and bytes.
+    /// `ptxas -v`, whose register count is shown beside the estimate; the kernel is also emitted
+    /// as CUDA and compiled by `nvcc` for the same architecture, and that count shown too.
+    /// Shared memory is a polynomial in the parameters, in elements and bytes.
     Counters {
         /// The MetaFork source file.
         file: PathBuf,
         /// Also report the registers `ptxas` allocates for this architecture (repeatable).
         #[arg(long = "ptxas", value_name = "ARCH", value_parser = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100"])]
         ptxas: Vec<String>,
-        /// Print a JSON array (kernel, estimate, shared_memory, ptxas) instead of a table.
+        /// Print a JSON array (kernel, estimate, shared_memory, ptxas, nvcc) instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -145,7 +146,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             for k in &program.kernels {
                 for s in &k.schedules {
                     let kernel = Kernel::from_schedule(k, s).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
-                    rows.push(count(&kernel, &ptxas).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?);
+                    rows.push(count_with_cuda(Some(k), &kernel, &ptxas).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?);
                 }
             }
             let text = if json {
@@ -162,10 +163,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
 fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> String {
     let mut header = vec!["kernel".to_string(), "registers (estimate)".into(), "shared elements".into(), "shared bytes".into(), "threads/block".into()];
     header.extend(archs.iter().map(|a| format!("ptxas {a}")));
+    header.extend(archs.iter().map(|a| format!("nvcc {a}")));
     let mut table = vec![header];
     for r in rows {
         let mut row = vec![r.kernel.clone(), r.registers.registers.to_string(), r.shared_elements.to_string(), r.shared_bytes.to_string(), r.threads_per_block.to_string()];
         row.extend(archs.iter().map(|a| r.ptxas.get(a).map_or("-".into(), |p| p.registers.to_string())));
+        row.extend(archs.iter().map(|a| r.nvcc.get(a).map_or("-".into(), |p| p.registers.to_string())));
         table.push(row);
     }
     let widths: Vec<usize> = (0..table[0].len()).map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();

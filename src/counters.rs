@@ -2,6 +2,7 @@
 //! exactly from `ptxas -v` when asked), shared memory per block and threads per block (as
 //! polynomials in the parameters).
 
+use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use crate::lower::lower_kernel;
 use constraints::Poly;
@@ -18,8 +19,10 @@ pub struct Counters {
     pub shared_elements: Poly,
     pub shared_bytes: Poly,
     pub threads_per_block: Poly,
-    /// Ground truth per architecture, when `ptxas` ran.
+    /// Ground truth per architecture, when `ptxas` ran: on LLVM's PTX ...
     pub ptxas: BTreeMap<String, PtxasReport>,
+    /// ... and on the emitted CUDA compiled by `nvcc`.
+    pub nvcc: BTreeMap<String, PtxasReport>,
 }
 
 /// The JSON record `metafork counters --json` prints per kernel.
@@ -32,8 +35,10 @@ pub struct CountersRecord {
     pub shared_memory: String,
     pub shared_memory_bytes: String,
     pub threads_per_block: String,
-    /// Registers per thread reported by ptxas, by architecture.
+    /// Registers per thread ptxas reports for LLVM's PTX, by architecture.
     pub ptxas: BTreeMap<String, u32>,
+    /// Registers per thread ptxas reports for the emitted CUDA compiled by nvcc.
+    pub nvcc: BTreeMap<String, u32>,
 }
 
 impl Counters {
@@ -45,12 +50,18 @@ impl Counters {
             shared_memory_bytes: self.shared_bytes.to_string(),
             threads_per_block: self.threads_per_block.to_string(),
             ptxas: self.ptxas.iter().map(|(a, r)| (a.clone(), r.registers)).collect(),
+            nvcc: self.nvcc.iter().map(|(a, r)| (a.clone(), r.registers)).collect(),
         }
     }
 }
 
-/// Lower, optimise with the fixed pipeline, and count; run `ptxas` for each architecture given.
+/// Lower, optimise with the fixed pipeline, and count; for each architecture given, run
+/// `ptxas` on LLVM's PTX and, when `function` is given, `nvcc` on the emitted CUDA.
 pub fn count(kernel: &Kernel, ptxas_archs: &[String]) -> Result<Counters, String> {
+    count_with_cuda(None, kernel, ptxas_archs)
+}
+
+pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel, ptxas_archs: &[String]) -> Result<Counters, String> {
     let context = Context::create();
     let module = lower_kernel(&context, kernel).map_err(|e| e.to_string())?;
     pipeline::optimize(&module)?;
@@ -69,6 +80,18 @@ pub fn count(kernel: &Kernel, ptxas_archs: &[String]) -> Result<Counters, String
             truth.insert(arch.clone(), report);
         }
     }
+    let mut via_nvcc = BTreeMap::new();
+    if let (Some(f), false) = (source_function, ptxas_archs.is_empty()) {
+        let nvcc = ptxas::find_nvcc().ok_or("`nvcc` is not on PATH (run `make setup`)")?;
+        let source = crate::emit::cuda::emit_kernel(f, kernel, &[])?;
+        for arch in ptxas_archs {
+            let report = ptxas::compile_cuda(&nvcc, &source, arch)?
+                .into_iter()
+                .find(|r| r.kernel == kernel.name)
+                .ok_or_else(|| format!("nvcc's ptxas reported nothing for `{}`", kernel.name))?;
+            via_nvcc.insert(arch.clone(), report);
+        }
+    }
     Ok(Counters {
         kernel: kernel.name.clone(),
         registers: estimate,
@@ -76,5 +99,6 @@ pub fn count(kernel: &Kernel, ptxas_archs: &[String]) -> Result<Counters, String
         shared_bytes: kernel.shared_bytes(),
         threads_per_block: kernel.threads_per_block(),
         ptxas: truth,
+        nvcc: via_nvcc,
     })
 }

@@ -138,6 +138,7 @@ fn counters_json_has_the_documented_fields() {
     assert_eq!(r["threads_per_block"], "B0*B1");
     if with_ptxas {
         assert!(r["ptxas"]["sm_90"].as_u64().unwrap() > 0);
+        assert!(r["nvcc"]["sm_90"].as_u64().unwrap() > 0, "ptxas on the emitted CUDA: {r}");
     }
 }
 

@@ -21,6 +21,36 @@ pub fn find_ptxas() -> Option<PathBuf> {
     std::env::split_paths(&paths).map(|d| d.join("ptxas")).find(|p| p.is_file())
 }
 
+/// Compile a CUDA source with `nvcc` for `arch` and read ptxas's per-kernel report.
+pub fn compile_cuda(nvcc: &Path, source: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
+    let dir = std::env::temp_dir().join(format!("metafork-nvcc-{}-{}", std::process::id(), unique()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let input = dir.join("kernel.cu");
+    let result = (|| {
+        std::fs::write(&input, source).map_err(|e| e.to_string())?;
+        let out = Command::new(nvcc)
+            .args(["-cubin", &format!("-arch={arch}"), "-O3", "-Xptxas", "-v"])
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.join("kernel.cubin"))
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+        let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(format!("nvcc failed for {arch}:\n{log}"));
+        }
+        Ok(parse_report(&log, arch))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// `nvcc` on PATH, if any.
+pub fn find_nvcc() -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).map(|d| d.join("nvcc")).find(|p| p.is_file())
+}
+
 /// Assemble PTX for `arch` and read the per-kernel resource report.
 pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
     let dir = std::env::temp_dir().join(format!("metafork-ptxas-{}-{}", std::process::id(), unique()));
