@@ -59,6 +59,25 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build the comprehensive decision tree of each schedule and write its kernels.
+    ///
+    /// For each counter (shared memory per block, registers per thread, threads per block,
+    /// registers per block) the tree forks: accept (`value <= limit`) or refuse (`limit <
+    /// value`, then a strategy that lowers the counter is applied and the counters evaluated
+    /// again). Every branch's constraints are kept consistent with Z3. Machine limits are the
+    /// symbols R, Z_B (bytes), T_B and R_B (renamed with `_dev` if the program uses the name).
+    /// Writes DIR/tree.yaml, DIR/tree.dot and, with --emit-cuda, one .cu per kernel leaf;
+    /// prints the tree on stdout.
+    Gen {
+        /// The MetaFork source file.
+        file: PathBuf,
+        /// The output directory (created if missing).
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+        /// Write one CUDA source per kernel leaf.
+        #[arg(long)]
+        emit_cuda: bool,
+    },
     /// Print each kernel's resource counters: registers per thread, shared memory per block,
     /// threads per block.
     ///
@@ -139,6 +158,25 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 serde_yaml::to_string(&report).map_err(|e| Failure::input(e.to_string()))?
             };
             emit(&text, output.as_deref())
+        }
+        Command::Gen { file, output, emit_cuda } => {
+            let program = load(&file, color)?;
+            let backend = constraints::solver::Backend::default();
+            let mut trees = Vec::new();
+            for k in &program.kernels {
+                for s in &k.schedules {
+                    let kernel = Kernel::from_schedule(k, s).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
+                    let tree = crate::tree::build(k, kernel, &backend).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
+                    trees.push((k, tree));
+                }
+            }
+            let generated = crate::emit::tree_files::generate(&file.display().to_string(), &trees, emit_cuda).map_err(|e| Failure::input(format!("error: {e}")))?;
+            std::fs::create_dir_all(&output).map_err(|e| Failure::input(format!("error: cannot create `{}`: {e}", output.display())))?;
+            for (name, text) in &generated.files {
+                let path = output.join(name);
+                write_atomic(&path, text.as_bytes()).map_err(|e| Failure::input(format!("error: cannot write `{}`: {e}", path.display())))?;
+            }
+            emit(&generated.text, None)
         }
         Command::Counters { file, ptxas, json } => {
             let program = load(&file, color)?;

@@ -14,3 +14,4 @@ pub mod lower;
 pub mod output;
 pub mod report;
 pub mod strategy;
+pub mod tree;

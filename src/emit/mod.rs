@@ -2,3 +2,4 @@
 //! readable CUDA source file with its host launch wrapper.
 
 pub mod cuda;
+pub mod tree_files;

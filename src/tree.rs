@@ -1,0 +1,335 @@
+//! Comprehensive optimization: the decision tree of the paper's Algorithms 1 and 2.
+//!
+//! A node is the quintuple (code, IR-level strategies applied, strategies left, counters left
+//! to evaluate, constraint system). For the next counter with value `v` and machine limit `L`:
+//! the **accept** child adds `v <= L`; the **refuse** child adds `L < v`, applies the first
+//! remaining strategy that can lower that counter (removing it from those left) and evaluates
+//! every counter again on the new code. A refuse child with no applicable strategy is an
+//! *infeasible* leaf: no kernel exists there, and dispatch reports why. Children whose system
+//! Z3 proves inconsistent are dropped; an `unknown` answer keeps the child and marks it.
+//! Each refusal consumes a strategy and each acceptance a counter, so the height is at most
+//! (counters) x (strategies + 1): the paper's w(s + t) bound.
+
+use crate::counters::count;
+use crate::frontend::model::KernelFunction;
+use crate::kernel::Kernel;
+use crate::strategy::{base_context, granularity::reduce_granularity};
+use constraints::solver::{Backend, CheckResult};
+use constraints::{Constraint, Domain, Poly, System, Var};
+use std::collections::{BTreeSet, HashMap};
+
+/// The machine's limits, as symbols whose names avoid the program's own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineSymbols {
+    /// Registers available per thread.
+    pub registers_per_thread: String,
+    /// Shared memory per block, in bytes.
+    pub shared_per_block: String,
+    /// Threads per block.
+    pub threads_per_block: String,
+    /// The register file available to one block.
+    pub registers_per_block: String,
+}
+
+impl MachineSymbols {
+    /// `R`, `Z_B`, `T_B`, `R_B`; a name the program already uses gets `_dev` appended (again,
+    /// until it is free), so the paper's Jacobi keeps its time-step parameter `T`.
+    pub fn avoiding(taken: &BTreeSet<String>) -> MachineSymbols {
+        let free = |base: &str| {
+            let mut n = base.to_string();
+            while taken.contains(&n) {
+                n.push_str("_dev");
+            }
+            n
+        };
+        MachineSymbols {
+            registers_per_thread: free("R"),
+            shared_per_block: free("Z_B"),
+            threads_per_block: free("T_B"),
+            registers_per_block: free("R_B"),
+        }
+    }
+
+    pub fn all(&self) -> [&str; 4] {
+        [&self.registers_per_thread, &self.shared_per_block, &self.threads_per_block, &self.registers_per_block]
+    }
+}
+
+/// The resource counters, in the order the tree evaluates them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Counter {
+    SharedMemory,
+    Registers,
+    ThreadsPerBlock,
+    RegistersPerBlock,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 4] = [Counter::SharedMemory, Counter::Registers, Counter::ThreadsPerBlock, Counter::RegistersPerBlock];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::SharedMemory => "shared memory per block (bytes)",
+            Counter::Registers => "registers per thread",
+            Counter::ThreadsPerBlock => "threads per block",
+            Counter::RegistersPerBlock => "registers per block",
+        }
+    }
+}
+
+/// The paper's optimization strategies (those implemented so far).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    ReduceGranularity,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 1] = [Strategy::ReduceGranularity];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::ReduceGranularity => "reduce thread granularity",
+        }
+    }
+
+    /// The counters this strategy can lower.
+    pub fn lowers(self, c: Counter) -> bool {
+        match self {
+            Strategy::ReduceGranularity => matches!(c, Counter::SharedMemory | Counter::Registers | Counter::RegistersPerBlock),
+        }
+    }
+}
+
+/// The counters' values for one code, as polynomials.
+#[derive(Clone, Debug)]
+pub struct CounterValues {
+    pub registers: u32,
+    pub shared_bytes: Poly,
+    pub threads_per_block: Poly,
+}
+
+impl CounterValues {
+    pub fn value(&self, c: Counter) -> Poly {
+        match c {
+            Counter::SharedMemory => self.shared_bytes.clone(),
+            Counter::Registers => Poly::int(self.registers as i64),
+            Counter::ThreadsPerBlock => self.threads_per_block.clone(),
+            Counter::RegistersPerBlock => Poly::int(self.registers as i64) * &self.threads_per_block,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Edge {
+    /// `accept` or `refuse`.
+    pub kind: &'static str,
+    pub counter: Counter,
+    pub constraint: Constraint,
+    pub child: usize,
+}
+
+#[derive(Clone, Debug)]
+pub enum NodeKind {
+    Inner,
+    /// A kernel for this region of the parameter space.
+    Leaf,
+    /// No kernel: the counter was refused and no strategy could lower it.
+    Infeasible { counter: Counter },
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub id: usize,
+    pub code: Kernel,
+    pub applied: Vec<Strategy>,
+    pub strategies_left: Vec<Strategy>,
+    pub counters_left: Vec<Counter>,
+    pub constraints: System,
+    /// Human-readable decisions from the root: `accept registers per thread: 18 <= R`, ...
+    pub decisions: Vec<String>,
+    pub counters: CounterValues,
+    pub kind: NodeKind,
+    pub children: Vec<Edge>,
+    pub depth: usize,
+    /// Some query on the way here came back unknown (the child was kept).
+    pub unknown: bool,
+}
+
+/// The tree of one schedule.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub schedule: String,
+    pub machine: MachineSymbols,
+    pub root_constraints: System,
+    pub nodes: Vec<Node>,
+    pub queries: u64,
+}
+
+impl Tree {
+    pub fn leaves(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| !matches!(n.kind, NodeKind::Inner))
+    }
+
+    /// The schedule's name (the kernel name of its unoptimised form).
+    pub fn schedule_name(&self) -> &str {
+        &self.schedule
+    }
+
+    pub fn height(&self) -> usize {
+        self.nodes.iter().map(|n| n.depth).max().unwrap_or(0)
+    }
+}
+
+struct Builder<'a> {
+    function: &'a KernelFunction,
+    backend: &'a Backend,
+    machine: MachineSymbols,
+    nodes: Vec<Node>,
+    cache: HashMap<String, CounterValues>,
+}
+
+/// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
+fn program_symbols(function: &KernelFunction) -> BTreeSet<String> {
+    function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect()
+}
+
+/// The root system: the program's facts, integer parameters, and positive machine limits.
+pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> System {
+    let mut s = base_context(function);
+    for m in machine.all() {
+        s.set_domain(Var::new(m), Domain::integer());
+        s.add(Constraint::ge(&Poly::var(m), &Poly::one()));
+    }
+    s
+}
+
+pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
+    let machine = MachineSymbols::avoiding(&program_symbols(function));
+    let schedule_name = kernel.name.clone();
+    let root = root_constraints(function, &machine);
+    let before = backend.queries();
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new() };
+    let counters = b.evaluate(&kernel)?;
+    b.nodes.push(Node {
+        id: 0,
+        code: kernel,
+        applied: Vec::new(),
+        strategies_left: Strategy::ALL.to_vec(),
+        counters_left: Counter::ALL.to_vec(),
+        constraints: root.clone(),
+        decisions: Vec::new(),
+        counters,
+        kind: NodeKind::Inner,
+        children: Vec::new(),
+        depth: 0,
+        unknown: false,
+    });
+    b.expand(0)?;
+    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes: b.nodes, queries: backend.queries() - before })
+}
+
+impl Builder<'_> {
+    fn evaluate(&mut self, kernel: &Kernel) -> Result<CounterValues, String> {
+        let key = format!("{kernel:?}");
+        if let Some(v) = self.cache.get(&key) {
+            return Ok(v.clone());
+        }
+        let c = count(kernel, &[])?;
+        let v = CounterValues { registers: c.registers.registers, shared_bytes: c.shared_bytes, threads_per_block: c.threads_per_block };
+        self.cache.insert(key, v.clone());
+        Ok(v)
+    }
+
+    fn limit(&self, c: Counter) -> Poly {
+        Poly::var(match c {
+            Counter::SharedMemory => &self.machine.shared_per_block,
+            Counter::Registers => &self.machine.registers_per_thread,
+            Counter::ThreadsPerBlock => &self.machine.threads_per_block,
+            Counter::RegistersPerBlock => &self.machine.registers_per_block,
+        })
+    }
+
+    /// Consistency of a child's system: `None` drops it; `Some(unknown)` keeps it.
+    fn consistent(&self, s: &System) -> Option<bool> {
+        match self.backend.check(s) {
+            CheckResult::Unsat => None,
+            CheckResult::Sat(_) => Some(false),
+            CheckResult::Unknown(_) => Some(true),
+        }
+    }
+
+    fn child(&mut self, parent: usize, edge: (&'static str, Counter, Constraint), node: Node) -> usize {
+        let id = self.nodes.len();
+        let mut node = node;
+        node.id = id;
+        self.nodes.push(node);
+        self.nodes[parent].children.push(Edge { kind: edge.0, counter: edge.1, constraint: edge.2, child: id });
+        id
+    }
+
+    fn expand(&mut self, id: usize) -> Result<(), String> {
+        let Some(&counter) = self.nodes[id].counters_left.first() else {
+            self.nodes[id].kind = NodeKind::Leaf;
+            return Ok(());
+        };
+        let value = self.nodes[id].counters.value(counter);
+        let limit = self.limit(counter);
+        let parent = self.nodes[id].clone();
+
+        // Accept: the counter fits.
+        let accept = Constraint::le(&value, &limit);
+        let mut sys = parent.constraints.clone();
+        sys.add(accept.clone());
+        if let Some(unknown) = self.consistent(&sys) {
+            let mut node = parent.clone();
+            node.children = Vec::new();
+            node.constraints = sys;
+            node.counters_left.remove(0);
+            node.decisions.push(format!("accept {}: {accept}", counter.name()));
+            node.depth += 1;
+            node.unknown |= unknown;
+            let c = self.child(id, ("accept", counter, accept), node);
+            self.expand(c)?;
+        }
+
+        // Refuse: the counter exceeds the limit; a strategy must lower it.
+        let refuse = Constraint::lt(&limit, &value);
+        let mut sys = parent.constraints.clone();
+        sys.add(refuse.clone());
+        if let Some(unknown) = self.consistent(&sys) {
+            let mut node = parent.clone();
+            node.children = Vec::new();
+            node.constraints = sys;
+            node.depth += 1;
+            node.unknown |= unknown;
+            node.decisions.push(format!("refuse {}: {refuse}", counter.name()));
+            let mut applied = None;
+            for s in parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)) {
+                let new_code = match s {
+                    Strategy::ReduceGranularity => reduce_granularity(self.function, &parent.code, self.backend)?,
+                };
+                if let Some(code) = new_code {
+                    applied = Some((s, code));
+                    break;
+                }
+            }
+            match applied {
+                Some((s, code)) => {
+                    node.counters = self.evaluate(&code)?;
+                    node.code = code;
+                    node.applied.push(s);
+                    node.strategies_left.retain(|x| *x != s);
+                    node.counters_left = Counter::ALL.to_vec();
+                    node.decisions.push(format!("apply {}", s.name()));
+                    let c = self.child(id, ("refuse", counter, refuse), node);
+                    self.expand(c)?;
+                }
+                None => {
+                    node.kind = NodeKind::Infeasible { counter };
+                    self.child(id, ("refuse", counter, refuse), node);
+                }
+            }
+        }
+        Ok(())
+    }
+}

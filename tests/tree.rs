@@ -1,0 +1,164 @@
+//! The decision tree on every example: consistent leaves, the paper's height bound, coverage
+//! (the leaves partition the admissible space), recorded decisions, machine symbols that avoid
+//! the program's names, deterministic output, and leaves that compile with nvcc.
+
+use constraints::solver::{Backend, CheckResult};
+use constraints::{Rational, Var};
+use metafork::frontend::check_source;
+use metafork::kernel::Kernel;
+use metafork::tree::{build, Counter, NodeKind, Strategy, Tree};
+use std::collections::BTreeMap;
+
+fn examples() -> Vec<(String, String)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut v: Vec<(String, String)> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap())).collect();
+    v.sort();
+    v
+}
+
+fn trees_of(path: &str, text: &str, backend: &Backend) -> Vec<(metafork::frontend::model::KernelFunction, Tree)> {
+    let p = check_source(path, text).unwrap();
+    let mut out = Vec::new();
+    for k in p.kernels {
+        for s in &k.schedules {
+            let t = build(&k, Kernel::from_schedule(&k, s).unwrap(), backend).unwrap();
+            out.push((k.clone(), t));
+        }
+    }
+    out
+}
+
+/// A small deterministic generator (xorshift), so the test needs no extra dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
+    }
+}
+
+fn q(v: i64) -> Rational {
+    Rational::from_integer(v.into())
+}
+
+#[test]
+fn leaves_are_consistent_and_the_height_is_bounded() {
+    let backend = Backend::default();
+    for (path, text) in examples() {
+        for (_, tree) in trees_of(&path, &text, &backend) {
+            let bound = Counter::ALL.len() * (Strategy::ALL.len() + 1);
+            assert!(tree.height() <= bound, "{path}: height {} > w(s+t) = {bound}", tree.height());
+            assert!(tree.leaves().any(|n| matches!(n.kind, NodeKind::Leaf)), "{path}: no kernel leaf");
+            for leaf in tree.leaves() {
+                assert!(matches!(backend.check(&leaf.constraints), CheckResult::Sat(_)), "{path}: leaf {} is not proved consistent: {}", leaf.id, leaf.constraints);
+                assert!(!leaf.decisions.is_empty(), "{path}: leaf {} records no decision", leaf.id);
+                assert!(!leaf.unknown, "{path}: leaf {} rests on an unknown answer", leaf.id);
+            }
+        }
+    }
+}
+
+#[test]
+fn leaves_partition_the_space_on_1000_random_points_per_example() {
+    let backend = Backend::default();
+    let mut rng = Rng(0x9E3779B97F4A7C15);
+    for (path, text) in examples() {
+        for (function, tree) in trees_of(&path, &text, &backend) {
+            let mut tried = 0;
+            let mut kernel_points = 0;
+            while tried < 1000 {
+                let mut point: BTreeMap<Var, Rational> = BTreeMap::new();
+                // Machine limits in realistic ranges (Kepler to Hopper).
+                point.insert(Var::new(&tree.machine.registers_per_thread), q(rng.range(16, 255)));
+                point.insert(Var::new(&tree.machine.shared_per_block), q(rng.range(16, 228) * 1024));
+                point.insert(Var::new(&tree.machine.threads_per_block), q(*[512, 1024].get(rng.range(0, 1) as usize).unwrap()));
+                point.insert(Var::new(&tree.machine.registers_per_block), q(*[32768, 65536].get(rng.range(0, 1) as usize).unwrap()));
+                for p in function.program_parameters() {
+                    point.insert(Var::new(&p), q(rng.range(1, 16)));
+                }
+                for d in function.data_parameters() {
+                    point.insert(Var::new(&d), q(rng.range(1, 4096)));
+                }
+                if !tree.root_constraints.holds_at(&point).unwrap() {
+                    continue; // not admissible: the program's own facts exclude it
+                }
+                tried += 1;
+                let admitting: Vec<&metafork::tree::Node> = tree.leaves().filter(|l| l.constraints.holds_at(&point).unwrap()).collect();
+                assert_eq!(admitting.len(), 1, "{path}: {} leaves admit {point:?}", admitting.len());
+                if matches!(admitting[0].kind, NodeKind::Leaf) {
+                    kernel_points += 1;
+                }
+            }
+            assert!(kernel_points > 100, "{path}: only {kernel_points} of 1000 points have a kernel");
+        }
+    }
+}
+
+#[test]
+fn matrix_addition_has_a_leaf_with_granularity_reduced() {
+    let backend = Backend::default();
+    let (path, text) = examples().into_iter().find(|(p, _)| p.ends_with("matadd.mf")).unwrap();
+    let (_, tree) = trees_of(&path, &text, &backend).remove(0);
+    let kernels: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf)).collect();
+    assert!(kernels.len() >= 2);
+    let reduced = kernels.iter().find(|l| l.applied.contains(&Strategy::ReduceGranularity)).expect("a granularity-reduced leaf");
+    let plain = kernels.iter().find(|l| l.applied.is_empty()).expect("a leaf of the original code");
+    assert!(reduced.counters.registers < plain.counters.registers, "fewer registers after reducing granularity");
+}
+
+#[test]
+fn machine_symbols_never_clash_with_program_symbols() {
+    let backend = Backend::default();
+    let src = "void f(int N, int R, int T_B, float a[N]) {\n  assume(N >= 1 && R >= 1 && T_B >= 1);\n  meta_schedule {\n    meta_for (int i = 0; i < N / R; i++)\n      meta_for (int j = 0; j < R; j++)\n        a[i * R + j] = a[i * R + j] + T_B;\n  }\n}\n";
+    let (_, tree) = trees_of("clash.mf", src, &backend).remove(0);
+    assert_eq!(tree.machine.registers_per_thread, "R_dev");
+    assert_eq!(tree.machine.threads_per_block, "T_B_dev");
+    assert_eq!(tree.machine.shared_per_block, "Z_B");
+    let (path, text) = examples().into_iter().find(|(p, _)| p.ends_with("jacobi1d.mf")).unwrap();
+    let (_, tree) = trees_of(&path, &text, &backend).remove(0);
+    assert_eq!(tree.machine.threads_per_block, "T_B", "Jacobi's time steps T do not clash with T_B");
+}
+
+#[test]
+fn gen_is_deterministic_and_every_leaf_compiles_with_nvcc() {
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let base = std::env::temp_dir().join(format!("metafork-gen-{}", std::process::id()));
+    let mut sources = Vec::new();
+    for (path, _) in examples() {
+        let stem = std::path::Path::new(&path).file_stem().unwrap().to_string_lossy().to_string();
+        let (a, b) = (base.join(format!("{stem}-a")), base.join(format!("{stem}-b")));
+        for dir in [&a, &b] {
+            let out = std::process::Command::new(bin).args(["gen", "--emit-cuda", &path, "-o"]).arg(dir).output().unwrap();
+            assert!(out.status.success(), "{path}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let names: Vec<_> = std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(names.iter().any(|n| n == "tree.yaml") && names.iter().any(|n| n == "tree.dot"));
+        for n in &names {
+            assert_eq!(std::fs::read(a.join(n)).unwrap(), std::fs::read(b.join(n)).unwrap(), "{path}: {n:?} differs between runs");
+            if n.to_string_lossy().ends_with(".cu") {
+                sources.push(a.join(n));
+            }
+        }
+        let yaml: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(a.join("tree.yaml")).unwrap()).unwrap();
+        let leaf = &yaml["schedules"][0]["leaves"][0];
+        for key in ["id", "constraints", "decisions", "counters"] {
+            assert!(!leaf[key].is_null(), "{path}: leaf lacks `{key}`");
+        }
+    }
+    let nvcc = llvm_passes::ptxas::find_nvcc();
+    if nvcc.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
+    }
+    if let Some(nvcc) = nvcc {
+        for arch in ["sm_75", "sm_80", "sm_90"] {
+            let o = std::process::Command::new(&nvcc).args(["-c", &format!("-arch={arch}"), "-O3", "-odir"]).arg(&base).args(&sources).output().unwrap();
+            assert!(o.status.success(), "nvcc {arch}: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
