@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-gen clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,7 +16,8 @@ build: setup
 	cargo build --release
 
 demo: build
-	./target/release/metafork parse examples/matmul.mf
+	./target/release/metafork gen --emit-cuda examples/matmul.mf -o out/matmul
+	@echo; echo "Wrote: $$(ls out/matmul | tr '\n' ' ')"
 
 test: setup
 	METAFORK_REQUIRE_NVCC=1 cargo test --workspace
@@ -28,6 +29,10 @@ fuzz: setup
 # Register estimate against ptxas over every example kernel (the table in bench/RESULTS.md).
 bench-counters: setup
 	cargo bench --bench counters
+
+# Decision-tree generation time, Z3 queries, nodes and leaves per example.
+bench-gen: setup
+	cargo bench --bench gen
 
 # Time a clean build and test run (the figure recorded in bench/RESULTS.md).
 bench-build: setup

@@ -186,6 +186,8 @@ struct Builder<'a> {
     machine: MachineSymbols,
     nodes: Vec<Node>,
     cache: HashMap<String, CounterValues>,
+    /// Strategy results by (strategy, code): the same code is refused on several branches.
+    applied: HashMap<(Strategy, String), Option<Kernel>>,
 }
 
 /// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
@@ -208,7 +210,7 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
     let schedule_name = kernel.name.clone();
     let root = root_constraints(function, &machine);
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new() };
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), applied: HashMap::new() };
     let counters = b.evaluate(&kernel)?;
     b.nodes.push(Node {
         id: 0,
@@ -305,8 +307,16 @@ impl Builder<'_> {
             node.decisions.push(format!("refuse {}: {refuse}", counter.name()));
             let mut applied = None;
             for s in parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)) {
-                let new_code = match s {
-                    Strategy::ReduceGranularity => reduce_granularity(self.function, &parent.code, self.backend)?,
+                let key = (s, format!("{:?}", parent.code));
+                let new_code = match self.applied.get(&key) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let r = match s {
+                            Strategy::ReduceGranularity => reduce_granularity(self.function, &parent.code, self.backend)?,
+                        };
+                        self.applied.insert(key, r.clone());
+                        r
+                    }
                 };
                 if let Some(code) = new_code {
                     applied = Some((s, code));
