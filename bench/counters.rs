@@ -1,4 +1,5 @@
-//! Benchmark: the register estimate against `ptxas -v` for every kernel in `examples/`.
+//! Benchmark: the register estimate against `ptxas -v` for every kernel in `examples/` and
+//! each of its strategy variants (no unrolling; reduced granularity; both).
 //! Run with `make bench-counters` (needs `ptxas` on PATH). Prints a Markdown table: the pure
 //! liveness count, the model's estimate, ptxas at sm_75/sm_80/sm_90, the relative error at
 //! sm_90, and the mean and maximum absolute relative error per architecture.
@@ -19,12 +20,13 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     let mut errors: Vec<Vec<f64>> = vec![Vec::new(); ARCHS.len()];
     let start = Instant::now();
+    let backend = constraints::solver::Backend::default();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         let program = check_source(&f.display().to_string(), &text).unwrap_or_else(|d| panic!("{}", d.render(false)));
         for k in &program.kernels {
             for s in &k.schedules {
-                let kernel = Kernel::from_schedule(k, s).unwrap();
+                for (variant, kernel) in metafork::tree::strategy_variants(k, Kernel::from_schedule(k, s).unwrap(), &backend) {
                 let c = count_with_cuda(Some(k), &kernel, &archs).unwrap_or_else(|e| panic!("{}: {e}", s.name));
                 let est = c.registers.registers as f64;
                 let truth: Vec<u32> = ARCHS.iter().map(|a| c.ptxas[*a].registers).collect();
@@ -33,8 +35,9 @@ fn main() {
                 }
                 let e90 = (est - truth[2] as f64) / truth[2] as f64;
                 println!(
-                    "| {} | {} | {}{} | {} | {} | {} | {:+.1}% | {} |",
+                    "| {}{} | {} | {}{} | {} | {} | {} | {:+.1}% | {} |",
                     c.kernel,
+                    variant,
                     c.registers.max_live_words,
                     c.registers.registers,
                     if c.registers.unrolled_loop { " (u)" } else { "" },
@@ -44,6 +47,7 @@ fn main() {
                     100.0 * e90,
                     c.nvcc["sm_90"].registers
                 );
+                }
             }
         }
     }

@@ -52,6 +52,8 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
     /// The serial host loops around the launch; their counters are parameters, within range.
     pub host_loops: Vec<crate::frontend::model::SerialLoop>,
+    /// Register-pressure strategy, level 1: no serial loop is unrolled, by LLVM, nvcc or ptxas.
+    pub no_unroll: bool,
 }
 
 fn ident(name: &str) -> Ident {
@@ -133,7 +135,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false })
     }
 
     /// Threads per block: the product of the block extents.

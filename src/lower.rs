@@ -111,6 +111,7 @@ fn lower_into<'ctx>(context: &'ctx Context, module: &Module<'ctx>, kernel: &Kern
         scopes: vec![HashMap::new()],
         arrays: HashMap::new(),
         param_ints: HashMap::new(),
+        no_unroll: kernel.no_unroll,
     };
     l.builder.position_at_end(body);
     for (i, p) in kernel.params.iter().enumerate() {
@@ -149,6 +150,8 @@ struct Lowerer<'a, 'ctx> {
     arrays: HashMap<String, ArraySlot<'ctx>>,
     /// Integer scalar parameters, for evaluating extent polynomials.
     param_ints: HashMap<String, TV<'ctx>>,
+    /// Mark every loop `llvm.loop.unroll.disable` (the register-pressure strategy).
+    no_unroll: bool,
 }
 
 impl<'a, 'ctx> Lowerer<'a, 'ctx> {
@@ -624,12 +627,40 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
             let cur = b(self.builder.build_load(ty, counter, "i"))?.into_int_value();
             let next = b(self.builder.build_int_add(cur, ty.const_int(l.step as u64, true), "next"))?;
             b(self.builder.build_store(counter, next))?;
-            b(self.builder.build_unconditional_branch(header))?;
+            let latch = b(self.builder.build_unconditional_branch(header))?;
+            if self.no_unroll {
+                disable_unrolling(self.context, latch);
+            }
         }
         self.scopes.pop();
         r?;
         self.builder.position_at_end(exit);
         Ok(())
+    }
+}
+
+/// Attach `!llvm.loop !{!self, !{!"llvm.loop.unroll.disable"}}` to a loop's latch branch.
+/// A loop ID must be a distinct node whose first operand is itself, which inkwell cannot
+/// build, so this uses the C API: a temporary node, then replace-all-uses. LLVM's unroller
+/// honours the hint, and the NVPTX back end turns it into `.pragma "nounroll"` for ptxas.
+fn disable_unrolling(context: &Context, latch: inkwell::values::InstructionValue<'_>) {
+    use inkwell::llvm_sys::core::*;
+    use inkwell::values::AsValueRef;
+    let name = "llvm.loop.unroll.disable";
+    let kind = "llvm.loop";
+    // SAFETY: every pointer passed is created here from the same live context, and the
+    // temporary node is disposed of only after all its uses were replaced.
+    unsafe {
+        let ctx = context.raw();
+        let tmp = inkwell::llvm_sys::debuginfo::LLVMTemporaryMDNode(ctx, std::ptr::null_mut(), 0);
+        let mut hint = [LLVMMDStringInContext2(ctx, name.as_ptr() as *const _, name.len())];
+        let hint_node = LLVMMDNodeInContext2(ctx, hint.as_mut_ptr(), 1);
+        let mut ops = [tmp, hint_node];
+        let loop_id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
+        // Replaces the temporary everywhere and deletes it.
+        inkwell::llvm_sys::debuginfo::LLVMMetadataReplaceAllUsesWith(tmp, loop_id);
+        let kind_id = LLVMGetMDKindIDInContext(ctx, kind.as_ptr() as *const _, kind.len() as u32);
+        LLVMSetMetadata(latch.as_value_ref(), kind_id, LLVMMetadataAsValue(ctx, loop_id));
     }
 }
 

@@ -77,17 +77,21 @@ impl Counter {
     }
 }
 
-/// The paper's optimization strategies (those implemented so far).
+/// The paper's optimization strategies (those implemented so far), in the order the tree
+/// tries them for a refused counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Strategy {
+    /// Register pressure, level 1 (IR level): no loop is unrolled.
+    ReduceRegisterPressure1,
     ReduceGranularity,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 1] = [Strategy::ReduceGranularity];
+    pub const ALL: [Strategy; 2] = [Strategy::ReduceRegisterPressure1, Strategy::ReduceGranularity];
 
     pub fn name(self) -> &'static str {
         match self {
+            Strategy::ReduceRegisterPressure1 => "reduce register pressure (level 1: no unrolling)",
             Strategy::ReduceGranularity => "reduce thread granularity",
         }
     }
@@ -95,9 +99,24 @@ impl Strategy {
     /// The counters this strategy can lower.
     pub fn lowers(self, c: Counter) -> bool {
         match self {
+            Strategy::ReduceRegisterPressure1 => matches!(c, Counter::Registers | Counter::RegistersPerBlock),
             Strategy::ReduceGranularity => matches!(c, Counter::SharedMemory | Counter::Registers | Counter::RegistersPerBlock),
         }
     }
+}
+
+/// Register pressure, level 1: the same code with unrolling disabled, when it has a loop.
+fn no_unroll(kernel: &Kernel) -> Option<Kernel> {
+    fn has_loop(s: &crate::frontend::ast::Stmt) -> bool {
+        use crate::frontend::ast::StmtKind;
+        match &s.kind {
+            StmtKind::For(_) => true,
+            StmtKind::Block(items) => items.iter().any(has_loop),
+            StmtKind::If { then_branch, else_branch, .. } => has_loop(then_branch) || else_branch.as_ref().is_some_and(|e| has_loop(e)),
+            _ => false,
+        }
+    }
+    (!kernel.no_unroll && kernel.body.iter().any(has_loop)).then(|| Kernel { no_unroll: true, ..kernel.clone() })
 }
 
 /// The counters' values for one code, as polynomials.
@@ -312,6 +331,7 @@ impl Builder<'_> {
                     Some(r) => r.clone(),
                     None => {
                         let r = match s {
+                            Strategy::ReduceRegisterPressure1 => no_unroll(&parent.code),
                             Strategy::ReduceGranularity => reduce_granularity(self.function, &parent.code, self.backend)?,
                         };
                         self.applied.insert(key, r.clone());
@@ -342,4 +362,21 @@ impl Builder<'_> {
         }
         Ok(())
     }
+}
+
+/// A kernel and its variants under the implemented strategies, named by suffix (`""`,
+/// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`), for benchmarks and tests.
+pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {
+    let mut out = vec![(String::new(), kernel.clone())];
+    let reduced = reduce_granularity(function, &kernel, backend).ok().flatten();
+    if let Some(k) = no_unroll(&kernel) {
+        out.push((" +nounroll".into(), k));
+    }
+    if let Some(r) = reduced {
+        out.push((" +granularity".into(), r.clone()));
+        if let Some(k) = no_unroll(&r) {
+            out.push((" +granularity +nounroll".into(), k));
+        }
+    }
+    out
 }

@@ -19,6 +19,8 @@
 //! register that costs no occupancy. That budget is the register file per multiprocessor over
 //! the resident threads per multiprocessor: 65536 / 2048 = 32 on sm_80 and sm_90
 //! ([`OCCUPANCY_FREE_REGISTERS_SM90`]). For such kernels the estimate is at least that budget.
+//! A loop whose latch carries `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits
+//! `.pragma "nounroll"` for it, and ptxas honours it.
 
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMIsAArgument, LLVMIsAInstruction, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
@@ -204,12 +206,43 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         }
     }
     let succs: Vec<Vec<usize>> = info.iter().map(|b| b.succs.clone()).collect();
-    let unrolled_loop = innermost_loops(&succs).iter().any(|body| guarded_only(body, &succs));
+    let unrolled_loop = innermost_loops(&succs).iter().any(|body| {
+        guarded_only(body, &succs) && !body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled))
+    });
     let mut registers = max_w + FIXED_COST;
     if unrolled_loop {
         registers = registers.max(OCCUPANCY_FREE_REGISTERS_SM90);
     }
     RegisterEstimate { registers, max_live_words: max_w, max_live_predicates: max_p, unrolled_loop }
+}
+
+/// Whether a branch carries `!llvm.loop` metadata with `llvm.loop.unroll.disable`.
+fn unroll_disabled(branch: InstructionValue<'_>) -> bool {
+    use inkwell::llvm_sys::core::{LLVMGetMDKindIDInContext, LLVMGetMDNodeNumOperands, LLVMGetMDNodeOperands, LLVMGetMDString, LLVMGetMetadata, LLVMGetTypeContext, LLVMIsAMDNode};
+    let kind = "llvm.loop";
+    // SAFETY: the branch is a live instruction; metadata operands are read, never kept.
+    unsafe {
+        let v = branch.as_value_ref();
+        let ctx = LLVMGetTypeContext(LLVMTypeOf(v));
+        let id = LLVMGetMDKindIDInContext(ctx, kind.as_ptr() as *const _, kind.len() as u32);
+        let md = LLVMGetMetadata(v, id);
+        if md.is_null() {
+            return false;
+        }
+        let operands = |node: LLVMValueRef| {
+            let n = LLVMGetMDNodeNumOperands(node) as usize;
+            let mut ops = vec![std::ptr::null_mut(); n];
+            LLVMGetMDNodeOperands(node, ops.as_mut_ptr());
+            ops
+        };
+        operands(md).into_iter().filter(|op| !op.is_null() && !LLVMIsAMDNode(*op).is_null() && *op != md).any(|hint| {
+            operands(hint).into_iter().any(|s| {
+                let mut len = 0u32;
+                let p = if s.is_null() { std::ptr::null() } else { LLVMGetMDString(s, &mut len) };
+                !p.is_null() && std::slice::from_raw_parts(p as *const u8, len as usize) == b"llvm.loop.unroll.disable"
+            })
+        })
+    }
 }
 
 /// Whether every two-way branch inside the loop `body` is loop control (an arm leaves the

@@ -68,6 +68,8 @@ pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
 /// Rewrite an expression into what CUDA C prints directly.
 struct Cify<'k> {
     extents: std::collections::HashMap<&'k str, &'k [Poly]>,
+    /// Emit `#pragma unroll 1` before every loop (the register-pressure strategy).
+    no_unroll: bool,
 }
 
 impl Cify<'_> {
@@ -134,6 +136,9 @@ impl Cify<'_> {
             }
             StmtKind::For(l) => {
                 let step = if l.step == 1 { format!("{}++", l.var.name) } else { format!("{} += {}", l.var.name, l.step) };
+                if self.no_unroll {
+                    let _ = writeln!(out, "{pad}#pragma unroll 1");
+                }
                 let _ = writeln!(out, "{pad}for ({} {} = {}; {} {} {}; {step}) {{", l.ty, l.var.name, self.expr(&l.lo)?, l.var.name, if l.inclusive { "<=" } else { "<" }, self.expr(&l.hi)?);
                 self.body(&l.body, depth + 1, out)?;
                 let _ = writeln!(out, "{pad}}}");
@@ -195,7 +200,7 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     for s in &kernel.shared {
         extents.insert(&s.name, &s.extents);
     }
-    let c = Cify { extents };
+    let c = Cify { extents, no_unroll: kernel.no_unroll };
     let _ = writeln!(out, "extern \"C\" __global__ void {}({}) {{", kernel.name, params_list(kernel));
     emit_shared_layout(out, kernel, "  ")?;
     for s in &kernel.body {

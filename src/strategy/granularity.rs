@@ -83,7 +83,7 @@ fn find(stmts: &[Stmt], path: &mut Vec<usize>, function: &KernelFunction) -> Opt
             let trip = crate::frontend::polyexpr::to_poly(&l.hi, &Default::default())
                 .zip(crate::frontend::polyexpr::to_poly(&l.lo, &Default::default()))
                 .map(|(h, lo)| h - lo);
-            if l.step == 1 && !l.inclusive && !contains_barrier(&l.body) && trip.is_some_and(|t| !t.is_zero() && is_program_poly(&t, function)) {
+            if l.step == 1 && !l.inclusive && !contains_barrier(&l.body) && trip.is_some_and(|t| t.as_constant().is_none() && is_program_poly(&t, function)) {
                 path.push(i);
                 return Some(WorkList::Loop(path.clone()));
             }
