@@ -279,6 +279,21 @@ impl Builder<'_> {
         }
     }
 
+    /// A child of `parent` with `added` in its system and `decision` recorded, or `None` when
+    /// Z3 proves that system inconsistent.
+    fn branch(&self, parent: &Node, added: &Constraint, decision: String) -> Option<Node> {
+        let mut sys = parent.constraints.clone();
+        sys.add(added.clone());
+        let unknown = self.consistent(&sys)?;
+        let mut node = parent.clone();
+        node.children = Vec::new();
+        node.constraints = sys;
+        node.depth += 1;
+        node.unknown |= unknown;
+        node.decisions.push(decision);
+        Some(node)
+    }
+
     fn child(&mut self, parent: usize, edge: (&'static str, Counter, Constraint), node: Node) -> usize {
         let id = self.nodes.len();
         let mut node = node;
@@ -299,31 +314,15 @@ impl Builder<'_> {
 
         // Accept: the counter fits.
         let accept = Constraint::le(&value, &limit);
-        let mut sys = parent.constraints.clone();
-        sys.add(accept.clone());
-        if let Some(unknown) = self.consistent(&sys) {
-            let mut node = parent.clone();
-            node.children = Vec::new();
-            node.constraints = sys;
+        if let Some(mut node) = self.branch(&parent, &accept, format!("accept {}: {accept}", counter.name())) {
             node.counters_left.remove(0);
-            node.decisions.push(format!("accept {}: {accept}", counter.name()));
-            node.depth += 1;
-            node.unknown |= unknown;
             let c = self.child(id, ("accept", counter, accept), node);
             self.expand(c)?;
         }
 
         // Refuse: the counter exceeds the limit; a strategy must lower it.
         let refuse = Constraint::lt(&limit, &value);
-        let mut sys = parent.constraints.clone();
-        sys.add(refuse.clone());
-        if let Some(unknown) = self.consistent(&sys) {
-            let mut node = parent.clone();
-            node.children = Vec::new();
-            node.constraints = sys;
-            node.depth += 1;
-            node.unknown |= unknown;
-            node.decisions.push(format!("refuse {}: {refuse}", counter.name()));
+        if let Some(mut node) = self.branch(&parent, &refuse, format!("refuse {}: {refuse}", counter.name())) {
             let mut applied = None;
             for s in parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)) {
                 let key = (s, format!("{:?}", parent.code));

@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn nvcc() -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    let found = std::env::split_paths(&paths).map(|d| d.join("nvcc")).find(|p| p.is_file());
+    let found = llvm_passes::ptxas::find_nvcc();
     if found.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
         panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
     }

@@ -15,64 +15,58 @@ pub struct PtxasReport {
     pub static_shared: u32,
 }
 
-/// `ptxas` on PATH, if any.
-pub fn find_ptxas() -> Option<PathBuf> {
+/// An executable of this name on PATH, if any.
+fn find_tool(name: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|d| d.join("ptxas")).find(|p| p.is_file())
+    std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
-/// Compile a CUDA source with `nvcc` for `arch` and read ptxas's per-kernel report.
-pub fn compile_cuda(nvcc: &Path, source: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
-    let dir = std::env::temp_dir().join(format!("metafork-nvcc-{}-{}", std::process::id(), unique()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let input = dir.join("kernel.cu");
-    let result = (|| {
-        std::fs::write(&input, source).map_err(|e| e.to_string())?;
-        let out = Command::new(nvcc)
-            .args(["-cubin", &format!("-arch={arch}"), "-O3", "-Xptxas", "-v"])
-            .arg(&input)
-            .arg("-o")
-            .arg(dir.join("kernel.cubin"))
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
-        let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            return Err(format!("nvcc failed for {arch}:\n{log}"));
-        }
-        Ok(parse_report(&log, arch))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+/// `ptxas` on PATH, if any.
+pub fn find_ptxas() -> Option<PathBuf> {
+    find_tool("ptxas")
 }
 
 /// `nvcc` on PATH, if any.
 pub fn find_nvcc() -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|d| d.join("nvcc")).find(|p| p.is_file())
+    find_tool("nvcc")
 }
 
-/// Assemble PTX for `arch` and read the per-kernel resource report.
-pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
-    let dir = std::env::temp_dir().join(format!("metafork-ptxas-{}-{}", std::process::id(), unique()));
+/// Write `source` to `input_name` in a fresh temporary directory, run `tool ARGS input -o
+/// kernel.cubin`, and parse the ptxas report from its output. The directory is removed after.
+fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<Vec<PtxasReport>, String> {
+    let dir = std::env::temp_dir().join(format!("metafork-{input_name}-{}-{}", std::process::id(), unique()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let input = dir.join("kernel.ptx");
+    let input = dir.join(input_name);
     let result = (|| {
-        std::fs::write(&input, ptx).map_err(|e| e.to_string())?;
-        let out = Command::new(ptxas)
-            .args(["-arch", arch, "-v", "-O3"])
+        std::fs::write(&input, source).map_err(|e| e.to_string())?;
+        let out = Command::new(tool)
+            .args(args)
             .arg(&input)
             .arg("-o")
             .arg(dir.join("kernel.cubin"))
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
         let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
-            return Err(format!("ptxas failed for {arch}:\n{log}"));
+            let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().into_owned());
+            return Err(format!("{name} failed for {arch}:\n{log}"));
         }
         Ok(parse_report(&log, arch))
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// Compile a CUDA source with `nvcc` for `arch` and read ptxas's per-kernel report.
+pub fn compile_cuda(nvcc: &Path, source: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
+    let args = ["-cubin".to_string(), format!("-arch={arch}"), "-O3".into(), "-Xptxas".into(), "-v".into()];
+    run_in_temp(nvcc, "kernel.cu", source, &args, arch)
+}
+
+/// Assemble PTX for `arch` and read the per-kernel resource report.
+pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
+    let args = ["-arch".to_string(), arch.to_string(), "-v".into(), "-O3".into()];
+    run_in_temp(ptxas, "kernel.ptx", ptx, &args, arch)
 }
 
 fn unique() -> u64 {
