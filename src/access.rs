@@ -2,8 +2,9 @@
 //! or write, the path's guards), for Z3 questions about which elements statements touch.
 //!
 //! Contract (soundness first): every fact recorded is true of the program. Integer `/` and `%`
-//! by a positive constant `c` become auxiliary integers `q`, `r` with `x = c*q + r`,
-//! `0 <= r < c` — C's truncating division — but only where the context proves `x >= 0`;
+//! by a divisor `d` (a constant or a polynomial in the parameters) become auxiliary integers
+//! `q`, `r` with `x = d*q + r`, `0 <= r < d` — C's truncating division — but only where the
+//! context proves `x >= 0` and `d >= 1`;
 //! auxiliaries are named by their dividend and divisor, so equal expressions share them.
 //! Anything not modelled (a non-polynomial index, a division whose dividend may be negative)
 //! makes the index `None`, or the guard simply absent: a missing guard only admits more
@@ -22,6 +23,16 @@ pub struct Access {
     pub write: bool,
     /// Conditions that hold whenever the access executes.
     pub guards: Vec<Constraint>,
+    /// The span of the subscripted expression (the caching strategy labels each one apart).
+    pub span: crate::frontend::source::Span,
+}
+
+/// An auxiliary integer's definition: `dividend / divisor` (`quotient`) or `dividend % divisor`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuxDef {
+    pub dividend: Poly,
+    pub divisor: Poly,
+    pub quotient: bool,
 }
 
 /// What an expression is known to be: its polynomial value, if modelled.
@@ -33,11 +44,13 @@ pub struct Collector<'b> {
     /// Facts true everywhere (parameter facts, loop ranges) plus auxiliary definitions.
     pub context: System,
     pub accesses: Vec<Access>,
+    /// The auxiliary integers introduced for `/` and `%`, by name.
+    pub aux_defs: BTreeMap<String, AuxDef>,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new() }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new() }
     }
 
     /// Integer auxiliary variable, declared in the context.
@@ -65,23 +78,32 @@ impl<'b> Collector<'b> {
             }
             ExprKind::Binary(op @ (BinOp::Div | BinOp::Rem), a, b) => {
                 let x = self.poly(a, env, guards)?;
-                let c = self.poly(b, env, guards)?.as_constant()?;
-                if !c.is_integer() || c <= constraints::Rational::from_integer(0.into()) {
+                let d = self.poly(b, env, guards)?;
+                if d.as_constant().is_some_and(|c| !c.is_integer()) {
                     return None;
                 }
-                // Only where x >= 0 is proved does C's truncation agree with the floor model.
+                // Only where x >= 0 and d >= 1 are proved does C's truncation agree with the
+                // floor model. A divisor may be a polynomial (a parameter such as `s`).
                 let mut ctx = self.context.clone();
                 guards.iter().for_each(|g| ctx.add(g.clone()));
-                if !matches!(self.backend.implies(&ctx, &Constraint::ge(&x, &Poly::zero())), Implication::Proved) {
-                    return None;
+                for fact in [Constraint::ge(&x, &Poly::zero()), Constraint::ge(&d, &Poly::one())] {
+                    let trivially = fact.truth_if_constant() == Some(true);
+                    if !trivially && !matches!(self.backend.implies(&ctx, &fact), Implication::Proved) {
+                        return None;
+                    }
                 }
-                let key = format!("{x}|{c}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
-                let q = self.aux(&format!("aux_q{key:x}"));
-                let r = self.aux(&format!("aux_r{key:x}"));
-                let cp = Poly::constant(c.clone());
-                self.context.add(Constraint::eq(&x, &(&cp * &q + &r)));
-                self.context.add(Constraint::ge(&r, &Poly::zero()));
-                self.context.add(Constraint::lt(&r, &cp));
+                let key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+                let (qn, rn) = (format!("aux_q{key:x}"), format!("aux_r{key:x}"));
+                let q = self.aux(&qn);
+                let r = self.aux(&rn);
+                if !self.aux_defs.contains_key(&qn) {
+                    self.context.add(Constraint::eq(&x, &(&d * &q + &r)));
+                    self.context.add(Constraint::ge(&r, &Poly::zero()));
+                    self.context.add(Constraint::lt(&r, &d));
+                    self.context.add(Constraint::ge(&q, &Poly::zero()));
+                    self.aux_defs.insert(qn, AuxDef { dividend: x.clone(), divisor: d.clone(), quotient: true });
+                    self.aux_defs.insert(rn, AuxDef { dividend: x, divisor: d, quotient: false });
+                }
                 Some(if *op == BinOp::Div { q } else { r })
             }
             ExprKind::Binary(op, a, b) => {
@@ -138,7 +160,7 @@ impl<'b> Collector<'b> {
                     self.expr_accesses(i, env, guards);
                 }
                 let idx = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                self.accesses.push(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec() });
+                self.accesses.push(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec(), span: e.span });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             ExprKind::Binary(_, a, b) => {
@@ -185,9 +207,9 @@ impl<'b> Collector<'b> {
                         }
                         let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
                         if *op != AssignOp::Set {
-                            self.accesses.push(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec() });
+                            self.accesses.push(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec(), span: target.span });
                         }
-                        self.accesses.push(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec() });
+                        self.accesses.push(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec(), span: target.span });
                     }
                     ExprKind::Var(n) => {
                         env.insert(n.clone(), None);

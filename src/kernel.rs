@@ -54,6 +54,12 @@ pub struct Kernel {
     pub host_loops: Vec<crate::frontend::model::SerialLoop>,
     /// Register-pressure strategy, level 1: no serial loop is unrolled, by LLVM, nvcc or ptxas.
     pub no_unroll: bool,
+    /// Arrays to stage in shared memory (the schedule's `cache(...)`). The kernel form stays
+    /// logical: `strategy::caching::stage` builds the code with tiles, loads and write-backs.
+    pub cache: Vec<String>,
+    /// How many serial loops sit between the prologue (the grid and block counters) and the
+    /// schedule's body, each the only statement of its parent (matrix multiplication's `t`).
+    pub between: usize,
 }
 
 fn ident(name: &str) -> Ident {
@@ -135,7 +141,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, cache: schedule.cache.clone(), between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.
@@ -153,6 +159,15 @@ impl Kernel {
         self.shared
             .iter()
             .fold(Poly::zero(), |acc, s| acc + s.elements() * Poly::int(s.elem.size_bytes() as i64))
+    }
+
+    /// The shared arrays in layout order: widest elements first, so that every array starts
+    /// aligned to its element size with no padding and the block is exactly
+    /// [`Kernel::shared_bytes`] long (the counter is the allocation).
+    pub fn shared_layout(&self) -> Vec<&SharedArray> {
+        let mut v: Vec<&SharedArray> = self.shared.iter().collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.elem.size_bytes()));
+        v
     }
 
     pub fn param(&self, name: &str) -> Option<&KernelParam> {

@@ -8,7 +8,7 @@
 //! Local scalars live in `alloca`s (the optimisation pipeline promotes them to registers).
 //! Thread and block indices come from the NVVM special-register intrinsics, `__syncthreads`
 //! is `llvm.nvvm.barrier0`, and shared arrays are laid out, in order, in the dynamic shared
-//! memory block (`extern __shared__`), each at an offset rounded up to 16 bytes.
+//! memory block (`extern __shared__`), widest elements first and packed without padding.
 
 use crate::frontend::ast::*;
 use crate::kernel::{Kernel, KernelParamKind};
@@ -201,14 +201,12 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
         block.set_alignment(16);
         let base = block.as_pointer_value();
         let mut offset = self.i64().const_zero();
-        for s in &kernel.shared {
+        for s in kernel.shared_layout() {
             let ptr = unsafe { b(self.builder.build_gep(self.context.i8_type(), base, &[offset], &s.name))? };
             self.arrays.insert(s.name.clone(), ArraySlot { base: ptr, elem: s.elem, extents: s.extents.clone() });
             let bytes = self.poly(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?;
-            // Round the next offset up to 16 bytes.
-            let end = b(self.builder.build_int_add(offset, bytes, "shared_end"))?;
-            let up = b(self.builder.build_int_add(end, self.i64().const_int(15, false), "up"))?;
-            offset = b(self.builder.build_and(up, self.i64().const_int(!15u64, false), "aligned"))?;
+            // Widest elements first: the next array is aligned without padding.
+            offset = b(self.builder.build_int_add(offset, bytes, "shared_end"))?;
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 use crate::counters::count;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
-use crate::strategy::{base_context, granularity::reduce_granularity};
+use crate::strategy::{base_context, caching::stage, granularity::reduce_granularity};
 use constraints::solver::{Backend, CheckResult};
 use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeSet, HashMap};
@@ -84,15 +84,23 @@ pub enum Strategy {
     /// Register pressure, level 1 (IR level): no loop is unrolled.
     ReduceRegisterPressure1,
     ReduceGranularity,
+    /// Give up caching in shared memory: the arrays of `cache(...)` are read from global memory.
+    DropCaching,
+    /// Caching in shared memory, applied at the root to the arrays the schedule names in
+    /// `cache(...)` (the source's hint); refusing its shared memory leads to `DropCaching`.
+    CacheInSharedMemory,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 2] = [Strategy::ReduceRegisterPressure1, Strategy::ReduceGranularity];
+    /// The strategies a refusal may apply, in the order tried.
+    pub const ALL: [Strategy; 3] = [Strategy::ReduceRegisterPressure1, Strategy::ReduceGranularity, Strategy::DropCaching];
 
     pub fn name(self) -> &'static str {
         match self {
             Strategy::ReduceRegisterPressure1 => "reduce register pressure (level 1: no unrolling)",
             Strategy::ReduceGranularity => "reduce thread granularity",
+            Strategy::DropCaching => "do not cache in shared memory",
+            Strategy::CacheInSharedMemory => "cache in shared memory",
         }
     }
 
@@ -101,6 +109,8 @@ impl Strategy {
         match self {
             Strategy::ReduceRegisterPressure1 => matches!(c, Counter::Registers | Counter::RegistersPerBlock),
             Strategy::ReduceGranularity => matches!(c, Counter::SharedMemory | Counter::Registers | Counter::RegistersPerBlock),
+            Strategy::DropCaching => matches!(c, Counter::SharedMemory),
+            Strategy::CacheInSharedMemory => false,
         }
     }
 }
@@ -159,7 +169,12 @@ pub enum NodeKind {
 #[derive(Clone, Debug)]
 pub struct Node {
     pub id: usize,
+    /// The logical code: what strategies transform (its `cache` list still a request).
     pub code: Kernel,
+    /// The code that runs, counted and emitted: `code` with its arrays staged in shared memory.
+    pub staged: Kernel,
+    /// The arrays `staged` caches in shared memory.
+    pub cached: Vec<String>,
     pub applied: Vec<Strategy>,
     pub strategies_left: Vec<Strategy>,
     pub counters_left: Vec<Counter>,
@@ -204,7 +219,9 @@ struct Builder<'a> {
     backend: &'a Backend,
     machine: MachineSymbols,
     nodes: Vec<Node>,
-    cache: HashMap<String, CounterValues>,
+    cache: HashMap<String, Evaluated>,
+    /// Staged forms by logical code (without its unrolling flag).
+    staged: HashMap<String, crate::strategy::caching::Staged>,
     /// Strategy results by (strategy, code): the same code is refused on several branches.
     applied: HashMap<(Strategy, String), Option<Kernel>>,
 }
@@ -224,22 +241,37 @@ pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> 
     s
 }
 
+/// A logical code's staged form and its counters.
+#[derive(Clone, Debug)]
+struct Evaluated {
+    staged: Kernel,
+    cached: Vec<String>,
+    counters: CounterValues,
+}
+
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
     let machine = MachineSymbols::avoiding(&program_symbols(function));
     let schedule_name = kernel.name.clone();
     let root = root_constraints(function, &machine);
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), applied: HashMap::new() };
-    let counters = b.evaluate(&kernel)?;
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new() };
+    let ev = b.evaluate(&kernel)?;
+    let (applied, decisions) = if ev.cached.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        (vec![Strategy::CacheInSharedMemory], vec![format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), ev.cached.join(", "))])
+    };
     b.nodes.push(Node {
         id: 0,
         code: kernel,
-        applied: Vec::new(),
+        staged: ev.staged,
+        cached: ev.cached,
+        applied,
         strategies_left: Strategy::ALL.to_vec(),
         counters_left: Counter::ALL.to_vec(),
         constraints: root.clone(),
-        decisions: Vec::new(),
-        counters,
+        decisions,
+        counters: ev.counters,
         kind: NodeKind::Inner,
         children: Vec::new(),
         depth: 0,
@@ -250,13 +282,29 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
 }
 
 impl Builder<'_> {
-    fn evaluate(&mut self, kernel: &Kernel) -> Result<CounterValues, String> {
+    fn evaluate(&mut self, kernel: &Kernel) -> Result<Evaluated, String> {
         let key = format!("{kernel:?}");
         if let Some(v) = self.cache.get(&key) {
             return Ok(v.clone());
         }
-        let c = count(kernel, &[])?;
-        let v = CounterValues { registers: c.registers.registers, shared_bytes: c.shared_bytes, threads_per_block: c.threads_per_block };
+        // Staging does not depend on unrolling: stage the unrolled form once, set the flag after.
+        let unrolled = Kernel { no_unroll: false, ..kernel.clone() };
+        let skey = format!("{unrolled:?}");
+        let mut staged = match self.staged.get(&skey) {
+            Some(s) => s.clone(),
+            None => {
+                let s = stage(self.function, &unrolled, self.backend)?;
+                self.staged.insert(skey, s.clone());
+                s
+            }
+        };
+        staged.kernel.no_unroll = kernel.no_unroll;
+        let c = count(&staged.kernel, &[])?;
+        let v = Evaluated {
+            staged: staged.kernel,
+            cached: staged.cached,
+            counters: CounterValues { registers: c.registers.registers, shared_bytes: c.shared_bytes, threads_per_block: c.threads_per_block },
+        };
         self.cache.insert(key, v.clone());
         Ok(v)
     }
@@ -332,6 +380,8 @@ impl Builder<'_> {
                         let r = match s {
                             Strategy::ReduceRegisterPressure1 => no_unroll(&parent.code),
                             Strategy::ReduceGranularity => reduce_granularity(self.function, &parent.code, self.backend)?,
+                            Strategy::DropCaching => (!parent.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..parent.code.clone() }),
+                            Strategy::CacheInSharedMemory => None,
                         };
                         self.applied.insert(key, r.clone());
                         r
@@ -344,7 +394,10 @@ impl Builder<'_> {
             }
             match applied {
                 Some((s, code)) => {
-                    node.counters = self.evaluate(&code)?;
+                    let ev = self.evaluate(&code)?;
+                    node.counters = ev.counters;
+                    node.staged = ev.staged;
+                    node.cached = ev.cached;
                     node.code = code;
                     node.applied.push(s);
                     node.strategies_left.retain(|x| *x != s);
@@ -364,17 +417,27 @@ impl Builder<'_> {
 }
 
 /// A kernel and its variants under the implemented strategies, named by suffix (`""`,
-/// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`), for benchmarks and tests.
+/// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
+/// the schedule asks for caching and it applies), as the code that runs: for benchmarks and tests.
 pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {
-    let mut out = vec![(String::new(), kernel.clone())];
-    let reduced = reduce_granularity(function, &kernel, backend).ok().flatten();
-    if let Some(k) = no_unroll(&kernel) {
-        out.push((" +nounroll".into(), k));
+    let uncached = Kernel { cache: Vec::new(), ..kernel.clone() };
+    let mut logical = vec![(String::new(), uncached.clone())];
+    let reduced = reduce_granularity(function, &uncached, backend).ok().flatten();
+    if let Some(k) = no_unroll(&uncached) {
+        logical.push((" +nounroll".into(), k));
     }
     if let Some(r) = reduced {
-        out.push((" +granularity".into(), r.clone()));
+        logical.push((" +granularity".into(), r.clone()));
         if let Some(k) = no_unroll(&r) {
-            out.push((" +granularity +nounroll".into(), k));
+            logical.push((" +granularity +nounroll".into(), k));
+        }
+    }
+    let mut out = Vec::new();
+    for (name, k) in logical {
+        let staged = stage(function, &Kernel { cache: kernel.cache.clone(), ..k.clone() }, backend).ok().filter(|s| !s.cached.is_empty());
+        out.push((name.clone(), k));
+        if let Some(s) = staged {
+            out.push((format!("{name} +cache"), s.kernel));
         }
     }
     out

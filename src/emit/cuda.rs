@@ -3,8 +3,8 @@
 //! Contract: the emitted code computes what the kernel form computes, with the same C
 //! semantics the LLVM lowering uses: multi-dimensional subscripts are linearised row-major in
 //! 64-bit (`long`) arithmetic, CUDA's unsigned indices are read as `int`, literals keep their
-//! precision, and shared arrays sit in the dynamic shared-memory block at offsets rounded up
-//! to 16 bytes, in declaration order. The launch wrapper takes the function's parameters and
+//! precision, and shared arrays sit in the dynamic shared-memory block widest elements first,
+//! packed without padding (so the launch asks for exactly the shared-memory counter). The launch wrapper takes the function's parameters and
 //! the host loop counters, computes the derived scalars, the grid, the block and the dynamic
 //! shared memory, launches nothing when the grid is empty (as the serial loops would run no
 //! iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
@@ -181,10 +181,10 @@ fn emit_shared_layout(out: &mut String, kernel: &Kernel, pad: &str) -> Result<()
     }
     let _ = writeln!(out, "{pad}extern __shared__ __align__(16) unsigned char metafork_shared[];");
     let _ = writeln!(out, "{pad}long metafork_offset = 0;");
-    for s in &kernel.shared {
+    for s in kernel.shared_layout() {
         let bytes = poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?;
         let _ = writeln!(out, "{pad}{} *{} = ({} *)(metafork_shared + metafork_offset);", s.elem, s.name, s.elem);
-        let _ = writeln!(out, "{pad}metafork_offset = (metafork_offset + {bytes} + 15) & ~15L;");
+        let _ = writeln!(out, "{pad}metafork_offset += {bytes};");
     }
     let _ = writeln!(out, "{pad}(void)metafork_offset;");
     Ok(())
@@ -215,13 +215,13 @@ pub fn shared_bytes_expr(kernel: &Kernel) -> Result<String, String> {
     if kernel.shared.is_empty() {
         return Ok("0".into());
     }
-    // The same 16-byte rounding as the kernel's layout, so the block is large enough.
-    let mut acc = String::from("0L");
-    for s in &kernel.shared {
-        let bytes = poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?;
-        acc = format!("((({acc}) + {bytes} + 15) & ~15L)");
-    }
-    Ok(acc)
+    // Packed, widest first, exactly as the kernel lays the arrays out.
+    let bytes: Vec<String> = kernel
+        .shared_layout()
+        .iter()
+        .map(|s| poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64))).map(|e| format!("({e})")))
+        .collect::<Result<_, _>>()?;
+    Ok(bytes.join(" + "))
 }
 
 /// The launch wrapper's name for a kernel.

@@ -1,7 +1,7 @@
 //! Source files and byte spans, with 1-based line and column lookup.
 
 /// A half-open byte range `[start, end)` in one source file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct Span {
     pub start: usize,
     pub end: usize,

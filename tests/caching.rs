@@ -1,0 +1,143 @@
+//! Caching in shared memory: the paper's footprints (before and after reducing granularity),
+//! the decision trees keyed on them, the staged code's shape, and refusals where staging would
+//! not be safe or cannot be modelled.
+
+use constraints::solver::Backend;
+use metafork::emit::cuda::emit_kernel;
+use metafork::frontend::check_source;
+use metafork::frontend::model::KernelFunction;
+use metafork::kernel::Kernel;
+use metafork::strategy::caching::stage;
+use metafork::strategy::granularity::reduce_granularity;
+use metafork::tree::{build, NodeKind, Strategy};
+use std::collections::BTreeSet;
+
+fn kernel_of(name: &str, src: &str) -> (KernelFunction, Kernel) {
+    let mut p = check_source(name, src).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let k = p.kernels.remove(0);
+    let kernel = Kernel::from_schedule(&k, &k.schedules[0]).unwrap();
+    (k, kernel)
+}
+
+fn example(name: &str) -> (KernelFunction, Kernel) {
+    let path = format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"));
+    kernel_of(&path, &std::fs::read_to_string(&path).unwrap())
+}
+
+#[test]
+fn footprints_are_the_papers_before_and_after_reducing_granularity() {
+    let b = Backend::default();
+    for (name, arrays, full, reduced) in [
+        ("jacobi1d", vec!["a"], "2*s*B + 2", "2*B + 2"),
+        ("transpose", vec!["a", "c"], "2*s*B0*B1", "2*B0*B1"),
+        ("matmul", vec!["a", "b"], "s*ub1*B0 + B0^2", "ub1*B0 + B0^2"),
+    ] {
+        let (f, k) = example(name);
+        let s = stage(&f, &k, &b).unwrap();
+        assert_eq!(s.cached, arrays, "{name}: {:?}", s.refused);
+        assert_eq!(s.kernel.shared_elements().to_string(), full, "{name}");
+        assert_eq!(s.kernel.shared_bytes(), s.kernel.shared_elements() * constraints::Poly::int(4), "{name}: floats");
+        let r = reduce_granularity(&f, &k, &b).unwrap().unwrap();
+        let s = stage(&f, &r, &b).unwrap();
+        assert_eq!(s.kernel.shared_elements().to_string(), reduced, "{name} with granularity reduced");
+    }
+}
+
+fn shared_constraints(leaf: &metafork::tree::Node) -> BTreeSet<String> {
+    leaf.constraints.constraints().iter().map(|c| c.to_string()).filter(|c| c.contains("Z_B")).collect()
+}
+
+#[test]
+fn jacobi_and_transposition_leaves_are_keyed_on_the_three_shared_memory_cases() {
+    let b = Backend::default();
+    for (name, full, reduced, elements) in [("jacobi1d", "8*s*B + 8", "8*B + 8", "2*s*B + 2"), ("transpose", "8*s*B0*B1", "8*B0*B1", "2*s*B0*B1")] {
+        let (f, k) = example(name);
+        let tree = build(&f, k, &b).unwrap();
+        let leaves: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf)).collect();
+        let cases: Vec<BTreeSet<String>> = vec![
+            [format!("{full} <= Z_B")].into(),
+            [format!("{reduced} <= Z_B"), format!("Z_B < {full}")].into(),
+            [format!("Z_B < {reduced}"), format!("Z_B < {full}")].into(),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            let hit = leaves.iter().find(|l| case.is_subset(&shared_constraints(l)));
+            let leaf = hit.unwrap_or_else(|| panic!("{name}: no leaf keyed on {case:?}"));
+            let staged = leaf.staged.shared_elements().to_string();
+            match i {
+                0 => assert_eq!(staged, elements, "{name}"),
+                1 => assert!(leaf.applied.contains(&Strategy::ReduceGranularity) && !leaf.cached.is_empty(), "{name}: {:?}", leaf.applied),
+                _ => assert!(leaf.applied.contains(&Strategy::DropCaching) && leaf.staged.shared.is_empty(), "{name}"),
+            }
+        }
+        // Every kernel leaf lies in exactly one of the three cases.
+        for l in &leaves {
+            let n = cases.iter().filter(|c| c.is_subset(&shared_constraints(l))).count();
+            assert_eq!(n, 1, "{name}: leaf {} has {:?}", l.id, shared_constraints(l));
+        }
+    }
+}
+
+#[test]
+fn matrix_multiplication_has_a_shared_memory_leaf_and_one_without() {
+    let b = Backend::default();
+    let (f, k) = example("matmul");
+    let tree = build(&f, k, &b).unwrap();
+    let leaves: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf)).collect();
+    let with = leaves.iter().find(|l| l.cached == ["a", "b"] && l.staged.shared.len() == 2).expect("a leaf staging a and b");
+    assert!(shared_constraints(with).contains("4*s*ub1*B0 + 4*B0^2 <= Z_B"), "{:?}", shared_constraints(with));
+    let without = leaves.iter().find(|l| l.staged.shared.is_empty()).expect("a leaf without shared memory");
+    assert!(shared_constraints(without).iter().any(|c| c.starts_with("Z_B < ")), "{:?}", shared_constraints(without));
+}
+
+#[test]
+fn staged_jacobi_splits_on_the_uniform_step_parity_and_writes_back_after_a_barrier() {
+    let b = Backend::default();
+    let (f, k) = example("jacobi1d");
+    let s = stage(&f, &k, &b).unwrap();
+    let cu = emit_kernel(&f, &s.kernel, &[]).unwrap();
+    // One version per parity of t, each: loads, barrier, body on tiles, barrier, write-back.
+    assert!(cu.contains("if (t % 2) {"), "{cu}");
+    assert_eq!(cu.matches("__syncthreads();").count(), 4, "{cu}");
+    assert_eq!(cu.matches("a[(long)p1] = a_tile1[").count(), 1, "write-back of the odd steps:\n{cu}");
+    assert_eq!(cu.matches("a[(long)np1] = a_tile1[").count(), 1, "write-back of the even steps:\n{cu}");
+    // The body reads only tiles.
+    assert!(!cu.contains("+ a[(long)np"), "{cu}");
+}
+
+#[test]
+fn matmul_refills_its_tiles_every_step_of_the_serial_loop() {
+    let b = Backend::default();
+    let (f, k) = example("matmul");
+    let s = stage(&f, &k, &b).unwrap();
+    let cu = emit_kernel(&f, &s.kernel, &[]).unwrap();
+    let t_loop = cu.find("for (int t = 0; t < dim0; t++) {").expect("the serial loop stays");
+    let load = cu.find("a_tile0[(long)metafork_e] = a[").expect("a cooperative load of a");
+    assert!(load > t_loop, "loads are inside the serial loop:\n{cu}");
+    assert_eq!(cu.matches("__syncthreads();").count(), 2, "after the loads and before the next step:\n{cu}");
+}
+
+fn staged_src(body: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let src = format!(
+        "void f(int N, int B, const int idx[N], float a[N], float x[N]) {{\n  assume(N >= 1 && B >= 1);\n  int dim = N / B;\n  meta_schedule cache(a) {{\n    meta_for (int i = 0; i < dim; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int p = i * B + j;\n        {body}\n      }}\n  }}\n}}\n"
+    );
+    let (f, k) = kernel_of("t.mf", &src);
+    let s = stage(&f, &k, &Backend::default()).unwrap();
+    (s.cached, s.refused)
+}
+
+#[test]
+fn refuses_arrays_two_threads_write_or_that_cannot_be_modelled() {
+    // Every thread of a block writes a[i]: a race, so staging is refused.
+    let (cached, refused) = staged_src("a[i] = x[p];");
+    assert!(cached.is_empty(), "{refused:?}");
+    assert!(refused[0].1.contains("two threads"), "{refused:?}");
+    // A subscript read from memory is not a polynomial.
+    let (cached, refused) = staged_src("a[idx[p]] = x[p];");
+    assert!(cached.is_empty() && refused[0].1.contains("not a polynomial"), "{refused:?}");
+    // A write guarded by array data cannot be replayed by the write-back.
+    let (cached, refused) = staged_src("if (x[p] > 0) a[p] = x[p];");
+    assert!(cached.is_empty() && refused[0].1.contains("condition on data"), "{refused:?}");
+    // The same element per thread is fine: staged, one tile of B elements.
+    let (cached, refused) = staged_src("a[p] = a[p] + x[p];");
+    assert_eq!(cached, ["a"], "{refused:?}");
+}
