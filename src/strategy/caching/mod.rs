@@ -1,0 +1,275 @@
+//! Caching in shared memory (the paper's fourth strategy): every thread block stages the part
+//! of each array named by `cache(...)` that it touches in a shared-memory tile.
+//!
+//! Contract. [`stage`] turns a logical kernel (its `cache` list set) into the code that runs:
+//! 1. The *scope* is the schedule's body inside the serial loops between the grid and block
+//!    counters (matrix multiplication's `t`), so tiles are refilled once per iteration.
+//! 2. An `if` whose condition reads only parameters (uniform over the launch, like Jacobi's
+//!    `t % 2`) splits the scope into *versions*, one per branch, each with its own tiles;
+//!    versions share the shared-memory block, so the footprint is the larger version's.
+//! 3. In a version, each access `X[f]` is modelled (the access model) and split into a *base*
+//!    (terms free of the thread index and the scope's loop counters) and an affine *local*
+//!    part; accesses with the same base share a tile whose extent, per dimension, is the range
+//!    of the local parts over the block (`2*s*B + 2` elements for Jacobi: two tiles of
+//!    `s*B + 2` and `s*B`). A one-dimensional array indexed `P*M + Q` with `0 <= Q < M` proved
+//!    is read as `[P][Q]`, so transposition's `c[i*N + j]` tile is `B0 x s*B1`.
+//! 4. Code: tiles that are read are loaded cooperatively (all threads, row-major over the
+//!    tile, clipped to the array's bounds), then a barrier, the body with every access of a
+//!    cached array rewritten to its tile, a barrier, and the write-back: each thread replays
+//!    its own writes (the same loops, guards and subscripts) storing the tile's final value,
+//!    so exactly the elements the original writes are written. Inside a serial loop a final
+//!    barrier protects the tiles from the next iteration's loads.
+//!
+//! Safety (checked with Z3 per array and version; `unknown` refuses): (a) no two distinct
+//! threads, in any blocks, touch an element that one of them writes; (b) no thread writes an
+//! element through one tile that it accesses through another. Under (a) and (b) every read
+//! sees the value the original would, and write-back stores what the original stored. Loads
+//! may read elements of the tile's box that the block never uses (their values are unused).
+//! An array that cannot be modelled (a subscript that is not a polynomial, a non-affine local
+//! part, a range Z3 cannot order) or fails a check is not cached, and the reason is returned.
+
+mod emit;
+mod plan;
+mod safety;
+mod versions;
+mod walk;
+
+use super::base_context;
+use plan::*;
+use safety::*;
+use versions::*;
+use walk::*;
+use crate::access::{assigned_scalars, Access, Collector, Env};
+use crate::emit::cuda::poly_expr;
+use crate::frontend::ast::*;
+use crate::frontend::model::KernelFunction;
+use crate::frontend::source::Span;
+use crate::kernel::{Kernel, KernelParamKind, SharedArray};
+use constraints::solver::{Backend, CheckResult, Implication};
+use constraints::{Constraint, Domain, Poly, Rational, System, Var};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The most uniform conditions a scope is split on (2^3 versions at most).
+const MAX_SPLITS: usize = 3;
+/// Spans given to cached arrays' subscripted expressions start here, apart from source spans.
+const LABEL_BASE: usize = 1 << 40;
+
+/// The outcome of staging: the code that runs, which arrays it caches, and why others are not.
+#[derive(Clone, Debug)]
+pub struct Staged {
+    pub kernel: Kernel,
+    pub cached: Vec<String>,
+    pub refused: Vec<(String, String)>,
+}
+
+fn e(kind: ExprKind) -> Expr {
+    Expr::new(kind, Span::default())
+}
+
+fn st(kind: StmtKind) -> Stmt {
+    Stmt { kind, span: Span::default() }
+}
+
+fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+    e(ExprKind::Binary(op, Box::new(a), Box::new(b)))
+}
+
+fn ident(name: &str) -> Ident {
+    Ident { name: name.to_string(), span: Span::default() }
+}
+
+fn var(name: &str) -> Expr {
+    e(ExprKind::Var(name.to_string()))
+}
+
+fn long_decl(name: &str, init: Expr) -> Stmt {
+    st(StmtKind::Decl { ty: ScalarType::Long, vars: vec![Declarator { name: ident(name), init }] })
+}
+
+/// The staged kernel, or the kernel unchanged (with the reasons) when nothing can be cached.
+pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Staged, String> {
+    let mut plain = kernel.clone();
+    plain.cache.clear();
+    let refuse_all = |why: &str| Staged { kernel: plain.clone(), cached: Vec::new(), refused: kernel.cache.iter().map(|a| (a.clone(), why.to_string())).collect() };
+    if kernel.cache.is_empty() {
+        return Ok(refuse_all(""));
+    }
+    let Some(frame) = Frame::new(function, kernel, backend) else {
+        return Ok(refuse_all("the kernel's body does not have the schedule's shape"));
+    };
+    let versions = split_versions(&frame.scope, &frame.uniform, &kernel.cache, MAX_SPLITS);
+
+    // Plan every version; an array is cached only when every version can cache it.
+    let mut candidates: Vec<String> = kernel.cache.clone();
+    let mut refused: Vec<(String, String)> = Vec::new();
+    let mut plans: Vec<Plan> = Vec::new();
+    loop {
+        plans.clear();
+        let mut failed: Option<(String, String)> = None;
+        for body in versions.leaves() {
+            let plan = frame.plan(body, &candidates)?;
+            if let Some((a, why)) = plan.refused.first() {
+                failed = Some((a.clone(), why.clone()));
+                break;
+            }
+            plans.push(plan);
+        }
+        match failed {
+            Some((a, why)) => {
+                candidates.retain(|x| *x != a);
+                refused.push((a, why));
+            }
+            None => break,
+        }
+    }
+    if plans.iter().all(|p| p.tiles.is_empty()) {
+        let mut s = refuse_all("no access to it in the kernel");
+        s.refused = kernel.cache.iter().map(|a| (a.clone(), refused.iter().find(|r| r.0 == *a).map_or("no access to it in the kernel".to_string(), |r| r.1.clone()))).collect();
+        return Ok(s);
+    }
+
+    // Shared slots: the k-th tile of each element type, across versions, shares slot k.
+    let slots = frame.slots(&plans)?;
+    let mut leaves = plans.iter().enumerate().map(|(i, p)| frame.emit_version(i, p, &slots));
+    let staged_scope = versions.rebuild(&mut leaves).ok_or("a version could not be emitted")??;
+    let mut out = plain.clone();
+    frame.replace_scope(&mut out.body, staged_scope);
+    out.shared = slots.arrays.clone();
+    let cached: Vec<String> = candidates.into_iter().filter(|a| plans.iter().any(|p| p.tiles.iter().any(|t| t.array == *a))).collect();
+    Ok(Staged { kernel: out, cached, refused })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The frame: what holds around the scope.
+
+struct Frame<'a> {
+    kernel: &'a Kernel,
+    backend: &'a Backend,
+    /// The collector after the prologue and the between loops (their facts in its context).
+    collector: Collector<'a>,
+    env: Env,
+    guards: Vec<Constraint>,
+    /// The statements of the scope.
+    scope: Vec<Stmt>,
+    /// Names whose value is the same for every thread of a block in one scope iteration.
+    uniform: BTreeSet<String>,
+    /// Array element types and extents, by name.
+    arrays: BTreeMap<String, (ScalarType, Vec<Poly>)>,
+}
+
+/// The statement list inside `depth` nested loops, each the only statement of its parent.
+fn scope_of(stmts: &mut Vec<Stmt>, depth: usize) -> Option<&mut Vec<Stmt>> {
+    if depth == 0 {
+        return Some(stmts);
+    }
+    if stmts.len() != 1 {
+        return None;
+    }
+    match &mut stmts[0].kind {
+        StmtKind::For(l) => match &mut l.body.kind {
+            StmtKind::Block(items) => scope_of(items, depth - 1),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn between_loops(stmts: &[Stmt], depth: usize, out: &mut Vec<ForLoop>) -> bool {
+    if depth == 0 {
+        return true;
+    }
+    match stmts {
+        [Stmt { kind: StmtKind::For(l), .. }] => {
+            out.push(l.clone());
+            match &l.body.kind {
+                StmtKind::Block(items) => between_loops(items, depth - 1, out),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+fn thread_var(d: usize) -> String {
+    format!("threadIdx_{}", ["x", "y", "z"][d])
+}
+
+fn block_var(d: usize) -> String {
+    format!("blockIdx_{}", ["x", "y", "z"][d])
+}
+
+impl<'a> Frame<'a> {
+    fn new(function: &'a KernelFunction, kernel: &'a Kernel, backend: &'a Backend) -> Option<Frame<'a>> {
+        let prologue = kernel.grid.len() + kernel.block.len();
+        if kernel.body.len() < prologue || !kernel.body[..prologue].iter().all(|s| matches!(s.kind, StmtKind::Decl { .. })) {
+            return None;
+        }
+        let mut rest = kernel.body[prologue..].to_vec();
+        let mut between = Vec::new();
+        if !between_loops(&rest, kernel.between, &mut between) {
+            return None;
+        }
+        let scope = scope_of(&mut rest, kernel.between)?.clone();
+
+        let mut ctx = base_context(function);
+        for p in &kernel.params {
+            ctx.set_domain(Var::new(&p.name), Domain::integer());
+        }
+        let mut collector = Collector::new(backend, ctx);
+        let mut env = Env::new();
+        let mut guards: Vec<Constraint> = Vec::new();
+        for h in &kernel.host_loops {
+            bound_counter(&mut collector, &h.var, &h.lo, &h.hi, h.inclusive, &env, &mut guards);
+        }
+        collector.stmts(&kernel.body[..prologue], &mut env, &guards);
+        // Threads of a block: 0 <= threadIdx.d < block extent d.
+        for (d, extent) in kernel.block.iter().enumerate() {
+            let t = Poly::var(&thread_var(d));
+            collector.context.set_domain(Var::new(&thread_var(d)), Domain::integer());
+            collector.context.add(Constraint::ge(&t, &Poly::zero()));
+            collector.context.add(Constraint::lt(&t, extent));
+        }
+        for d in 0..kernel.grid.len() {
+            collector.context.set_domain(Var::new(&block_var(d)), Domain::integer());
+            collector.context.add(Constraint::ge(&Poly::var(&block_var(d)), &Poly::zero()));
+        }
+        let mut uniform: BTreeSet<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
+        for l in &between {
+            let env_before = env.clone();
+            env.insert(l.var.name.clone(), Some(Poly::var(&l.var.name)));
+            bound_counter(&mut collector, &l.var.name, &l.lo, &l.hi, l.inclusive, &env_before, &mut guards);
+            uniform.insert(l.var.name.clone());
+        }
+        let mut arrays = BTreeMap::new();
+        for p in &kernel.params {
+            if let KernelParamKind::Array { elem, extents, .. } = &p.kind {
+                arrays.insert(p.name.clone(), (*elem, extents.clone()));
+            }
+        }
+        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays })
+    }
+
+    fn replace_scope(&self, body: &mut Vec<Stmt>, new_scope: Vec<Stmt>) {
+        let prologue = self.kernel.grid.len() + self.kernel.block.len();
+        let mut rest = body.split_off(prologue);
+        if let Some(s) = scope_of(&mut rest, self.kernel.between) {
+            *s = new_scope;
+        }
+        body.extend(rest);
+    }
+
+    fn proves(&self, ctx: &System, c: &Constraint) -> bool {
+        c.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, c), Implication::Proved)
+    }
+}
+
+fn bound_counter(col: &mut Collector, name: &str, lo: &Expr, hi: &Expr, inclusive: bool, env: &Env, guards: &mut Vec<Constraint>) {
+    let t = Poly::var(name);
+    col.context.set_domain(Var::new(name), Domain::integer());
+    if let Some(lo) = col.poly(lo, env, guards) {
+        guards.push(Constraint::ge(&t, &lo));
+    }
+    if let Some(hi) = col.poly(hi, env, guards) {
+        guards.push(if inclusive { Constraint::le(&t, &hi) } else { Constraint::lt(&t, &hi) });
+    }
+}

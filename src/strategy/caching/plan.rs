@@ -1,0 +1,308 @@
+//! Planning one version: group accesses into tiles (base and local parts, delinearisation) and
+//! bound each tile's extent over a block.
+
+use super::*;
+
+/// One access of a cached array, read against its tile.
+#[derive(Clone, Debug)]
+pub(super) struct TileAccess {
+    pub(super) span: Span,
+    /// The local part of each tile dimension's index, less the tile's minimum.
+    pub(super) offset: Vec<Poly>,
+    /// The index per tile dimension (after delinearisation), whole.
+    pub(super) index: Vec<Poly>,
+    pub(super) write: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Tile {
+    pub(super) array: String,
+    pub(super) elem: ScalarType,
+    /// A one-dimensional array read as `[P][Q]`, `Q` in `[0, M)`: the modulus `M`.
+    pub(super) modulus: Option<Poly>,
+    /// The tile's first element, per dimension (uniform over the block).
+    pub(super) origin: Vec<Poly>,
+    pub(super) extents: Vec<Poly>,
+    pub(super) accesses: Vec<TileAccess>,
+}
+
+impl Tile {
+    pub(super) fn elements(&self) -> Poly {
+        self.extents.iter().fold(Poly::one(), |a, x| a * x)
+    }
+    pub(super) fn read(&self) -> bool {
+        self.accesses.iter().any(|a| !a.write)
+    }
+    /// The row-major position in the tile of an access.
+    pub(super) fn position(&self, acc: &TileAccess) -> Poly {
+        let mut pos = Poly::zero();
+        for (d, off) in acc.offset.iter().enumerate() {
+            pos = pos * &self.extents[d] + off;
+        }
+        pos
+    }
+}
+
+pub(super) struct Plan {
+    /// The version's body, its cached arrays' expressions labelled.
+    pub(super) body: Vec<Stmt>,
+    pub(super) tiles: Vec<Tile>,
+    pub(super) refused: Vec<(String, String)>,
+    /// Auxiliary integers of the model (for writing tile positions as C).
+    pub(super) aux: BTreeMap<String, crate::access::AuxDef>,
+}
+
+/// Accesses sharing a tile: (modulus, base, and per access its span, local parts, index,
+/// whether it writes, and its guards).
+pub(super) type Group = (Option<Poly>, Vec<Poly>, Vec<(Span, Vec<Poly>, Vec<Poly>, bool, Vec<Constraint>)>);
+
+/// An access's dimensions after delinearisation: per dimension, its index polynomial.
+pub(super) struct Dims {
+    pub(super) modulus: Option<Poly>,
+    pub(super) index: Vec<Poly>,
+}
+
+impl Frame<'_> {
+    pub(super) fn plan(&self, body: &[Stmt], cache: &[String]) -> Result<Plan, String> {
+        let body = label(body, cache);
+        let mut col = Collector::new(self.backend, self.collector.context.clone());
+        col.aux_defs = self.collector.aux_defs.clone();
+        let mut env = self.env.clone();
+        col.stmts(&body, &mut env, &self.guards);
+        let counters = loop_counters(&body);
+        let local = Locality::new(&counters, &col.aux_defs, self.kernel.block.len());
+        let mut plan = Plan { body: body.clone(), tiles: Vec::new(), refused: Vec::new(), aux: col.aux_defs.clone() };
+        for array in cache {
+            let accesses: Vec<&Access> = col.accesses.iter().filter(|a| a.array == *array).collect();
+            if accesses.is_empty() {
+                continue;
+            }
+            match self.tiles_of(array, &accesses, &col, &local) {
+                Ok(tiles) => match self.check_safety(&accesses, &tiles, &col, &local, &body) {
+                    Ok(()) => plan.tiles.extend(tiles),
+                    Err(why) => plan.refused.push((array.clone(), why)),
+                },
+                Err(why) => plan.refused.push((array.clone(), why)),
+            }
+        }
+        Ok(plan)
+    }
+
+    pub(super) fn tiles_of(&self, array: &str, accesses: &[&Access], col: &Collector, local: &Locality) -> Result<Vec<Tile>, String> {
+        let (elem, extents) = self.arrays.get(array).cloned().ok_or_else(|| format!("`{array}` is not an array parameter"))?;
+        // Group by (modulus, base); keep each access's local part.
+        let mut groups: Vec<Group> = Vec::new();
+        for a in accesses {
+            let index: Vec<Poly> = a.indices.iter().cloned().collect::<Option<_>>().ok_or_else(|| format!("a subscript of `{array}` is not a polynomial"))?;
+            let dims = self.delinearise(&index, &extents, a, col, local);
+            let mut base = Vec::new();
+            let mut parts = Vec::new();
+            for p in &dims.index {
+                let (b, l) = local.split(p);
+                base.push(b);
+                parts.push(l);
+            }
+            match groups.iter_mut().find(|g| g.0 == dims.modulus && g.1 == base) {
+                Some(g) => g.2.push((a.span, parts, dims.index.clone(), a.write, a.guards.clone())),
+                None => groups.push((dims.modulus, base, vec![(a.span, parts, dims.index.clone(), a.write, a.guards.clone())])),
+            }
+        }
+        let ctx = &self.collector.context;
+        let mut tiles = Vec::new();
+        for (modulus, base, members) in groups {
+            let rank = base.len();
+            let mut lo: Vec<Option<Poly>> = vec![None; rank];
+            let mut hi: Vec<Option<Poly>> = vec![None; rank];
+            for (_, parts, _, _, guards) in &members {
+                for d in 0..rank {
+                    let (l, h) = local.range(&parts[d], guards, ctx, self).ok_or_else(|| format!("the range of `{array}`'s subscript `{}` over a block is not known", parts[d]))?;
+                    lo[d] = Some(match lo[d].take() {
+                        None => l,
+                        Some(x) => self.order(&x, &l, ctx, true).ok_or_else(|| format!("cannot order `{x}` and `{l}`"))?,
+                    });
+                    hi[d] = Some(match hi[d].take() {
+                        None => h,
+                        Some(x) => self.order(&x, &h, ctx, false).ok_or_else(|| format!("cannot order `{x}` and `{h}`"))?,
+                    });
+                }
+            }
+            let lo: Vec<Poly> = lo.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
+            let hi: Vec<Poly> = hi.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
+            let extents: Vec<Poly> = (0..rank).map(|d| &hi[d] - &lo[d] + Poly::one()).collect();
+            let origin: Vec<Poly> = (0..rank).map(|d| &base[d] + &lo[d]).collect();
+            let accesses = members
+                .into_iter()
+                .map(|(span, parts, index, write, _)| TileAccess { span, offset: (0..rank).map(|d| &parts[d] - &lo[d]).collect(), index, write })
+                .collect();
+            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, accesses });
+        }
+        Ok(tiles)
+    }
+
+    /// `lo`/`hi` of two candidates: the smaller (`min`) or larger, when Z3 orders them.
+    pub(super) fn order(&self, a: &Poly, b: &Poly, ctx: &System, min: bool) -> Option<Poly> {
+        if a == b {
+            return Some(a.clone());
+        }
+        if let Some(d) = (a - b).as_constant() {
+            let a_smaller = d <= Rational::from_integer(0.into());
+            return Some(if a_smaller == min { a.clone() } else { b.clone() });
+        }
+        if self.proves(ctx, &Constraint::le(a, b)) {
+            return Some(if min { a.clone() } else { b.clone() });
+        }
+        if self.proves(ctx, &Constraint::le(b, a)) {
+            return Some(if min { b.clone() } else { a.clone() });
+        }
+        None
+    }
+
+    /// A one-dimensional subscript `P*M + Q` with a parameter `M` that divides the array's
+    /// extent, `0 <= Q < M` proved and `P` varying within the block, read as two dimensions.
+    pub(super) fn delinearise(&self, index: &[Poly], extents: &[Poly], a: &Access, col: &Collector, local: &Locality) -> Dims {
+        let plain = Dims { modulus: None, index: index.to_vec() };
+        if index.len() != 1 || extents.len() != 1 {
+            return plain;
+        }
+        let i = &index[0];
+        let mut ctx = col.context.clone();
+        a.guards.iter().for_each(|g| ctx.add(g.clone()));
+        for m in i.vars() {
+            // M must be a parameter dividing the extent (the array is then an [extent/M][M]).
+            if !self.uniform.contains(m.name()) || local.is_local(m.name()) || !extents[0].terms().all(|(mono, _)| mono.exponent(&m) >= 1) {
+                continue;
+            }
+            let mp = Poly::from_var(m.clone());
+            let (mut p, mut q) = (Poly::zero(), Poly::zero());
+            for (mono, c) in i.terms() {
+                let t = Poly::term(c.clone(), mono.clone());
+                if mono.exponent(&m) >= 1 {
+                    let mut divided = Poly::constant(c.clone());
+                    for (v, e) in mono.factors() {
+                        let k = if *v == m { e - 1 } else { *e };
+                        divided = divided * Poly::from_var(v.clone()).pow(k);
+                    }
+                    p = p + divided;
+                } else {
+                    q = q + t;
+                }
+            }
+            if !p.vars().iter().any(|v| local.is_local(v.name())) {
+                continue;
+            }
+            if self.proves(&ctx, &Constraint::ge(&q, &Poly::zero())) && self.proves(&ctx, &Constraint::lt(&q, &mp)) {
+                return Dims { modulus: Some(mp), index: vec![p, q] };
+            }
+        }
+        plain
+    }
+}
+
+/// Which variables vary within a block: the thread indices, the scope's loop counters, and
+/// auxiliary integers defined from them.
+pub(super) struct Locality {
+    pub(super) local: BTreeSet<String>,
+    pub(super) aux: BTreeMap<String, crate::access::AuxDef>,
+}
+
+impl Locality {
+    pub(super) fn new(counters: &BTreeSet<String>, aux: &BTreeMap<String, crate::access::AuxDef>, block_dims: usize) -> Locality {
+        let mut local: BTreeSet<String> = counters.clone();
+        local.extend((0..block_dims.max(3)).map(thread_var));
+        // Auxiliaries are defined in order of need; iterate to a fixed point.
+        loop {
+            let before = local.len();
+            for (name, def) in aux {
+                if def.dividend.vars().iter().chain(def.divisor.vars().iter()).any(|v| local.contains(v.name())) {
+                    local.insert(name.clone());
+                }
+            }
+            if local.len() == before {
+                break;
+            }
+        }
+        Locality { local, aux: aux.clone() }
+    }
+
+    pub(super) fn is_local(&self, name: &str) -> bool {
+        self.local.contains(name)
+    }
+
+    /// (base, local part): the base holds the terms free of local variables, less constants.
+    pub(super) fn split(&self, p: &Poly) -> (Poly, Poly) {
+        let (mut base, mut part) = (Poly::zero(), Poly::zero());
+        for (m, c) in p.terms() {
+            let t = Poly::term(c.clone(), m.clone());
+            if !m.is_one() && !m.factors().iter().any(|(v, _)| self.is_local(v.name())) {
+                base = base + t;
+            } else {
+                part = part + t;
+            }
+        }
+        (base, part)
+    }
+
+    /// The range `[lo, hi]` of an affine local part, from its variables' bounds.
+    pub(super) fn range(&self, part: &Poly, guards: &[Constraint], ctx: &System, frame: &Frame) -> Option<(Poly, Poly)> {
+        let (mut lo, mut hi) = (Poly::zero(), Poly::zero());
+        for (m, c) in part.terms() {
+            let locals: Vec<&(Var, u32)> = m.factors().iter().filter(|(v, _)| self.is_local(v.name())).collect();
+            let coeff = Poly::term(c.clone(), m.clone());
+            match locals.as_slice() {
+                [] => {
+                    lo = lo + &coeff;
+                    hi = hi + &coeff;
+                }
+                [(v, 1)] => {
+                    let k = coeff.substitute(v, &Poly::one());
+                    let (vlo, vhi) = self.bounds(v.name(), guards, frame)?;
+                    let sign = match k.as_constant() {
+                        Some(c) => c >= Rational::from_integer(0.into()),
+                        None if frame.proves(ctx, &Constraint::ge(&k, &Poly::zero())) => true,
+                        None if frame.proves(ctx, &Constraint::le(&k, &Poly::zero())) => false,
+                        None => return None,
+                    };
+                    let (a, b) = if sign { (vlo, vhi) } else { (vhi, vlo) };
+                    lo = lo + &k * &a;
+                    hi = hi + &k * &b;
+                }
+                _ => return None,
+            }
+        }
+        Some((lo, hi))
+    }
+
+    /// A local variable's bounds `[lo, hi]`, free of local variables.
+    pub(super) fn bounds(&self, name: &str, guards: &[Constraint], frame: &Frame) -> Option<(Poly, Poly)> {
+        if let Some(d) = ["x", "y", "z"].iter().position(|s| name == format!("threadIdx_{s}")) {
+            let extent = frame.kernel.block.get(d)?;
+            return Some((Poly::zero(), extent - &Poly::one()));
+        }
+        if let Some(def) = self.aux.get(name) {
+            // A remainder lies in [0, d - 1]; a quotient's range is not tracked.
+            return (!def.quotient && !def.divisor.vars().iter().any(|v| self.is_local(v.name()))).then(|| (Poly::zero(), &def.divisor - &Poly::one()));
+        }
+        let v = Var::new(name);
+        let (mut lo, mut hi) = (None, None);
+        for g in guards {
+            let p = g.poly();
+            let coeff = p.terms().find(|(m, _)| m.factors() == [(v.clone(), 1)]).map(|(_, c)| c.clone());
+            let Some(c) = coeff else { continue };
+            let rest = p - &Poly::term(c.clone(), constraints::poly::Monomial::var(v.clone()));
+            if rest.vars().iter().any(|x| self.is_local(x.name())) || p.terms().any(|(m, _)| m.exponent(&v) > 0 && m.factors() != [(v.clone(), 1)]) {
+                continue;
+            }
+            let one = Rational::from_integer(1.into());
+            // c*v + rest REL 0 with c = +-1: v <= -rest, v < -rest, v >= rest, v > rest.
+            use constraints::Rel;
+            match (g.rel(), c == one, c == -one.clone()) {
+                (Rel::Le, true, _) => hi = Some(-rest),
+                (Rel::Lt, true, _) => hi = Some(-rest - Poly::one()),
+                (Rel::Le, _, true) => lo = Some(rest),
+                (Rel::Lt, _, true) => lo = Some(rest + Poly::one()),
+                _ => {}
+            }
+        }
+        Some((lo?, hi?))
+    }
+}

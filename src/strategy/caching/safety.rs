@@ -1,0 +1,248 @@
+//! The checks that license staging (two threads, two tiles) and the write-back replay.
+
+use super::*;
+
+pub(super) fn rename_poly(p: &Poly, rename: &BTreeSet<String>) -> Poly {
+    let mut out = p.clone();
+    for v in p.vars() {
+        if rename.contains(v.name()) {
+            out = out.substitute(&v, &Poly::var(&format!("{}__2", v.name())));
+        }
+    }
+    out
+}
+
+pub(super) fn rename_constraint(c: &Constraint, rename: &BTreeSet<String>) -> Constraint {
+    Constraint::new(rename_poly(c.poly(), rename), c.rel())
+}
+
+
+impl Frame<'_> {
+    /// The system where access `a` (one thread) and access `b` (another, its `rename`d
+    /// variables primed) touch the same element.
+    pub(super) fn pair_system(&self, col: &Collector, a: &Access, b: &Access, rename: &BTreeSet<String>) -> System {
+        let mut sys = col.context.clone();
+        for c in col.context.constraints() {
+            if c.vars().iter().any(|v| rename.contains(v.name())) {
+                sys.add(rename_constraint(c, rename));
+            }
+        }
+        for (v, d) in col.context.domains().clone() {
+            if rename.contains(v.name()) {
+                sys.set_domain(Var::new(&format!("{}__2", v.name())), d);
+            }
+        }
+        a.guards.iter().for_each(|g| sys.add(g.clone()));
+        b.guards.iter().for_each(|g| sys.add(rename_constraint(g, rename)));
+        for (x, y) in a.indices.iter().zip(&b.indices) {
+            if let (Some(x), Some(y)) = (x, y) {
+                sys.add(Constraint::eq(x, &rename_poly(y, rename)));
+            }
+        }
+        for v in sys.vars() {
+            if !sys.domains().contains_key(&v) {
+                sys.set_domain(v, Domain::integer());
+            }
+        }
+        sys
+    }
+
+    pub(super) fn unsat(&self, sys: &System) -> bool {
+        matches!(self.backend.check(sys), CheckResult::Unsat)
+    }
+
+    pub(super) fn check_safety(&self, accesses: &[&Access], tiles: &[Tile], col: &Collector, local: &Locality, body: &[Stmt]) -> Result<(), String> {
+        let array = &accesses[0].array;
+        let writes: Vec<&Access> = accesses.iter().copied().filter(|a| a.write).collect();
+        if writes.is_empty() {
+            return Ok(());
+        }
+        // (a) Two distinct threads, in any blocks: every variable that is not a parameter is
+        // primed; the threads differ in a first coordinate (blocks z, y, x, then threads).
+        let mut everything: BTreeSet<String> = col.context.vars().iter().map(|v| v.name().to_string()).collect();
+        for a in accesses {
+            a.indices.iter().flatten().for_each(|p| everything.extend(p.vars().iter().map(|v| v.name().to_string())));
+            a.guards.iter().for_each(|g| everything.extend(g.vars().iter().map(|v| v.name().to_string())));
+        }
+        let params: BTreeSet<String> = self.kernel.params.iter().map(|p| p.name.clone()).collect();
+        let threads: BTreeSet<String> = everything.iter().filter(|v| !params.contains(*v)).cloned().collect();
+        let mut coords: Vec<String> = (0..self.kernel.grid.len()).rev().map(block_var).collect();
+        coords.extend((0..self.kernel.block.len()).rev().map(thread_var));
+        let dims_of = |sp: Span| tiles.iter().flat_map(|t| &t.accesses).find(|x| x.span == sp).map(|x| x.index.clone());
+        for w in &writes {
+            for b in accesses {
+                // One subscript, injective over the threads: distinct threads, distinct elements.
+                let same = w.span == b.span || w.indices == b.indices;
+                if same && dims_of(w.span).is_some_and(|d| self.injective(&d, &w.guards, local)) {
+                    continue;
+                }
+                let sys = self.pair_system(col, w, b, &threads);
+                for (i, c) in coords.iter().enumerate() {
+                    let mut case = sys.clone();
+                    for same in &coords[..i] {
+                        case.add(Constraint::eq(&Poly::var(same), &Poly::var(&format!("{same}__2"))));
+                    }
+                    case.add(Constraint::ne(&Poly::var(c), &Poly::var(&format!("{c}__2"))));
+                    if !self.unsat(&case) {
+                        return Err(format!("two threads may touch the same element of `{array}`, one of them writing it (not proved otherwise)"));
+                    }
+                }
+            }
+        }
+        // (b) One thread, two tiles: only the scope's loop counters (and what depends on them)
+        // differ between the two accesses.
+        let tile_of = |s: Span| tiles.iter().position(|t| t.accesses.iter().any(|x| x.span == s));
+        let iteration: BTreeSet<String> = local.local.iter().filter(|v| !v.starts_with("threadIdx_")).cloned().collect();
+        for w in &writes {
+            for b in accesses {
+                if tile_of(w.span) != tile_of(b.span) && !self.unsat(&self.pair_system(col, w, b, &iteration)) {
+                    return Err(format!("a thread may write an element of `{array}` through one tile and access it through another"));
+                }
+            }
+        }
+        let spans: BTreeSet<Span> = writes.iter().map(|w| w.span).collect();
+        replay(body, &|s| spans.contains(&s).then(|| e(ExprKind::Int(0))), &mut assigned_in(body)).map(|_| ())
+    }
+}
+
+impl Frame<'_> {
+    /// Whether an index (per dimension) takes distinct values for distinct threads, by the
+    /// mixed-radix argument: in each dimension, `v1 + e1*(v2 + e2*(v3 + ...))` plus a uniform
+    /// term, with `0 <= vi < ei` for all but the last, over disjoint variables that together
+    /// determine the block and thread indices. No solver is needed, and none copes well with
+    /// this nonlinear fact.
+    pub(super) fn injective(&self, dims: &[Poly], guards: &[Constraint], local: &Locality) -> bool {
+        let params: BTreeSet<String> = self.kernel.params.iter().map(|p| p.name.clone()).collect();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for index in dims {
+            // The coordinate variables and their coefficients (each of degree one in them).
+            let mut coeffs: Vec<(String, Poly)> = Vec::new();
+            for (m, c) in index.terms() {
+                let coords: Vec<&(Var, u32)> = m.factors().iter().filter(|(v, _)| !params.contains(v.name())).collect();
+                match coords.as_slice() {
+                    [] => {}
+                    [(v, 1)] => {
+                        let k = Poly::term(c.clone(), m.clone()).substitute(v, &Poly::one());
+                        match coeffs.iter_mut().find(|(n, _)| n == v.name()) {
+                            Some((_, acc)) => *acc = &*acc + &k,
+                            None => coeffs.push((v.name().to_string(), k)),
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+            // Walk the radix: the unit coefficient first, then each next = previous * extent.
+            let mut unit = Poly::one();
+            let mut left = coeffs;
+            while !left.is_empty() {
+                let Some(i) = left.iter().position(|(_, k)| *k == unit) else { return false };
+                let (v, _) = left.remove(i);
+                if !seen.insert(v.clone()) {
+                    return false;
+                }
+                if left.is_empty() {
+                    break; // the most significant digit needs no upper bound
+                }
+                let Some((lo, hi)) = self.digit_range(&v, guards, local) else { return false };
+                if !lo.is_zero() {
+                    return false;
+                }
+                unit = unit * (hi + Poly::one());
+            }
+        }
+        // The digits must pin down every block and thread index.
+        let mut known = seen.clone();
+        for (name, def) in &local.aux {
+            if def.quotient {
+                let r = local.aux.iter().find(|(_, d)| !d.quotient && d.dividend == def.dividend && d.divisor == def.divisor).map(|(n, _)| n);
+                if let (Some(r), Some(x)) = (r, def.dividend.as_var()) {
+                    if seen.contains(name) && seen.contains(r) {
+                        known.insert(x.name().to_string());
+                    }
+                }
+            }
+        }
+        (0..self.kernel.grid.len()).map(block_var).chain((0..self.kernel.block.len()).map(thread_var)).all(|c| known.contains(&c))
+    }
+
+    /// The range of a digit: thread indices, loop counters and remainders (`[0, e - 1]`).
+    pub(super) fn digit_range(&self, v: &str, guards: &[Constraint], local: &Locality) -> Option<(Poly, Poly)> {
+        local.bounds(v, guards, self)
+    }
+}
+
+pub(super) fn assigned_in(body: &[Stmt]) -> BTreeSet<String> {
+    body.iter().flat_map(assigned_scalars).collect()
+}
+
+/// The write-back: the body's control flow and integer definitions, with each write of a
+/// staged element (`write_value` gives its tile expression) turned into a store of the tile's
+/// final value; everything else dropped. Fails when a kept guard, bound or subscript depends
+/// on array data or on a scalar the body assigns (`dropped`).
+pub(super) fn replay(stmts: &[Stmt], write_value: &dyn Fn(Span) -> Option<Expr>, dropped: &mut BTreeSet<String>) -> Result<Vec<Stmt>, String> {
+    let data = |x: &Expr, dropped: &BTreeSet<String>| has_index(x) || uses_any(x, dropped);
+    let mut out = Vec::new();
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Decl { ty, vars } => {
+                let mut kept = Vec::new();
+                for d in vars {
+                    if ty.is_integer() && !data(&d.init, dropped) {
+                        kept.push(d.clone());
+                    } else {
+                        dropped.insert(d.name.name.clone());
+                    }
+                }
+                if !kept.is_empty() {
+                    out.push(Stmt { kind: StmtKind::Decl { ty: *ty, vars: kept }, span: s.span });
+                }
+            }
+            StmtKind::Assign { target, .. } => {
+                if let ExprKind::Index { indices, .. } = &target.kind {
+                    if let Some(v) = write_value(target.span) {
+                        if indices.iter().any(|i| data(i, dropped)) {
+                            return Err("a staged write's subscript depends on data the write-back cannot recompute".into());
+                        }
+                        out.push(Stmt { kind: StmtKind::Assign { target: target.clone(), op: AssignOp::Set, value: v }, span: s.span });
+                    }
+                }
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                let t = replay(std::slice::from_ref(then_branch), write_value, dropped)?;
+                let f = match else_branch {
+                    Some(x) => replay(std::slice::from_ref(x), write_value, dropped)?,
+                    None => Vec::new(),
+                };
+                if t.is_empty() && f.is_empty() {
+                    continue;
+                }
+                if data(cond, dropped) {
+                    return Err("a staged write is guarded by a condition on data".into());
+                }
+                out.push(st(StmtKind::If {
+                    cond: cond.clone(),
+                    then_branch: Box::new(st(StmtKind::Block(t))),
+                    else_branch: (!f.is_empty()).then(|| Box::new(st(StmtKind::Block(f)))),
+                }));
+            }
+            StmtKind::For(l) => {
+                let inner = replay(std::slice::from_ref(&l.body), write_value, dropped)?;
+                if inner.is_empty() {
+                    continue;
+                }
+                if data(&l.lo, dropped) || data(&l.hi, dropped) {
+                    return Err("a loop around a staged write has bounds that depend on data".into());
+                }
+                out.push(st(StmtKind::For(ForLoop { body: Box::new(st(StmtKind::Block(inner))), ..l.clone() })));
+            }
+            StmtKind::Block(items) => {
+                let inner = replay(items, write_value, dropped)?;
+                if !inner.is_empty() {
+                    out.push(st(StmtKind::Block(inner)));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}

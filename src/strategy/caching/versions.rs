@@ -1,0 +1,148 @@
+//! Versions: the scope split on conditions every thread evaluates alike (only parameters), so
+//! that each branch gets its own tiles.
+
+use super::*;
+
+pub(super) enum Versions {
+    One(Vec<Stmt>),
+    Split(Expr, Box<Versions>, Box<Versions>),
+}
+
+impl Versions {
+    pub(super) fn leaves(&self) -> Vec<&Vec<Stmt>> {
+        match self {
+            Versions::One(b) => vec![b],
+            Versions::Split(_, t, f) => {
+                let mut v = t.leaves();
+                v.extend(f.leaves());
+                v
+            }
+        }
+    }
+
+    /// The scope with each version's body replaced by the next emitted one, in leaf order.
+    pub(super) fn rebuild(&self, emitted: &mut dyn Iterator<Item = Result<Vec<Stmt>, String>>) -> Option<Result<Vec<Stmt>, String>> {
+        match self {
+            Versions::One(_) => emitted.next(),
+            Versions::Split(cond, t, f) => {
+                let t = match t.rebuild(emitted)? {
+                    Ok(t) => t,
+                    Err(x) => return Some(Err(x)),
+                };
+                let f = match f.rebuild(emitted)? {
+                    Ok(f) => f,
+                    Err(x) => return Some(Err(x)),
+                };
+                Some(Ok(vec![st(StmtKind::If {
+                    cond: cond.clone(),
+                    then_branch: Box::new(st(StmtKind::Block(t))),
+                    else_branch: Some(Box::new(st(StmtKind::Block(f)))),
+                })]))
+            }
+        }
+    }
+}
+
+pub(super) fn mentions_array(s: &Stmt, arrays: &[String]) -> bool {
+    let mut found = false;
+    walk_exprs(s, &mut |x| {
+        if let ExprKind::Index { array, .. } = &x.kind {
+            found |= arrays.contains(&array.name);
+        }
+    });
+    found
+}
+
+pub(super) fn declared_names(stmts: &[Stmt]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    pub(super) fn walk(s: &Stmt, out: &mut BTreeSet<String>) {
+        match &s.kind {
+            StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| {
+                out.insert(d.name.name.clone());
+            }),
+            StmtKind::Block(items) => items.iter().for_each(|x| walk(x, out)),
+            StmtKind::If { then_branch, else_branch, .. } => {
+                walk(then_branch, out);
+                if let Some(x) = else_branch {
+                    walk(x, out);
+                }
+            }
+            StmtKind::For(l) => {
+                out.insert(l.var.name.clone());
+                walk(&l.body, out);
+            }
+            _ => {}
+        }
+    }
+    stmts.iter().for_each(|s| walk(s, &mut out));
+    out
+}
+
+/// A condition every thread evaluates alike: only uniform names, no array, no CUDA index.
+pub(super) fn is_uniform(cond: &Expr, uniform: &BTreeSet<String>, local: &BTreeSet<String>) -> bool {
+    let mut ok = true;
+    walk_expr(cond, &mut |x| match &x.kind {
+        ExprKind::Var(n) => ok &= uniform.contains(n) && !local.contains(n),
+        ExprKind::Index { .. } | ExprKind::Builtin(_) | ExprKind::Call(..) => ok = false,
+        _ => {}
+    });
+    ok
+}
+
+pub(super) fn split_versions(scope: &[Stmt], uniform: &BTreeSet<String>, cache: &[String], splits_left: usize) -> Versions {
+    if splits_left == 0 {
+        return Versions::One(scope.to_vec());
+    }
+    let local = declared_names(scope);
+    match split_first(scope, uniform, &local, cache) {
+        Some((cond, t, f)) => Versions::Split(
+            cond,
+            Box::new(split_versions(&t, uniform, cache, splits_left - 1)),
+            Box::new(split_versions(&f, uniform, cache, splits_left - 1)),
+        ),
+        None => Versions::One(scope.to_vec()),
+    }
+}
+
+pub(super) type Split = (Expr, Vec<Stmt>, Vec<Stmt>);
+
+pub(super) fn split_first(stmts: &[Stmt], uniform: &BTreeSet<String>, local: &BTreeSet<String>, cache: &[String]) -> Option<Split> {
+    for (i, s) in stmts.iter().enumerate() {
+        if let Some((c, t, f)) = split_stmt(s, uniform, local, cache) {
+            let (mut tv, mut fv) = (stmts.to_vec(), stmts.to_vec());
+            tv[i] = t;
+            fv[i] = f;
+            return Some((c, tv, fv));
+        }
+    }
+    None
+}
+
+pub(super) fn split_stmt(s: &Stmt, uniform: &BTreeSet<String>, local: &BTreeSet<String>, cache: &[String]) -> Option<(Expr, Stmt, Stmt)> {
+    let wrap = |kind: StmtKind| Stmt { kind, span: s.span };
+    match &s.kind {
+        StmtKind::If { cond, then_branch, else_branch } if is_uniform(cond, uniform, local) && mentions_array(s, cache) => {
+            let f = else_branch.as_ref().map_or(st(StmtKind::Empty), |x| (**x).clone());
+            Some((cond.clone(), (**then_branch).clone(), f))
+        }
+        StmtKind::If { cond, then_branch, else_branch } => {
+            if let Some((c, t, f)) = split_stmt(then_branch, uniform, local, cache) {
+                let mk = |b: Stmt| wrap(StmtKind::If { cond: cond.clone(), then_branch: Box::new(b), else_branch: else_branch.clone() });
+                return Some((c, mk(t), mk(f)));
+            }
+            let (c, t, f) = split_stmt(else_branch.as_ref()?, uniform, local, cache)?;
+            let mk = |b: Stmt| wrap(StmtKind::If { cond: cond.clone(), then_branch: then_branch.clone(), else_branch: Some(Box::new(b)) });
+            Some((c, mk(t), mk(f)))
+        }
+        StmtKind::Block(items) => {
+            let (c, t, f) = split_first(items, uniform, local, cache)?;
+            Some((c, wrap(StmtKind::Block(t)), wrap(StmtKind::Block(f))))
+        }
+        StmtKind::For(l) => {
+            let (c, t, f) = split_stmt(&l.body, uniform, local, cache)?;
+            let mk = |b: Stmt| wrap(StmtKind::For(ForLoop { body: Box::new(b), ..l.clone() }));
+            Some((c, mk(t), mk(f)))
+        }
+        _ => None,
+    }
+}
