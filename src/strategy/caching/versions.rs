@@ -54,27 +54,12 @@ pub(super) fn mentions_array(s: &Stmt, arrays: &[String]) -> bool {
 }
 
 pub(super) fn declared_names(stmts: &[Stmt]) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    pub(super) fn walk(s: &Stmt, out: &mut BTreeSet<String>) {
-        match &s.kind {
-            StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| {
-                out.insert(d.name.name.clone());
-            }),
-            StmtKind::Block(items) => items.iter().for_each(|x| walk(x, out)),
-            StmtKind::If { then_branch, else_branch, .. } => {
-                walk(then_branch, out);
-                if let Some(x) = else_branch {
-                    walk(x, out);
-                }
-            }
-            StmtKind::For(l) => {
-                out.insert(l.var.name.clone());
-                walk(&l.body, out);
-            }
-            _ => {}
+    let mut out = loop_counters(stmts);
+    walk_stmts(stmts, &mut |s| {
+        if let StmtKind::Decl { vars, .. } = &s.kind {
+            out.extend(vars.iter().map(|d| d.name.name.clone()));
         }
-    }
-    stmts.iter().for_each(|s| walk(s, &mut out));
+    });
     out
 }
 

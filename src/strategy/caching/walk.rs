@@ -107,25 +107,32 @@ pub(super) fn label(body: &[Stmt], cache: &[String]) -> Vec<Stmt> {
     out
 }
 
-pub(super) fn loop_counters(stmts: &[Stmt]) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    pub(super) fn walk(s: &Stmt, out: &mut BTreeSet<String>) {
+/// Visit every statement, nested ones included (blocks, both branches, loop bodies).
+pub(super) fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+    for s in stmts {
+        f(s);
         match &s.kind {
-            StmtKind::Block(items) => items.iter().for_each(|x| walk(x, out)),
+            StmtKind::Block(items) => walk_stmts(items, f),
             StmtKind::If { then_branch, else_branch, .. } => {
-                walk(then_branch, out);
+                walk_stmts(std::slice::from_ref(then_branch), f);
                 if let Some(x) = else_branch {
-                    walk(x, out);
+                    walk_stmts(std::slice::from_ref(x), f);
                 }
             }
-            StmtKind::For(l) => {
-                out.insert(l.var.name.clone());
-                walk(&l.body, out);
-            }
+            StmtKind::For(l) => walk_stmts(std::slice::from_ref(&l.body), f),
             _ => {}
         }
     }
-    stmts.iter().for_each(|s| walk(s, &mut out));
+}
+
+/// The counters of the serial loops in `stmts`.
+pub(super) fn loop_counters(stmts: &[Stmt]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    walk_stmts(stmts, &mut |s| {
+        if let StmtKind::For(l) = &s.kind {
+            out.insert(l.var.name.clone());
+        }
+    });
     out
 }
 
