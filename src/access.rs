@@ -35,6 +35,18 @@ pub struct AuxDef {
     pub quotient: bool,
 }
 
+/// The model's integer for a CUDA index: `threadIdx.x` is `threadIdx_x`.
+pub fn builtin_var(b: Builtin) -> String {
+    b.c_name().replace('.', "_")
+}
+
+/// The CUDA index a model variable stands for, if it is one.
+pub fn builtin_of_var(name: &str) -> Option<Builtin> {
+    (0..3u8)
+        .flat_map(|d| [Builtin::ThreadIdx(d), Builtin::BlockIdx(d), Builtin::BlockDim(d), Builtin::GridDim(d)])
+        .find(|b| builtin_var(*b) == name)
+}
+
 /// What an expression is known to be: its polynomial value, if modelled.
 pub type Env = BTreeMap<String, Option<Poly>>;
 
@@ -71,8 +83,7 @@ impl<'b> Collector<'b> {
             ExprKind::Cast(t, a) if t.is_integer() => self.poly(a, env, guards),
             // A CUDA index: a non-negative integer, the same for everything one thread does.
             ExprKind::Builtin(b) => {
-                let name = b.c_name().replace('.', "_");
-                let v = self.aux(&name);
+                let v = self.aux(&builtin_var(*b));
                 self.context.add(Constraint::ge(&v, &Poly::zero()));
                 Some(v)
             }

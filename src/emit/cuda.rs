@@ -4,10 +4,10 @@
 //! semantics the LLVM lowering uses: multi-dimensional subscripts are linearised row-major in
 //! 64-bit (`long`) arithmetic, CUDA's unsigned indices are read as `int`, literals keep their
 //! precision, and shared arrays sit in the dynamic shared-memory block widest elements first,
-//! packed without padding (so the launch asks for exactly the shared-memory counter). The launch wrapper takes the function's parameters and
-//! the host loop counters, computes the derived scalars, the grid, the block and the dynamic
-//! shared memory, launches nothing when the grid is empty (as the serial loops would run no
-//! iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
+//! packed without padding (so the launch asks for exactly the shared-memory counter). The
+//! launch wrapper takes the function's parameters and the host loop counters, computes the
+//! derived scalars, the grid, the block and the dynamic shared memory, launches nothing when the
+//! grid is empty (as the serial loops would run no iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
 
 use crate::frontend::ast::*;
 use crate::frontend::model::KernelFunction;

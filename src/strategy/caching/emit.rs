@@ -68,11 +68,8 @@ impl Frame<'_> {
         let mut failure = None;
         map_expr(&mut x, &mut |y| {
             let ExprKind::Var(n) = &y.kind else { return };
-            let dims = ["x", "y", "z"];
-            if let Some(d) = dims.iter().position(|s| *n == format!("threadIdx_{s}")) {
-                y.kind = ExprKind::Builtin(Builtin::ThreadIdx(d as u8));
-            } else if let Some(d) = dims.iter().position(|s| *n == format!("blockIdx_{s}")) {
-                y.kind = ExprKind::Builtin(Builtin::BlockIdx(d as u8));
+            if let Some(b @ (Builtin::ThreadIdx(_) | Builtin::BlockIdx(_))) = builtin_of_var(n) {
+                y.kind = ExprKind::Builtin(b);
             } else if let Some(def) = aux.get(n) {
                 match (self.to_c(&def.dividend, aux), self.to_c(&def.divisor, aux)) {
                     (Ok(a), Ok(b)) => y.kind = ExprKind::Binary(if def.quotient { BinOp::Div } else { BinOp::Rem }, Box::new(a), Box::new(b)),

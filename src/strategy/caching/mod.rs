@@ -39,7 +39,7 @@ use plan::*;
 use safety::*;
 use versions::*;
 use walk::*;
-use crate::access::{assigned_scalars, Access, Collector, Env};
+use crate::access::{assigned_scalars, builtin_of_var, builtin_var, Access, Collector, Env};
 use crate::emit::cuda::poly_expr;
 use crate::frontend::ast::*;
 use crate::frontend::model::KernelFunction;
@@ -99,32 +99,25 @@ pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> R
     };
     let versions = split_versions(&frame.scope, &frame.uniform, &kernel.cache, MAX_SPLITS);
 
-    // Plan every version; an array is cached only when every version can cache it.
-    let mut candidates: Vec<String> = kernel.cache.clone();
+    // Plan every version once. Arrays are planned independently, so an array refused in any
+    // version is simply dropped from all of them; the others' proofs stand.
+    let mut plans: Vec<Plan> = versions.leaves().into_iter().map(|body| frame.plan(body, &kernel.cache)).collect::<Result<_, _>>()?;
     let mut refused: Vec<(String, String)> = Vec::new();
-    let mut plans: Vec<Plan> = Vec::new();
-    loop {
-        plans.clear();
-        let mut failed: Option<(String, String)> = None;
-        for body in versions.leaves() {
-            let plan = frame.plan(body, &candidates)?;
-            if let Some((a, why)) = plan.refused.first() {
-                failed = Some((a.clone(), why.clone()));
-                break;
-            }
-            plans.push(plan);
+    for (a, why) in plans.iter().flat_map(|p| &p.refused) {
+        if !refused.iter().any(|(x, _)| x == a) {
+            refused.push((a.clone(), why.clone()));
         }
-        match failed {
-            Some((a, why)) => {
-                candidates.retain(|x| *x != a);
-                refused.push((a, why));
-            }
-            None => break,
-        }
+    }
+    for plan in plans.iter_mut() {
+        plan.tiles.retain(|t| !refused.iter().any(|(a, _)| *a == t.array));
     }
     if plans.iter().all(|p| p.tiles.is_empty()) {
         let mut s = refuse_all("no access to it in the kernel");
-        s.refused = kernel.cache.iter().map(|a| (a.clone(), refused.iter().find(|r| r.0 == *a).map_or("no access to it in the kernel".to_string(), |r| r.1.clone()))).collect();
+        for (a, why) in s.refused.iter_mut() {
+            if let Some((_, r)) = refused.iter().find(|(x, _)| x == a) {
+                *why = r.clone();
+            }
+        }
         return Ok(s);
     }
 
@@ -135,7 +128,7 @@ pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> R
     let mut out = plain.clone();
     frame.replace_scope(&mut out.body, staged_scope);
     out.shared = slots.arrays.clone();
-    let cached: Vec<String> = candidates.into_iter().filter(|a| plans.iter().any(|p| p.tiles.iter().any(|t| t.array == *a))).collect();
+    let cached: Vec<String> = kernel.cache.iter().filter(|a| plans.iter().any(|p| p.tiles.iter().any(|t| t.array == **a))).cloned().collect();
     Ok(Staged { kernel: out, cached, refused })
 }
 
@@ -191,11 +184,11 @@ fn between_loops(stmts: &[Stmt], depth: usize, out: &mut Vec<ForLoop>) -> bool {
 }
 
 fn thread_var(d: usize) -> String {
-    format!("threadIdx_{}", ["x", "y", "z"][d])
+    builtin_var(Builtin::ThreadIdx(d as u8))
 }
 
 fn block_var(d: usize) -> String {
-    format!("blockIdx_{}", ["x", "y", "z"][d])
+    builtin_var(Builtin::BlockIdx(d as u8))
 }
 
 impl<'a> Frame<'a> {

@@ -274,8 +274,8 @@ impl Locality {
 
     /// A local variable's bounds `[lo, hi]`, free of local variables.
     pub(super) fn bounds(&self, name: &str, guards: &[Constraint], frame: &Frame) -> Option<(Poly, Poly)> {
-        if let Some(d) = ["x", "y", "z"].iter().position(|s| name == format!("threadIdx_{s}")) {
-            let extent = frame.kernel.block.get(d)?;
+        if let Some(Builtin::ThreadIdx(d)) = builtin_of_var(name) {
+            let extent = frame.kernel.block.get(d as usize)?;
             return Some((Poly::zero(), extent - &Poly::one()));
         }
         if let Some(def) = self.aux.get(name) {

@@ -92,7 +92,7 @@ impl Frame<'_> {
         // (b) One thread, two tiles: only the scope's loop counters (and what depends on them)
         // differ between the two accesses.
         let tile_of = |s: Span| tiles.iter().position(|t| t.accesses.iter().any(|x| x.span == s));
-        let iteration: BTreeSet<String> = local.local.iter().filter(|v| !v.starts_with("threadIdx_")).cloned().collect();
+        let iteration: BTreeSet<String> = local.local.iter().filter(|v| !matches!(builtin_of_var(v), Some(Builtin::ThreadIdx(_)))).cloned().collect();
         for w in &writes {
             for b in accesses {
                 if tile_of(w.span) != tile_of(b.span) && !self.unsat(&self.pair_system(col, w, b, &iteration)) {
@@ -143,7 +143,7 @@ impl Frame<'_> {
                 if left.is_empty() {
                     break; // the most significant digit needs no upper bound
                 }
-                let Some((lo, hi)) = self.digit_range(&v, guards, local) else { return false };
+                let Some((lo, hi)) = local.bounds(&v, guards, self) else { return false };
                 if !lo.is_zero() {
                     return false;
                 }
@@ -163,11 +163,6 @@ impl Frame<'_> {
             }
         }
         (0..self.kernel.grid.len()).map(block_var).chain((0..self.kernel.block.len()).map(thread_var)).all(|c| known.contains(&c))
-    }
-
-    /// The range of a digit: thread indices, loop counters and remainders (`[0, e - 1]`).
-    pub(super) fn digit_range(&self, v: &str, guards: &[Constraint], local: &Locality) -> Option<(Poly, Poly)> {
-        local.bounds(v, guards, self)
     }
 }
 
