@@ -14,7 +14,7 @@ use crate::counters::count;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use crate::strategy::{base_context, caching::stage, granularity::reduce_granularity};
-use constraints::solver::{Backend, CheckResult};
+use constraints::solver::{Backend, CheckResult, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeSet, HashMap};
 
@@ -187,6 +187,9 @@ pub struct Node {
     pub depth: usize,
     /// Some query on the way here came back unknown (the child was kept).
     pub unknown: bool,
+    /// A solution of `constraints`, when one is known: a child's system is checked against
+    /// its parent's solution first, so one of every accept/refuse pair needs no solver query.
+    pub witness: Option<Model>,
 }
 
 /// The tree of one schedule.
@@ -224,6 +227,8 @@ struct Builder<'a> {
     staged: HashMap<String, crate::strategy::caching::Staged>,
     /// Strategy results by (strategy, code): the same code is refused on several branches.
     applied: HashMap<(Strategy, String), Option<Kernel>>,
+    /// Granularity-reduced code by the code without unrolling flag and cached arrays.
+    reduced: HashMap<String, Option<Kernel>>,
 }
 
 /// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
@@ -249,13 +254,40 @@ struct Evaluated {
     counters: CounterValues,
 }
 
+/// The code as granularity reduction sees it: no unrolling flag, no cached arrays.
+fn plain_code(code: &Kernel) -> Kernel {
+    Kernel { no_unroll: false, cache: Vec::new(), ..code.clone() }
+}
+
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
     let machine = MachineSymbols::avoiding(&program_symbols(function));
     let schedule_name = kernel.name.clone();
     let root = root_constraints(function, &machine);
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new() };
-    let ev = b.evaluate(&kernel)?;
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new() };
+    // Granularity reduction depends only on the code without its unrolling flag and cached
+    // arrays, which every node shares until granularity itself is reduced; it is needed on
+    // most trees and independent of staging the root. Run it on a second thread (with its own
+    // solver back end) while the root is staged; an error there is left for the node that
+    // needs the reduction to report.
+    let plain = plain_code(&kernel);
+    let timeout_ms = backend.timeout_ms();
+    let (ev, speculative) = std::thread::scope(|scope| {
+        let helper = scope.spawn(|| {
+            let own = Backend::new(timeout_ms);
+            let reduced = reduce_granularity(function, &plain, &own);
+            (reduced, own.queries())
+        });
+        let ev = b.evaluate(&kernel);
+        (ev, helper.join())
+    });
+    if let Ok((reduced, queries)) = speculative {
+        backend.add_queries(queries);
+        if let Ok(reduced) = reduced {
+            b.reduced.insert(format!("{plain:?}"), reduced);
+        }
+    }
+    let ev = ev?;
     let (applied, decisions) = if ev.cached.is_empty() {
         (Vec::new(), Vec::new())
     } else {
@@ -276,6 +308,7 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
         children: Vec::new(),
         depth: 0,
         unknown: false,
+        witness: None,
     });
     b.expand(0)?;
     Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes: b.nodes, queries: backend.queries() - before })
@@ -309,6 +342,22 @@ impl Builder<'_> {
         Ok(v)
     }
 
+    /// Granularity reduction does not look at unrolling or at which arrays are cached: reduce
+    /// the code without them once, then give the result the parent's flags.
+    fn reduce_granularity(&mut self, code: &Kernel) -> Result<Option<Kernel>, String> {
+        let plain = plain_code(code);
+        let key = format!("{plain:?}");
+        let reduced = match self.reduced.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let r = reduce_granularity(self.function, &plain, self.backend)?;
+                self.reduced.insert(key, r.clone());
+                r
+            }
+        };
+        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, cache: code.cache.clone(), ..r }))
+    }
+
     fn limit(&self, c: Counter) -> Poly {
         Poly::var(match c {
             Counter::SharedMemory => &self.machine.shared_per_block,
@@ -318,12 +367,13 @@ impl Builder<'_> {
         })
     }
 
-    /// Consistency of a child's system: `None` drops it; `Some(unknown)` keeps it.
-    fn consistent(&self, s: &System) -> Option<bool> {
-        match self.backend.check(s) {
+    /// Consistency of a child's system given a known solution of its parent's: `None` drops
+    /// it; otherwise whether it is unknown, and a solution when one was found.
+    fn consistent(&self, s: &System, parent_witness: Option<&Model>) -> Option<(bool, Option<Model>)> {
+        match self.backend.check_with_witness(s, parent_witness) {
             CheckResult::Unsat => None,
-            CheckResult::Sat(_) => Some(false),
-            CheckResult::Unknown(_) => Some(true),
+            CheckResult::Sat(m) => Some((false, Some(m))),
+            CheckResult::Unknown(_) => Some((true, None)),
         }
     }
 
@@ -332,8 +382,9 @@ impl Builder<'_> {
     fn branch(&self, parent: &Node, added: &Constraint, decision: String) -> Option<Node> {
         let mut sys = parent.constraints.clone();
         sys.add(added.clone());
-        let unknown = self.consistent(&sys)?;
+        let (unknown, witness) = self.consistent(&sys, parent.witness.as_ref())?;
         let mut node = parent.clone();
+        node.witness = witness;
         node.children = Vec::new();
         node.constraints = sys;
         node.depth += 1;
@@ -379,7 +430,7 @@ impl Builder<'_> {
                     None => {
                         let r = match s {
                             Strategy::ReduceRegisterPressure1 => no_unroll(&parent.code),
-                            Strategy::ReduceGranularity => reduce_granularity(self.function, &parent.code, self.backend)?,
+                            Strategy::ReduceGranularity => self.reduce_granularity(&parent.code)?,
                             Strategy::DropCaching => (!parent.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..parent.code.clone() }),
                             Strategy::CacheInSharedMemory => None,
                         };

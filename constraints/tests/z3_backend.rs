@@ -158,3 +158,27 @@ fn an_unknown_is_reported_as_unknown() {
     }
     assert_eq!(b.queries(), 1);
 }
+
+#[test]
+fn a_witness_that_solves_the_system_answers_without_a_query_and_one_that_does_not_is_checked() {
+    let b = Backend::default();
+    let parent = system(&["1 <= B", "B <= 1024", "1 <= s", "1 <= Z_B"]);
+    let CheckResult::Sat(model) = b.check(&parent) else { panic!("parent system is sat") };
+    let before = b.queries();
+    // Exactly one of the accept/refuse pair holds at the parent's solution.
+    let accept = parent.clone().with(parse_constraints("8*s*B + 8 <= Z_B").unwrap().remove(0));
+    let refuse = parent.clone().with(parse_constraints("Z_B < 8*s*B + 8").unwrap().remove(0));
+    let (fits, other) = if accept.holds_at(&model.values) == Ok(true) { (accept, refuse) } else { (refuse, accept) };
+    assert_eq!(other.holds_at(&model.values), Ok(false));
+    assert!(matches!(b.check_with_witness(&fits, Some(&model)), CheckResult::Sat(_)));
+    assert_eq!(b.queries(), before, "the witness decided it");
+    match b.check_with_witness(&other, Some(&model)) {
+        CheckResult::Sat(m) => assert!(other.holds_at(&m.values) == Ok(true), "Z3's model solves the system"),
+        r => panic!("the other branch is sat too: {r:?}"),
+    }
+    assert_eq!(b.queries(), before + 1);
+    // A witness that breaks an integer domain is not taken.
+    let mut fractional = model.clone();
+    fractional.values.insert(Var::new("B"), constraints::Rational::new(1.into(), 2.into()));
+    assert_eq!(fits.holds_at(&fractional.values), Ok(false));
+}
