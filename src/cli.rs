@@ -98,6 +98,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the built-in device profiles, or check and print one.
+    ///
+    /// Without an argument, prints a table of the built-in profiles (from NVIDIA's published
+    /// tables; the files are in `constraints/devices/`). With a name (`h200`) or the path of a
+    /// YAML profile of your own, checks it (every field present and sensible; an error names the
+    /// field) and prints it as YAML. Shared memory is in bytes; registers are 32-bit.
+    Devices {
+        /// A built-in profile name (m2050, v100, a100, l4, h100, h200) or a path to a .yaml profile.
+        device: Option<String>,
+    },
 }
 
 /// A failure the user must see: already formatted, with the exit code to return.
@@ -195,7 +205,40 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, None)
         }
+        Command::Devices { device } => {
+            let text = match device {
+                None => devices_table(&constraints::device::DeviceProfile::built_in()),
+                Some(d) => {
+                    let profile = constraints::device::DeviceProfile::load(&d).map_err(|e| Failure::input(format!("error: {e}")))?;
+                    serde_yaml::to_string(&profile).map_err(|e| Failure::input(e.to_string()))?
+                }
+            };
+            emit(&text, None)
+        }
     }
+}
+
+fn devices_table(profiles: &[constraints::device::DeviceProfile]) -> String {
+    let header = ["device", "cc", "SMs", "regs/thread", "regs/block", "shared/block", "shared/block opt-in", "threads/block", "warps/SM", "blocks/SM"];
+    let mut table = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    for p in profiles {
+        table.push(
+            [
+                p.name.clone(),
+                p.compute_capability.clone(),
+                p.multiprocessors.to_string(),
+                p.registers_per_thread.to_string(),
+                p.registers_per_block.to_string(),
+                p.shared_memory_per_block.to_string(),
+                p.shared_memory_per_block_optin.to_string(),
+                p.threads_per_block.to_string(),
+                p.warps_per_multiprocessor.to_string(),
+                p.blocks_per_multiprocessor.to_string(),
+            ]
+            .to_vec(),
+        );
+    }
+    text_table(&table)
 }
 
 fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> String {
@@ -209,6 +252,11 @@ fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> Strin
         row.extend(archs.iter().map(|a| r.nvcc.get(a).map_or("-".into(), |p| p.registers.to_string())));
         table.push(row);
     }
+    text_table(&table)
+}
+
+/// Rows of cells as left-aligned columns separated by two spaces.
+fn text_table(table: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..table[0].len()).map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
     table
         .iter()

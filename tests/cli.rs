@@ -108,3 +108,30 @@ fn help_explains_the_commands() {
     let out = metafork(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn devices_lists_the_built_in_profiles_and_checks_a_users_profile() {
+    let out = metafork(&["devices"]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    for name in ["m2050", "v100", "a100", "l4", "h100", "h200"] {
+        assert!(table.lines().any(|l| l.starts_with(name)), "{name} missing from\n{table}");
+    }
+    let out = metafork(&["devices", "h200"]);
+    assert!(out.status.success());
+    let yaml: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    assert_eq!(yaml["multiprocessors"].as_u64(), Some(132));
+
+    let dir = temp_dir("devices");
+    let bad = dir.join("bad.yaml");
+    let text = String::from_utf8(metafork(&["devices", "h200"]).stdout).unwrap().replace("warps_per_multiprocessor: 64\n", "");
+    std::fs::write(&bad, text).unwrap();
+    let out = metafork(&["devices", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warps_per_multiprocessor") && err.contains("bad.yaml"), "{err}");
+    let out = metafork(&["devices", "h300"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built-in profiles"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,139 @@
+//! Device profiles: the numeric limits of one device, as YAML.
+//!
+//! Contract: a profile is a flat mapping of the fields of [`DeviceProfile`], every one required,
+//! no others allowed; [`DeviceProfile::load`] takes a built-in name (the files in
+//! `constraints/devices/`, compiled in) or a path to a `.yaml` file, and every error names the
+//! file and the field at fault. Values are checked for sense (positive, opt-in shared memory at
+//! least the default, per-block limits within per-multiprocessor ones) so that a typo is caught
+//! here rather than producing a wrong tree or launch.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The built-in profiles, by name, from `constraints/devices/`.
+pub const BUILT_IN: [(&str, &str); 6] = [
+    ("m2050", include_str!("../devices/m2050.yaml")),
+    ("v100", include_str!("../devices/v100.yaml")),
+    ("a100", include_str!("../devices/a100.yaml")),
+    ("l4", include_str!("../devices/l4.yaml")),
+    ("h100", include_str!("../devices/h100.yaml")),
+    ("h200", include_str!("../devices/h200.yaml")),
+];
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceProfile {
+    /// Lower-case name (`h200`).
+    pub name: String,
+    /// `"major.minor"`, quoted in YAML.
+    pub compute_capability: String,
+    pub multiprocessors: u32,
+    pub warp_size: u32,
+    /// 32-bit registers one thread may use.
+    pub registers_per_thread: u32,
+    /// 32-bit registers one block may use.
+    pub registers_per_block: u32,
+    pub registers_per_multiprocessor: u32,
+    /// Bytes of shared memory a block gets without opting in.
+    pub shared_memory_per_block: u32,
+    /// Bytes of shared memory a block can opt into (at least the default).
+    pub shared_memory_per_block_optin: u32,
+    pub shared_memory_per_multiprocessor: u32,
+    pub threads_per_block: u32,
+    pub warps_per_multiprocessor: u32,
+    pub blocks_per_multiprocessor: u32,
+}
+
+/// Why a profile could not be used; `Display` names the source and the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError(pub String);
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+impl DeviceProfile {
+    /// A built-in profile by name, or a profile file by path (anything with a `/` or ending in
+    /// `.yaml`/`.yml` is a path).
+    pub fn load(name_or_path: &str) -> Result<DeviceProfile, ProfileError> {
+        let is_path = name_or_path.contains('/') || name_or_path.ends_with(".yaml") || name_or_path.ends_with(".yml");
+        if is_path {
+            let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| ProfileError(format!("cannot read device profile `{name_or_path}`: {e}")))?;
+            return DeviceProfile::parse(name_or_path, &text);
+        }
+        match BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
+            Some((n, text)) => DeviceProfile::parse(&format!("built-in profile `{n}`"), text),
+            None => Err(ProfileError(format!(
+                "unknown device `{name_or_path}`; built-in profiles: {} (or give a path to a .yaml profile)",
+                BUILT_IN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    /// Every built-in profile, in the order of [`BUILT_IN`].
+    pub fn built_in() -> Vec<DeviceProfile> {
+        BUILT_IN.iter().map(|(n, t)| DeviceProfile::parse(n, t).expect("built-in profiles are valid (tested)")).collect()
+    }
+
+    /// Parse and check a profile; `source` names it in errors.
+    pub fn parse(source: &str, text: &str) -> Result<DeviceProfile, ProfileError> {
+        let profile: DeviceProfile = serde_yaml::from_str(text).map_err(|e| ProfileError(format!("{source}: {e}")))?;
+        profile.check().map_err(|e| ProfileError(format!("{source}: {e}")))?;
+        Ok(profile)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let positive = [
+            ("multiprocessors", self.multiprocessors),
+            ("warp_size", self.warp_size),
+            ("registers_per_thread", self.registers_per_thread),
+            ("registers_per_block", self.registers_per_block),
+            ("registers_per_multiprocessor", self.registers_per_multiprocessor),
+            ("shared_memory_per_block", self.shared_memory_per_block),
+            ("shared_memory_per_block_optin", self.shared_memory_per_block_optin),
+            ("shared_memory_per_multiprocessor", self.shared_memory_per_multiprocessor),
+            ("threads_per_block", self.threads_per_block),
+            ("warps_per_multiprocessor", self.warps_per_multiprocessor),
+            ("blocks_per_multiprocessor", self.blocks_per_multiprocessor),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("field `{field}` must be positive"));
+        }
+        if self.name.is_empty() || self.name.chars().any(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')) {
+            return Err(format!("field `name` must be lower-case letters, digits, `_` or `-`, not `{}`", self.name));
+        }
+        let cc_ok = self.compute_capability.split_once('.').is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && a.chars().chain(b.chars()).all(|c| c.is_ascii_digit()));
+        if !cc_ok {
+            return Err(format!("field `compute_capability` must be \"major.minor\", not `{}`", self.compute_capability));
+        }
+        let ordered = [
+            ("shared_memory_per_block_optin", self.shared_memory_per_block_optin, "at least `shared_memory_per_block`", self.shared_memory_per_block <= self.shared_memory_per_block_optin),
+            ("shared_memory_per_block_optin", self.shared_memory_per_block_optin, "at most `shared_memory_per_multiprocessor`", self.shared_memory_per_block_optin <= self.shared_memory_per_multiprocessor),
+            ("registers_per_block", self.registers_per_block, "at most `registers_per_multiprocessor`", self.registers_per_block <= self.registers_per_multiprocessor),
+            ("registers_per_thread", self.registers_per_thread, "at most `registers_per_block`", self.registers_per_thread <= self.registers_per_block),
+            ("threads_per_block", self.threads_per_block, "at most `warps_per_multiprocessor * warp_size`", self.threads_per_block <= self.warps_per_multiprocessor.saturating_mul(self.warp_size)),
+        ];
+        if let Some((field, value, rule, _)) = ordered.iter().find(|(_, _, _, ok)| !ok) {
+            return Err(format!("field `{field}` ({value}) must be {rule}"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_profile_loads_under_its_own_name() {
+        for (name, _) in BUILT_IN {
+            let p = DeviceProfile::load(name).unwrap();
+            assert_eq!(p.name, name);
+        }
+        assert_eq!(DeviceProfile::built_in().len(), BUILT_IN.len());
+    }
+}
