@@ -125,11 +125,7 @@ fn rematerialisable(function: FunctionValue<'_>) -> HashSet<Key> {
                 if remat.contains(&r) {
                     continue;
                 }
-                let cheap = match i.get_opcode() {
-                    Add | Sub | Mul | Shl | LShr | AShr | And | Or | Xor | SExt | ZExt | Trunc
-                    | GetElementPtr | Freeze => true,
-                    _ => false,
-                };
+                let cheap = matches!(i.get_opcode(), Add | Sub | Mul | Shl | LShr | AShr | And | Or | Xor | SExt | ZExt | Trunc | GetElementPtr | Freeze);
                 if !cheap {
                     continue;
                 }
