@@ -1,93 +1,8 @@
-//! Walkers over kernel statements and expressions, and the labels that tie the access model
-//! to the expressions it came from.
+//! The labels that tie the access model to the expressions it came from, and the loop
+//! counters of a body (the generic walkers live in `strategy::walk`).
 
 use super::*;
-
-pub(super) fn walk_expr(x: &Expr, f: &mut dyn FnMut(&Expr)) {
-    f(x);
-    match &x.kind {
-        ExprKind::Index { indices, .. } => indices.iter().for_each(|i| walk_expr(i, f)),
-        ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => walk_expr(a, f),
-        ExprKind::Binary(_, a, b) => {
-            walk_expr(a, f);
-            walk_expr(b, f);
-        }
-        ExprKind::Cond(c, a, b) => {
-            walk_expr(c, f);
-            walk_expr(a, f);
-            walk_expr(b, f);
-        }
-        ExprKind::Call(_, args) => args.iter().for_each(|a| walk_expr(a, f)),
-        _ => {}
-    }
-}
-
-pub(super) fn walk_exprs(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
-    match &s.kind {
-        StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| walk_expr(&d.init, f)),
-        StmtKind::Assign { target, value, .. } => {
-            walk_expr(target, f);
-            walk_expr(value, f);
-        }
-        StmtKind::If { cond, then_branch, else_branch } => {
-            walk_expr(cond, f);
-            walk_exprs(then_branch, f);
-            if let Some(x) = else_branch {
-                walk_exprs(x, f);
-            }
-        }
-        StmtKind::Block(items) => items.iter().for_each(|x| walk_exprs(x, f)),
-        StmtKind::For(l) => {
-            walk_expr(&l.lo, f);
-            walk_expr(&l.hi, f);
-            walk_exprs(&l.body, f);
-        }
-        _ => {}
-    }
-}
-
-pub(super) fn map_expr(x: &mut Expr, f: &mut dyn FnMut(&mut Expr)) {
-    match &mut x.kind {
-        ExprKind::Index { indices, .. } => indices.iter_mut().for_each(|i| map_expr(i, f)),
-        ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => map_expr(a, f),
-        ExprKind::Binary(_, a, b) => {
-            map_expr(a, f);
-            map_expr(b, f);
-        }
-        ExprKind::Cond(c, a, b) => {
-            map_expr(c, f);
-            map_expr(a, f);
-            map_expr(b, f);
-        }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| map_expr(a, f)),
-        _ => {}
-    }
-    f(x);
-}
-
-pub(super) fn map_stmt_exprs(s: &mut Stmt, f: &mut dyn FnMut(&mut Expr)) {
-    match &mut s.kind {
-        StmtKind::Decl { vars, .. } => vars.iter_mut().for_each(|d| map_expr(&mut d.init, f)),
-        StmtKind::Assign { target, value, .. } => {
-            map_expr(value, f);
-            map_expr(target, f);
-        }
-        StmtKind::If { cond, then_branch, else_branch } => {
-            map_expr(cond, f);
-            map_stmt_exprs(then_branch, f);
-            if let Some(x) = else_branch {
-                map_stmt_exprs(x, f);
-            }
-        }
-        StmtKind::Block(items) => items.iter_mut().for_each(|x| map_stmt_exprs(x, f)),
-        StmtKind::For(l) => {
-            map_expr(&mut l.lo, f);
-            map_expr(&mut l.hi, f);
-            map_stmt_exprs(&mut l.body, f);
-        }
-        _ => {}
-    }
-}
+pub(super) use crate::strategy::walk::*;
 
 /// Give every subscripted expression of a cached array its own span, so that an access of the
 /// model can be traced back to the expression to rewrite.
@@ -107,24 +22,6 @@ pub(super) fn label(body: &[Stmt], cache: &[String]) -> Vec<Stmt> {
     out
 }
 
-/// Visit every statement, nested ones included (blocks, both branches, loop bodies).
-pub(super) fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for s in stmts {
-        f(s);
-        match &s.kind {
-            StmtKind::Block(items) => walk_stmts(items, f),
-            StmtKind::If { then_branch, else_branch, .. } => {
-                walk_stmts(std::slice::from_ref(then_branch), f);
-                if let Some(x) = else_branch {
-                    walk_stmts(std::slice::from_ref(x), f);
-                }
-            }
-            StmtKind::For(l) => walk_stmts(std::slice::from_ref(&l.body), f),
-            _ => {}
-        }
-    }
-}
-
 /// The counters of the serial loops in `stmts`.
 pub(super) fn loop_counters(stmts: &[Stmt]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -136,18 +33,3 @@ pub(super) fn loop_counters(stmts: &[Stmt]) -> BTreeSet<String> {
     out
 }
 
-pub(super) fn has_index(x: &Expr) -> bool {
-    let mut found = false;
-    walk_expr(x, &mut |y| found |= matches!(y.kind, ExprKind::Index { .. }));
-    found
-}
-
-pub(super) fn uses_any(x: &Expr, names: &BTreeSet<String>) -> bool {
-    let mut found = false;
-    walk_expr(x, &mut |y| {
-        if let ExprKind::Var(n) = &y.kind {
-            found |= names.contains(n);
-        }
-    });
-    found
-}
