@@ -67,7 +67,7 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     pipeline::optimize(&module)?;
     target::verify(&module).map_err(|e| format!("IR invalid after the pipeline: {e}"))?;
     let function = module.get_function(&kernel.name).ok_or("kernel function missing after the pipeline")?;
-    let estimate = registers::estimate(function);
+    let estimate = registers::estimate(function).capped(llvm_passes::pressure::register_cap(&module, function));
     let mut truth = BTreeMap::new();
     if !ptxas_archs.is_empty() {
         let tool = ptxas::find_ptxas().ok_or("`ptxas` is not on PATH (run `make setup`, then put .toolchain/cuda/nvidia/cu13/bin on PATH)")?;

@@ -58,6 +58,20 @@ pub struct RegisterEstimate {
     pub max_live_predicates: u32,
     /// An innermost loop small enough for ptxas to unroll remains after the pipeline.
     pub unrolled_loop: bool,
+    /// The kernel's `maxnreg` cap when it has one (register pressure, level 3): `registers`
+    /// is then at most the cap, and `uncapped` is what the model estimates without it.
+    pub cap: Option<u32>,
+    pub uncapped: u32,
+}
+
+impl RegisterEstimate {
+    /// The estimate under a `maxnreg` cap: ptxas allocates no more, spilling the rest.
+    pub fn capped(self, cap: Option<u32>) -> RegisterEstimate {
+        match cap {
+            Some(n) => RegisterEstimate { registers: self.uncapped.min(n), cap: Some(n), ..self },
+            None => self,
+        }
+    }
 }
 
 type Key = usize;
@@ -313,6 +327,8 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         max_live_words: max_w,
         max_live_predicates: max_p,
         unrolled_loop,
+        cap: None,
+        uncapped: registers,
     }
 }
 
