@@ -1,5 +1,6 @@
 //! Benchmark: the register estimate against `ptxas -v` for every kernel in `examples/` and
-//! each of its strategy variants (no unrolling; reduced granularity; both).
+//! each of its strategy variants (no unrolling; reduced granularity; both; each cached; each
+//! cached one with 32-bit tile indices).
 //! Run with `make bench-counters` (needs `ptxas` on PATH). Prints a Markdown table: the pure
 //! liveness count, the model's estimate, ptxas at sm_75/sm_80/sm_90, the relative error at
 //! sm_90, and the mean and maximum absolute relative error per architecture.

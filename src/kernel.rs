@@ -54,6 +54,15 @@ pub struct Kernel {
     pub host_loops: Vec<crate::frontend::model::SerialLoop>,
     /// Register-pressure strategy, level 1: no serial loop is unrolled, by LLVM, nvcc or ptxas.
     pub no_unroll: bool,
+    /// Register pressure, level 2: shared tiles' subscripts are linearised, and the tool's own
+    /// staging index temporaries computed, in 32-bit `int` (see `strategy::narrow`).
+    pub narrow_index: bool,
+    /// Register pressure, level 3: ptxas may allocate at most this many registers per thread
+    /// (`.maxnreg` / `__maxnreg__`) and spills the rest to local memory.
+    pub max_registers: Option<u32>,
+    /// Common sub-expression elimination applied to the code that runs: 0 (none), 1 or 2
+    /// (see `strategy::cse`).
+    pub cse: u8,
     /// Arrays to stage in shared memory (the schedule's `cache(...)`). The kernel form stays
     /// logical: `strategy::caching::stage` builds the code with tiles, loads and write-backs.
     pub cache: Vec<String>,
@@ -141,7 +150,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, cache: schedule.cache.clone(), between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, cache: schedule.cache.clone(), between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

@@ -99,6 +99,9 @@ fn lower_into<'ctx>(context: &'ctx Context, module: &Module<'ctx>, kernel: &Kern
         .collect();
     let function = module.add_function(&kernel.name, context.void_type().fn_type(&arg_types, false), None);
     target::mark_kernel(function);
+    if let Some(n) = kernel.max_registers {
+        llvm_passes::pressure::cap_registers(context, module, function, n).map_err(LowerError)?;
+    }
     let entry = context.append_basic_block(function, "entry");
     let body = context.append_basic_block(function, "body");
     let builder = context.create_builder();
@@ -112,6 +115,8 @@ fn lower_into<'ctx>(context: &'ctx Context, module: &Module<'ctx>, kernel: &Kern
         arrays: HashMap::new(),
         param_ints: HashMap::new(),
         no_unroll: kernel.no_unroll,
+        narrow_index: kernel.narrow_index,
+        shared_arrays: kernel.shared.iter().map(|s| s.name.clone()).collect(),
     };
     l.builder.position_at_end(body);
     for (i, p) in kernel.params.iter().enumerate() {
@@ -150,8 +155,11 @@ struct Lowerer<'a, 'ctx> {
     arrays: HashMap<String, ArraySlot<'ctx>>,
     /// Integer scalar parameters, for evaluating extent polynomials.
     param_ints: HashMap<String, TV<'ctx>>,
-    /// Mark every loop `llvm.loop.unroll.disable` (the register-pressure strategy).
+    /// Mark every loop `llvm.loop.unroll.disable` (register pressure, level 1).
     no_unroll: bool,
+    /// Linearise shared tiles' subscripts in 32-bit arithmetic (register pressure, level 2).
+    narrow_index: bool,
+    shared_arrays: std::collections::HashSet<String>,
 }
 
 impl<'a, 'ctx> Lowerer<'a, 'ctx> {
@@ -263,20 +271,34 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
         if extents.len() != indices.len() {
             return err(format!("`{array}` indexed with {} subscripts", indices.len()));
         }
+        // C's row-major linearisation, in 64 bits; a shared tile's in 32 bits (no signed wrap:
+        // see `strategy::narrow`) under register pressure level 2, extended once for the address.
+        let narrow = self.narrow_index && self.shared_arrays.contains(array);
+        let index_ty = if narrow { ScalarType::Int } else { ScalarType::Long };
         let mut linear: Option<IntValue<'ctx>> = None;
         for (k, e) in indices.iter().enumerate() {
             let i = self.expr(e)?;
-            let i = self.convert(i, ScalarType::Long)?.into_int_value();
+            let i = self.convert(i, index_ty)?.into_int_value();
             linear = Some(match linear {
                 None => i,
                 Some(acc) => {
                     let ext = self.poly(&extents[k])?;
-                    let scaled = b(self.builder.build_int_mul(acc, ext, "row"))?;
-                    b(self.builder.build_int_add(scaled, i, "idx"))?
+                    if narrow {
+                        let ext = b(self.builder.build_int_truncate(ext, self.context.i32_type(), "ext32"))?;
+                        let scaled = b(self.builder.build_int_nsw_mul(acc, ext, "row"))?;
+                        b(self.builder.build_int_nsw_add(scaled, i, "idx"))?
+                    } else {
+                        let scaled = b(self.builder.build_int_mul(acc, ext, "row"))?;
+                        b(self.builder.build_int_add(scaled, i, "idx"))?
+                    }
                 }
             });
         }
-        let linear = linear.unwrap_or_else(|| self.i64().const_zero());
+        let linear = match linear {
+            Some(l) if narrow => b(self.builder.build_int_s_extend(l, self.i64(), "idx64"))?,
+            Some(l) => l,
+            None => self.i64().const_zero(),
+        };
         let ty = llvm_type(self.context, elem);
         let ptr = unsafe { b(self.builder.build_gep(ty, base, &[linear], &format!("{array}_at")))? };
         Ok((ptr, elem))
@@ -627,38 +649,13 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
             b(self.builder.build_store(counter, next))?;
             let latch = b(self.builder.build_unconditional_branch(header))?;
             if self.no_unroll {
-                disable_unrolling(self.context, latch);
+                llvm_passes::pressure::disable_unrolling(self.context, latch);
             }
         }
         self.scopes.pop();
         r?;
         self.builder.position_at_end(exit);
         Ok(())
-    }
-}
-
-/// Attach `!llvm.loop !{!self, !{!"llvm.loop.unroll.disable"}}` to a loop's latch branch.
-/// A loop ID must be a distinct node whose first operand is itself, which inkwell cannot
-/// build, so this uses the C API: a temporary node, then replace-all-uses. LLVM's unroller
-/// honours the hint, and the NVPTX back end turns it into `.pragma "nounroll"` for ptxas.
-fn disable_unrolling(context: &Context, latch: inkwell::values::InstructionValue<'_>) {
-    use inkwell::llvm_sys::core::*;
-    use inkwell::values::AsValueRef;
-    let name = "llvm.loop.unroll.disable";
-    let kind = "llvm.loop";
-    // SAFETY: every pointer passed is created here from the same live context, and the
-    // temporary node is disposed of only after all its uses were replaced.
-    unsafe {
-        let ctx = context.raw();
-        let tmp = inkwell::llvm_sys::debuginfo::LLVMTemporaryMDNode(ctx, std::ptr::null_mut(), 0);
-        let mut hint = [LLVMMDStringInContext2(ctx, name.as_ptr() as *const _, name.len())];
-        let hint_node = LLVMMDNodeInContext2(ctx, hint.as_mut_ptr(), 1);
-        let mut ops = [tmp, hint_node];
-        let loop_id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
-        // Replaces the temporary everywhere and deletes it.
-        inkwell::llvm_sys::debuginfo::LLVMMetadataReplaceAllUsesWith(tmp, loop_id);
-        let kind_id = LLVMGetMDKindIDInContext(ctx, kind.as_ptr() as *const _, kind.len() as u32);
-        LLVMSetMetadata(latch.as_value_ref(), kind_id, LLVMMetadataAsValue(ctx, loop_id));
     }
 }
 

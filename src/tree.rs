@@ -4,7 +4,8 @@
 //! to evaluate, constraint system). For the next counter with value `v` and machine limit `L`:
 //! the **accept** child adds `v <= L`; the **refuse** child adds `L < v`, applies the first
 //! remaining strategy that can lower that counter (removing it from those left) and evaluates
-//! every counter again on the new code. A refuse child with no applicable strategy is an
+//! every counter again on the new code. For the register counters a strategy counts as
+//! applicable only when the register estimate of its code is lower. A refuse child with no applicable strategy is an
 //! *infeasible* leaf: no kernel exists there, and dispatch reports why. Children whose system
 //! Z3 proves inconsistent are dropped; an `unknown` answer keeps the child and marks it.
 //! Each refusal consumes a strategy and each acceptance a counter, so the height is at most
@@ -13,7 +14,7 @@
 use crate::counters::count;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
-use crate::strategy::{base_context, caching::stage, granularity::reduce_granularity};
+use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, narrow};
 use constraints::solver::{Backend, CheckResult, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeSet, HashMap};
@@ -77,40 +78,70 @@ impl Counter {
     }
 }
 
-/// The paper's optimization strategies (those implemented so far), in the order the tree
-/// tries them for a refused counter.
+/// The paper's optimization strategies, in the order the tree tries them for a refused counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// Register pressure, level 1 (IR level): no loop is unrolled.
     ReduceRegisterPressure1,
     ReduceGranularity,
+    /// Back off common sub-expression elimination by a level (its locals live longer), taken
+    /// only when the register count drops.
+    ReduceCse,
+    /// Register pressure, level 2: the index arithmetic of shared-memory staging in 32 bits
+    /// (applies to code with tiles).
+    ReduceRegisterPressure2,
+    /// Register pressure, level 3: cap the registers at the occupancy-free budget and let
+    /// ptxas spill the rest to local memory.
+    ReduceRegisterPressure3,
     /// Give up caching in shared memory: the arrays of `cache(...)` are read from global memory.
     DropCaching,
     /// Caching in shared memory, applied at the root to the arrays the schedule names in
     /// `cache(...)` (the source's hint); refusing its shared memory leads to `DropCaching`.
     CacheInSharedMemory,
+    /// Common sub-expression elimination at [`CSE_LEVEL`], applied at the root when it
+    /// changes the code; refusing registers may lead to `ReduceCse`.
+    EliminateCommonSubexpressions,
 }
 
+/// The CSE level the root applies (the highest of `strategy::cse`).
+pub const CSE_LEVEL: u8 = 2;
+
+/// Register pressure level 3's cap: the registers per thread that cost no occupancy on
+/// sm_80/sm_90 (65536 / 2048).
+pub const REGISTER_CAP: u32 = llvm_passes::registers::OCCUPANCY_FREE_REGISTERS_SM90;
+
 impl Strategy {
-    /// The strategies a refusal may apply, in the order tried.
-    pub const ALL: [Strategy; 3] = [Strategy::ReduceRegisterPressure1, Strategy::ReduceGranularity, Strategy::DropCaching];
+    /// The strategies a refusal may apply, in the order tried: cheapest in performance first.
+    pub const ALL: [Strategy; 6] = [
+        Strategy::ReduceRegisterPressure1,
+        Strategy::ReduceGranularity,
+        Strategy::ReduceCse,
+        Strategy::ReduceRegisterPressure2,
+        Strategy::ReduceRegisterPressure3,
+        Strategy::DropCaching,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Strategy::ReduceRegisterPressure1 => "reduce register pressure (level 1: no unrolling)",
             Strategy::ReduceGranularity => "reduce thread granularity",
+            Strategy::ReduceCse => "reduce common sub-expression elimination by a level",
+            Strategy::ReduceRegisterPressure2 => "reduce register pressure (level 2: 32-bit tile index arithmetic)",
+            Strategy::ReduceRegisterPressure3 => "reduce register pressure (level 3: cap registers, spill the rest)",
             Strategy::DropCaching => "do not cache in shared memory",
             Strategy::CacheInSharedMemory => "cache in shared memory",
+            Strategy::EliminateCommonSubexpressions => "common sub-expression elimination",
         }
     }
 
     /// The counters this strategy can lower.
     pub fn lowers(self, c: Counter) -> bool {
+        let registers = matches!(c, Counter::Registers | Counter::RegistersPerBlock);
         match self {
-            Strategy::ReduceRegisterPressure1 => matches!(c, Counter::Registers | Counter::RegistersPerBlock),
-            Strategy::ReduceGranularity => matches!(c, Counter::SharedMemory | Counter::Registers | Counter::RegistersPerBlock),
-            Strategy::DropCaching => matches!(c, Counter::SharedMemory),
-            Strategy::CacheInSharedMemory => false,
+            Strategy::ReduceRegisterPressure1 | Strategy::ReduceCse | Strategy::ReduceRegisterPressure2 | Strategy::ReduceRegisterPressure3 => registers,
+            Strategy::ReduceGranularity => registers || c == Counter::SharedMemory,
+            Strategy::DropCaching => c == Counter::SharedMemory,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions => false,
         }
     }
 }
@@ -246,6 +277,7 @@ pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> 
     s
 }
 
+
 /// A logical code's staged form and its counters.
 #[derive(Clone, Debug)]
 struct Evaluated {
@@ -254,9 +286,16 @@ struct Evaluated {
     counters: CounterValues,
 }
 
-/// The code as granularity reduction sees it: no unrolling flag, no cached arrays.
+/// The code as granularity reduction sees it: no cached arrays, none of the flags applied
+/// after staging.
 fn plain_code(code: &Kernel) -> Kernel {
-    Kernel { no_unroll: false, cache: Vec::new(), ..code.clone() }
+    Kernel { cache: Vec::new(), ..unstaged_flags_cleared(code) }
+}
+
+/// The code as staging sees it: the flags that act on the staged code (unrolling, 32-bit
+/// indices, the register cap, CSE) cleared.
+fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
+    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, ..code.clone() }
 }
 
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
@@ -288,10 +327,21 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
         }
     }
     let ev = ev?;
-    let (applied, decisions) = if ev.cached.is_empty() {
-        (Vec::new(), Vec::new())
+    let mut applied = Vec::new();
+    let mut decisions = Vec::new();
+    if !ev.cached.is_empty() {
+        applied.push(Strategy::CacheInSharedMemory);
+        decisions.push(format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), ev.cached.join(", ")));
+    }
+    // CSE at the root, kept when it changes the code that runs.
+    let with_cse = Kernel { cse: CSE_LEVEL, ..kernel.clone() };
+    let ev_cse = b.evaluate(&with_cse)?;
+    let (kernel, ev) = if ev_cse.staged.body != ev.staged.body {
+        applied.push(Strategy::EliminateCommonSubexpressions);
+        decisions.push(format!("apply {} (level {CSE_LEVEL})", Strategy::EliminateCommonSubexpressions.name()));
+        (with_cse, ev_cse)
     } else {
-        (vec![Strategy::CacheInSharedMemory], vec![format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), ev.cached.join(", "))])
+        (kernel, ev)
     };
     b.nodes.push(Node {
         id: 0,
@@ -320,8 +370,9 @@ impl Builder<'_> {
         if let Some(v) = self.cache.get(&key) {
             return Ok(v.clone());
         }
-        // Staging does not depend on unrolling: stage the unrolled form once, set the flag after.
-        let unrolled = Kernel { no_unroll: false, ..kernel.clone() };
+        // Staging does not depend on the flags that act on the staged code: stage once, then
+        // apply them: unrolling and the register cap as flags, 32-bit indices, then CSE.
+        let unrolled = unstaged_flags_cleared(kernel);
         let skey = format!("{unrolled:?}");
         let mut staged = match self.staged.get(&skey) {
             Some(s) => s.clone(),
@@ -332,6 +383,12 @@ impl Builder<'_> {
             }
         };
         staged.kernel.no_unroll = kernel.no_unroll;
+        staged.kernel.max_registers = kernel.max_registers;
+        if kernel.narrow_index {
+            staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
+        }
+        staged.kernel = eliminate(&staged.kernel, kernel.cse);
+        staged.kernel.cse = kernel.cse;
         let c = count(&staged.kernel, &[])?;
         let v = Evaluated {
             staged: staged.kernel,
@@ -355,7 +412,7 @@ impl Builder<'_> {
                 r
             }
         };
-        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, cache: code.cache.clone(), ..r }))
+        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), ..r }))
     }
 
     fn limit(&self, c: Counter) -> Poly {
@@ -402,6 +459,39 @@ impl Builder<'_> {
         id
     }
 
+    /// The code `s` makes of `node`'s, or `None` when it does not apply there (memoised by code).
+    fn apply(&mut self, s: Strategy, node: &Node) -> Result<Option<Kernel>, String> {
+        let key = (s, format!("{:?}", node.code));
+        if let Some(r) = self.applied.get(&key) {
+            return Ok(r.clone());
+        }
+        let code = &node.code;
+        let r = match s {
+            Strategy::ReduceRegisterPressure1 => no_unroll(code),
+            Strategy::ReduceGranularity => self.reduce_granularity(code)?,
+            Strategy::ReduceCse => {
+                // The highest lower level that frees registers, if any.
+                let mut found = None;
+                for level in (0..code.cse).rev() {
+                    let lower = Kernel { cse: level, ..code.clone() };
+                    if self.evaluate(&lower)?.counters.registers < node.counters.registers {
+                        found = Some(lower);
+                        break;
+                    }
+                }
+                found
+            }
+            Strategy::ReduceRegisterPressure2 => (!code.narrow_index && !node.cached.is_empty()).then(|| Kernel { narrow_index: true, ..code.clone() }),
+            Strategy::ReduceRegisterPressure3 => {
+                (code.max_registers.is_none() && node.counters.registers > REGISTER_CAP).then(|| Kernel { max_registers: Some(REGISTER_CAP), ..code.clone() })
+            }
+            Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions => None,
+        };
+        self.applied.insert(key, r.clone());
+        Ok(r)
+    }
+
     fn expand(&mut self, id: usize) -> Result<(), String> {
         let Some(&counter) = self.nodes[id].counters_left.first() else {
             self.nodes[id].kind = NodeKind::Leaf;
@@ -421,55 +511,46 @@ impl Builder<'_> {
 
         // Refuse: the counter exceeds the limit; a strategy must lower it.
         let refuse = Constraint::lt(&limit, &value);
-        if let Some(mut node) = self.branch(&parent, &refuse, format!("refuse {}: {refuse}", counter.name())) {
-            let mut applied = None;
-            for s in parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)) {
-                let key = (s, format!("{:?}", parent.code));
-                let new_code = match self.applied.get(&key) {
-                    Some(r) => r.clone(),
-                    None => {
-                        let r = match s {
-                            Strategy::ReduceRegisterPressure1 => no_unroll(&parent.code),
-                            Strategy::ReduceGranularity => self.reduce_granularity(&parent.code)?,
-                            Strategy::DropCaching => (!parent.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..parent.code.clone() }),
-                            Strategy::CacheInSharedMemory => None,
-                        };
-                        self.applied.insert(key, r.clone());
-                        r
-                    }
-                };
-                if let Some(code) = new_code {
-                    applied = Some((s, code));
-                    break;
-                }
-            }
-            match applied {
-                Some((s, code)) => {
-                    let ev = self.evaluate(&code)?;
-                    node.counters = ev.counters;
-                    node.staged = ev.staged;
-                    node.cached = ev.cached;
-                    node.code = code;
-                    node.applied.push(s);
-                    node.strategies_left.retain(|x| *x != s);
-                    node.counters_left = Counter::ALL.to_vec();
-                    node.decisions.push(format!("apply {}", s.name()));
-                    let c = self.child(id, ("refuse", counter, refuse), node);
-                    self.expand(c)?;
-                }
-                None => {
-                    node.kind = NodeKind::Infeasible { counter };
-                    self.child(id, ("refuse", counter, refuse), node);
-                }
-            }
+        if let Some(node) = self.branch(&parent, &refuse, format!("refuse {}: {refuse}", counter.name())) {
+            let candidates: Vec<Strategy> = parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)).collect();
+            self.refuse(id, (counter, &refuse), node, &candidates)?;
         }
+        Ok(())
+    }
+
+    /// The refuse child of `parent` (with `node`'s system): the first of `candidates` that
+    /// applies is applied and the child expanded; with none, the child is an infeasible leaf.
+    fn refuse(&mut self, parent: usize, (counter, refuse): (Counter, &Constraint), node: Node, candidates: &[Strategy]) -> Result<(), String> {
+        let mut node = node;
+        for &s in candidates {
+            let Some(code) = self.apply(s, &node)? else { continue };
+            let ev = self.evaluate(&code)?;
+            // For a register counter a strategy is taken only when the estimate drops (the
+            // block does not change): otherwise its child would refuse the same counter again.
+            if matches!(counter, Counter::Registers | Counter::RegistersPerBlock) && ev.counters.registers >= node.counters.registers {
+                continue;
+            }
+            node.counters = ev.counters;
+            node.staged = ev.staged;
+            node.cached = ev.cached;
+            node.code = code;
+            node.applied.push(s);
+            node.strategies_left.retain(|x| *x != s);
+            node.counters_left = Counter::ALL.to_vec();
+            node.decisions.push(format!("apply {}", s.name()));
+            let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
+            return self.expand(c);
+        }
+        node.kind = NodeKind::Infeasible { counter };
+        self.child(parent, ("refuse", counter, refuse.clone()), node);
         Ok(())
     }
 }
 
 /// A kernel and its variants under the implemented strategies, named by suffix (`""`,
 /// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
-/// the schedule asks for caching and it applies), as the code that runs: for benchmarks and tests.
+/// the schedule asks for caching and it applies, then each of those `" +narrow"`), as the code
+/// that runs: for benchmarks and tests.
 pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {
     let uncached = Kernel { cache: Vec::new(), ..kernel.clone() };
     let mut logical = vec![(String::new(), uncached.clone())];
@@ -483,13 +564,15 @@ pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Ba
             logical.push((" +granularity +nounroll".into(), k));
         }
     }
-    let mut out = Vec::new();
+    let mut runs = Vec::new();
     for (name, k) in logical {
         let staged = stage(function, &Kernel { cache: kernel.cache.clone(), ..k.clone() }, backend).ok().filter(|s| !s.cached.is_empty());
-        out.push((name.clone(), k));
+        runs.push((name.clone(), k));
         if let Some(s) = staged {
-            out.push((format!("{name} +cache"), s.kernel));
+            runs.push((format!("{name} +cache"), s.kernel));
         }
     }
-    out
+    let narrowed: Vec<(String, Kernel)> = runs.iter().filter_map(|(name, k)| narrow::narrow(k).map(|n| (format!("{name} +narrow"), n))).collect();
+    runs.extend(narrowed);
+    runs
 }

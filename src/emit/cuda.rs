@@ -38,13 +38,18 @@ fn var(name: &str) -> Expr {
 
 /// A polynomial with integer coefficients as a `long` C expression.
 pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
+    poly_expr_as(p, ScalarType::Long)
+}
+
+/// A polynomial with integer coefficients as a C expression of type `ty` (`int` or `long`).
+fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
     let mut sum: Option<Expr> = None;
     for (m, c) in p.terms() {
         if !c.is_integer() {
             return Err(format!("`{p}` has a non-integer coefficient"));
         }
         let k: i64 = c.numer().try_into().map_err(|_| format!("coefficient too large in `{p}`"))?;
-        // `(long)` on the first factor makes the whole product 64-bit; a unit coefficient is left out.
+        // A cast on the first factor gives the whole product its type; a unit coefficient is left out.
         let mut factors: Vec<Expr> = Vec::new();
         if k.abs() != 1 || m.is_one() {
             factors.push(expr(ExprKind::Int(k.abs())));
@@ -54,7 +59,7 @@ pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
                 factors.push(var(v.name()));
             }
         }
-        let first = expr(ExprKind::Cast(ScalarType::Long, Box::new(factors.remove(0))));
+        let first = expr(ExprKind::Cast(ty, Box::new(factors.remove(0))));
         let term = factors.into_iter().fold(first, |acc, f| expr(ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(f))));
         sum = Some(match sum {
             None if k < 0 => expr(ExprKind::Unary(UnOp::Neg, Box::new(term))),
@@ -68,8 +73,11 @@ pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
 /// Rewrite an expression into what CUDA C prints directly.
 struct Cify<'k> {
     extents: std::collections::HashMap<&'k str, &'k [Poly]>,
-    /// Emit `#pragma unroll 1` before every loop (the register-pressure strategy).
+    /// Emit `#pragma unroll 1` before every loop (register pressure, level 1).
     no_unroll: bool,
+    /// Shared tiles whose subscripts are linearised in `int` (register pressure level 2);
+    /// every other array's are linearised in `long`.
+    narrow: std::collections::HashSet<&'k str>,
 }
 
 impl Cify<'_> {
@@ -78,13 +86,14 @@ impl Cify<'_> {
             ExprKind::Builtin(_) => ExprKind::Cast(ScalarType::Int, Box::new(e.clone())),
             ExprKind::Index { array, indices } => {
                 let ext = self.extents.get(array.name.as_str()).ok_or_else(|| format!("unknown array `{}`", array.name))?;
+                let index_ty = if self.narrow.contains(array.name.as_str()) { ScalarType::Int } else { ScalarType::Long };
                 let mut lin: Option<Expr> = None;
                 for (d, i) in indices.iter().enumerate() {
-                    let i = expr(ExprKind::Cast(ScalarType::Long, Box::new(self.expr(i)?)));
+                    let i = expr(ExprKind::Cast(index_ty, Box::new(self.expr(i)?)));
                     lin = Some(match lin {
                         None => i,
                         Some(acc) => {
-                            let scaled = expr(ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(poly_expr(&ext[d])?)));
+                            let scaled = expr(ExprKind::Binary(BinOp::Mul, Box::new(acc), Box::new(poly_expr_as(&ext[d], index_ty)?)));
                             expr(ExprKind::Binary(BinOp::Add, Box::new(scaled), Box::new(i)))
                         }
                     });
@@ -200,8 +209,11 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     for s in &kernel.shared {
         extents.insert(&s.name, &s.extents);
     }
-    let c = Cify { extents, no_unroll: kernel.no_unroll };
-    let _ = writeln!(out, "extern \"C\" __global__ void {}({}) {{", kernel.name, params_list(kernel));
+    let narrow = if kernel.narrow_index { kernel.shared.iter().map(|s| s.name.as_str()).collect() } else { Default::default() };
+    let c = Cify { extents, no_unroll: kernel.no_unroll, narrow };
+    // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
+    let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
+    let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));
     emit_shared_layout(out, kernel, "  ")?;
     for s in &kernel.body {
         c.stmt(s, 1, out)?;

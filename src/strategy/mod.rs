@@ -3,7 +3,10 @@
 //! not apply (nothing to transform, or its safety condition cannot be proved).
 
 pub mod caching;
+pub mod cse;
 pub mod granularity;
+pub mod narrow;
+pub(crate) mod walk;
 
 use crate::frontend::model::{FactKind, KernelFunction};
 use constraints::{Domain, System, Var};

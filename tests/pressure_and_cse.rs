@@ -1,0 +1,214 @@
+//! Register pressure levels 2 and 3 and common sub-expression elimination: each is a real
+//! transformation whose effect the counters (and ptxas) see, and the tree takes them.
+
+use constraints::solver::Backend;
+use metafork::counters::{count, count_with_cuda};
+use metafork::frontend::ast::{ExprKind, Stmt, StmtKind};
+use metafork::frontend::check_source;
+use metafork::kernel::Kernel;
+use metafork::strategy::caching::stage;
+use metafork::strategy::{cse, narrow};
+use metafork::tree::{build, NodeKind, Strategy, REGISTER_CAP};
+
+fn program(text: &str) -> (metafork::frontend::model::KernelFunction, Kernel) {
+    let p = check_source("test.mf", text).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let k = p.kernels.into_iter().next().unwrap();
+    let kernel = Kernel::from_schedule(&k, &k.schedules[0]).unwrap();
+    (k, kernel)
+}
+
+fn example(name: &str) -> (metafork::frontend::model::KernelFunction, Kernel) {
+    program(&std::fs::read_to_string(format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"))).unwrap())
+}
+
+/// ptxas is required under `make test` (METAFORK_REQUIRE_NVCC=1); elsewhere its absence skips.
+fn archs() -> Vec<String> {
+    let found = llvm_passes::ptxas::find_ptxas().is_some() && llvm_passes::ptxas::find_nvcc().is_some();
+    if !found && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `ptxas`/`nvcc` are not on PATH");
+    }
+    if found { vec!["sm_90".to_string()] } else { Vec::new() }
+}
+
+/// Forty values loaded before any is combined: far more than 32 registers live at once.
+const PRESSURE: &str = "void many(int N, int B, const float a[N], float c[N]) {
+  assume(N >= 64 && B >= 1 && N % B == 0);
+  int blocks = N / B;
+  meta_schedule {
+    meta_for (int v = 0; v < blocks; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        if (i + 40 <= N) {
+          float x0 = a[i]; float x1 = a[i + 1]; float x2 = a[i + 2]; float x3 = a[i + 3]; float x4 = a[i + 4];
+          float x5 = a[i + 5]; float x6 = a[i + 6]; float x7 = a[i + 7]; float x8 = a[i + 8]; float x9 = a[i + 9];
+          float x10 = a[i + 10]; float x11 = a[i + 11]; float x12 = a[i + 12]; float x13 = a[i + 13]; float x14 = a[i + 14];
+          float x15 = a[i + 15]; float x16 = a[i + 16]; float x17 = a[i + 17]; float x18 = a[i + 18]; float x19 = a[i + 19];
+          float x20 = a[i + 20]; float x21 = a[i + 21]; float x22 = a[i + 22]; float x23 = a[i + 23]; float x24 = a[i + 24];
+          float x25 = a[i + 25]; float x26 = a[i + 26]; float x27 = a[i + 27]; float x28 = a[i + 28]; float x29 = a[i + 29];
+          float x30 = a[i + 30]; float x31 = a[i + 31]; float x32 = a[i + 32]; float x33 = a[i + 33]; float x34 = a[i + 34];
+          float x35 = a[i + 35]; float x36 = a[i + 36]; float x37 = a[i + 37]; float x38 = a[i + 38]; float x39 = a[i + 39];
+          c[i] = x0 * x39 + x1 * x38 + x2 * x37 + x3 * x36 + x4 * x35 + x5 * x34 + x6 * x33 + x7 * x32 + x8 * x31 + x9 * x30
+               + x10 * x29 + x11 * x28 + x12 * x27 + x13 * x26 + x14 * x25 + x15 * x24 + x16 * x23 + x17 * x22 + x18 * x21 + x19 * x20;
+        }
+      }
+  }
+}
+";
+
+#[test]
+fn level_3_caps_the_registers_and_ptxas_obeys_the_cap() {
+    let (f, kernel) = program(PRESSURE);
+    let before = count(&kernel, &[]).unwrap().registers;
+    assert!(before.registers > REGISTER_CAP, "the test kernel must need more than the cap: {}", before.registers);
+    let capped = Kernel { max_registers: Some(REGISTER_CAP), ..kernel.clone() };
+    let ir = metafork::lower::kernel_ir(&capped).unwrap();
+    assert!(ir.contains("!\"maxnreg\", i32 32"), "the kernel carries the NVVM annotation:\n{ir}");
+    let archs = archs();
+    let after = count_with_cuda(Some(&f), &capped, &archs).unwrap();
+    assert_eq!(after.registers.registers, REGISTER_CAP);
+    assert_eq!(after.registers.uncapped, before.registers);
+    for arch in &archs {
+        let uncapped = count_with_cuda(Some(&f), &kernel, &archs).unwrap();
+        assert!(uncapped.ptxas[arch].registers > REGISTER_CAP, "ptxas needs more than the cap without it");
+        assert!(after.ptxas[arch].registers <= REGISTER_CAP, "LLVM's .maxnreg: {:?}", after.ptxas[arch]);
+        assert!(after.nvcc[arch].registers <= REGISTER_CAP, "the emitted __maxnreg__: {:?}", after.nvcc[arch]);
+    }
+}
+
+#[test]
+fn the_tree_takes_level_3_when_nothing_else_lowers_the_registers() {
+    let (f, kernel) = program(PRESSURE);
+    let backend = Backend::default();
+    let tree = build(&f, kernel, &backend).unwrap();
+    let capped: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::ReduceRegisterPressure3)).collect();
+    assert!(!capped.is_empty(), "a leaf with the register cap");
+    for l in capped {
+        assert_eq!(l.counters.registers, REGISTER_CAP);
+        assert_eq!(l.staged.max_registers, Some(REGISTER_CAP));
+    }
+}
+
+#[test]
+fn level_2_narrows_tile_arithmetic_and_lowers_the_registers() {
+    let (f, kernel) = example("matmul");
+    let backend = Backend::default();
+    let staged = stage(&f, &kernel, &backend).unwrap();
+    assert!(!staged.cached.is_empty());
+    let narrowed = narrow::narrow(&staged.kernel).expect("the staged code has tiles");
+    assert!(narrow::narrow(&narrowed).is_none(), "narrowing twice changes nothing");
+    let archs = archs();
+    let wide = count_with_cuda(Some(&f), &Kernel { no_unroll: true, ..staged.kernel.clone() }, &archs).unwrap();
+    let thin = count_with_cuda(Some(&f), &Kernel { no_unroll: true, ..narrowed.clone() }, &archs).unwrap();
+    assert!(thin.registers.registers < wide.registers.registers, "estimate {} -> {}", wide.registers.registers, thin.registers.registers);
+    for arch in &archs {
+        assert!(thin.ptxas[arch].registers < wide.ptxas[arch].registers, "ptxas {arch}: {} -> {}", wide.ptxas[arch].registers, thin.ptxas[arch].registers);
+    }
+    let cuda = metafork::emit::cuda::emit_kernel(&f, &narrowed, &[]).unwrap();
+    assert!(cuda.contains("int metafork_e ="), "{cuda}");
+    assert!(cuda.contains("c[(long)"), "global arrays keep 64-bit linearisation: {cuda}");
+}
+
+fn loops_without(stmts: &[Stmt], array: &str) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        match &s.kind {
+            StmtKind::For(l) => {
+                let text = format!("{:?}", l.body);
+                if !text.contains(&format!("name: \"{array}\"")) {
+                    n += 1;
+                }
+                n += loops_without(std::slice::from_ref(&l.body), array);
+            }
+            StmtKind::Block(items) => n += loops_without(items, array),
+            StmtKind::If { then_branch, else_branch, .. } => {
+                n += loops_without(std::slice::from_ref(then_branch), array);
+                if let Some(e) = else_branch {
+                    n += loops_without(std::slice::from_ref(e), array);
+                }
+            }
+            _ => {}
+        }
+    }
+    n
+}
+
+#[test]
+fn cse_level_2_holds_the_accumulator_in_a_local_across_the_loop() {
+    let (_, kernel) = example("matmul");
+    let kernel = Kernel { cache: Vec::new(), ..kernel };
+    let level1 = cse::eliminate(&kernel, 1);
+    let level2 = cse::eliminate(&kernel, 2);
+    assert_eq!(loops_without(&kernel.body, "c"), loops_without(&level1.body, "c"), "level 1 does not touch loops");
+    assert!(loops_without(&level2.body, "c") > loops_without(&kernel.body, "c"), "the loop no longer accesses c");
+    let text = format!("{:?}", level2.body);
+    assert!(text.contains("metafork_cse0"), "{text}");
+    // The loop's own entry test guards the read and the write-back.
+    let ir = metafork::lower::kernel_ir(&level2).unwrap();
+    assert!(ir.contains("define ptx_kernel"), "{ir}");
+}
+
+#[test]
+fn cse_level_1_reads_a_repeated_element_once_and_respects_writes() {
+    let text = "void f(int N, int B, const float a[N], float c[N], float d[N]) {
+  assume(N >= 1 && B >= 1 && N % B == 0);
+  int blocks = N / B;
+  meta_schedule {
+    meta_for (int v = 0; v < blocks; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        c[i] = a[i] + 1.0f;
+        d[i] = a[i] * c[i];
+        c[i] = c[i] * 2.0f;
+        d[i] = d[i] + c[i];
+      }
+  }
+}
+";
+    let (_, kernel) = program(text);
+    let out = cse::eliminate(&kernel, 1);
+    let printed = metafork::emit::cuda::emit_kernel(&program(text).0, &out, &[]).unwrap();
+    // a[i] is read twice with no write to `a` in between: one read. c[i] is written between
+    // its reads: every read stays.
+    assert_eq!(printed.matches("a[(long)i]").count(), 1, "{printed}");
+    assert_eq!(printed.matches("c[(long)i]").count(), 4, "{printed}");
+    // LLVM alone must reload a[i] after the store to c (the arrays may alias in C); the local
+    // saves that load in the optimised IR.
+    let loads = |k: &Kernel| {
+        let ctx = inkwell::context::Context::create();
+        let m = metafork::lower::lower_kernel(&ctx, k).unwrap();
+        llvm_passes::pipeline::optimize(&m).unwrap();
+        m.print_to_string().to_string().matches(" = load float").count()
+    };
+    assert!(loads(&out) < loads(&kernel), "{} -> {}", loads(&kernel), loads(&out));
+}
+
+#[test]
+fn cse_refuses_loops_with_barriers_and_varying_subscripts() {
+    // Two subscripts of `c` in one loop: no scalar replacement.
+    let text = "void f(int N, int B, const float a[N], float c[N]) {
+  assume(N >= 2 && B >= 1 && N % B == 0);
+  int blocks = N / B;
+  meta_schedule {
+    meta_for (int v = 0; v < blocks; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        for (int k = 0; k < 4; k++) {
+          c[i] += a[i];
+          c[N - 1 - i] += 1.0f;
+        }
+      }
+  }
+}
+";
+    let (_, kernel) = program(text);
+    let out = cse::eliminate(&kernel, 2);
+    assert_eq!(loops_without(&out.body, "c"), 0, "c keeps its accesses in the loop");
+    // The staged Jacobi has barriers around its loops' tile accesses; CSE must leave the
+    // barrier-carrying loop alone and keep every barrier.
+    let (f, kernel) = example("jacobi1d");
+    let staged = stage(&f, &kernel, &Backend::default()).unwrap().kernel;
+    let barriers = |s: &[Stmt]| format!("{s:?}").matches("Barrier").count();
+    let out = cse::eliminate(&staged, 2);
+    assert_eq!(barriers(&out.body), barriers(&staged.body));
+    let _ = ExprKind::Int(0);
+}
