@@ -263,7 +263,8 @@ impl Cse {
     /// Level 2 on one statement: a serial loop whose candidates go to locals.
     fn scalar_replace(&mut self, s: Stmt) -> Stmt {
         let StmtKind::For(l) = &s.kind else { return s };
-        if contains_barrier(&l.body) {
+        // Bounds are evaluated every iteration: one that reads memory would see a stale value.
+        if contains_barrier(&l.body) || has_index(&l.lo) || has_index(&l.hi) {
             return s;
         }
         let items: Vec<Stmt> = match &l.body.kind {
