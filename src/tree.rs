@@ -5,8 +5,8 @@
 //! the **accept** child adds `v <= L`; the **refuse** child adds `L < v`, applies the first
 //! remaining strategy that can lower that counter (removing it from those left) and evaluates
 //! every counter again on the new code. For the register counters a strategy counts as
-//! applicable only when the register estimate of its code is lower. A refuse child with no applicable strategy is an
-//! *infeasible* leaf: no kernel exists there, and dispatch reports why. Children whose system
+//! applicable only when the register estimate of its code is lower. A refuse child with no
+//! applicable strategy is an *infeasible* leaf: no kernel exists there, and dispatch reports why. Children whose system
 //! Z3 proves inconsistent are dropped; an `unknown` answer keeps the child and marks it.
 //! Each refusal consumes a strategy and each acceptance a counter, so the height is at most
 //! (counters) x (strategies + 1): the paper's w(s + t) bound.
@@ -276,7 +276,6 @@ pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> 
     }
     s
 }
-
 
 /// A logical code's staged form and its counters.
 #[derive(Clone, Debug)]
