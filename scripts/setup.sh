@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(llvm-19-dev libpolly-19-dev libzstd-dev libxml2-dev libffi-dev zlib1g-dev
-              libz3-dev libclang-dev clang pkg-config)
+              libz3-dev libclang-dev clang g++ pkg-config)
 CUDA_DIR=.toolchain/cuda
 CUDA_WHEELS=(nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-nvvm nvidia-cuda-crt)
 

@@ -8,6 +8,7 @@ pub mod access;
 pub mod cli;
 pub mod emit;
 pub mod counters;
+pub mod dispatch;
 pub mod frontend;
 pub mod kernel;
 pub mod lower;

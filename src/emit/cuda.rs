@@ -8,6 +8,8 @@
 //! launch wrapper takes the function's parameters and the host loop counters, computes the
 //! derived scalars, the grid, the block and the dynamic shared memory, launches nothing when the
 //! grid is empty (as the serial loops would run no iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
+//! Two host helpers follow, for the dispatch code: the compiled kernel's attributes and
+//! opting into large dynamic shared memory.
 
 use crate::frontend::ast::*;
 use crate::frontend::model::KernelFunction;
@@ -25,7 +27,32 @@ pub fn emit_kernel(function: &KernelFunction, kernel: &Kernel, header: &[String]
     emit_global(&mut out, kernel)?;
     out.push('\n');
     emit_launch(&mut out, function, kernel)?;
+    out.push('\n');
+    emit_runtime_helpers(&mut out, kernel);
     Ok(out)
+}
+
+/// The names of a kernel's runtime helpers: its attributes (for dispatch) and opting into
+/// large dynamic shared memory.
+pub fn attributes_name(kernel_name: &str) -> String {
+    format!("metafork_attributes_{kernel_name}")
+}
+
+pub fn allow_shared_name(kernel_name: &str) -> String {
+    format!("metafork_allow_shared_{kernel_name}")
+}
+
+/// Host helpers the dispatch code calls, so that it needs only this file's host symbols.
+fn emit_runtime_helpers(out: &mut String, kernel: &Kernel) {
+    let k = &kernel.name;
+    let _ = writeln!(out, "// The compiled kernel's attributes (registers, maximum threads per block), for dispatch.");
+    let _ = writeln!(out, "extern \"C\" cudaError_t {}(cudaFuncAttributes *attributes) {{", attributes_name(k));
+    let _ = writeln!(out, "  return cudaFuncGetAttributes(attributes, (const void *){k});");
+    let _ = writeln!(out, "}}\n");
+    let _ = writeln!(out, "// Allow `bytes` of dynamic shared memory (needed above the device's default per block).");
+    let _ = writeln!(out, "extern \"C\" cudaError_t {}(size_t bytes) {{", allow_shared_name(k));
+    let _ = writeln!(out, "  return cudaFuncSetAttribute((const void *){k}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);");
+    let _ = writeln!(out, "}}");
 }
 
 fn expr(kind: ExprKind) -> Expr {
@@ -238,21 +265,33 @@ pub fn shared_bytes_expr(kernel: &Kernel) -> Result<String, String> {
 
 /// The launch wrapper's name for a kernel.
 pub fn launch_name(kernel: &Kernel) -> String {
-    format!("metafork_launch_{}", kernel.name)
+    launch_name_of(&kernel.name)
 }
 
-fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> Result<(), String> {
-    // Wrapper parameters: the kernel's, less the derived scalars (computed here).
+pub fn launch_name_of(kernel_name: &str) -> String {
+    format!("metafork_launch_{kernel_name}")
+}
+
+/// The launch wrapper's parameters, as (declaration, name): the kernel's, less the derived
+/// scalars (the wrapper computes them). Every leaf of a schedule has the same list.
+pub fn launch_params(function: &KernelFunction, kernel: &Kernel) -> Vec<(String, String)> {
     let derived: Vec<&str> = function.derived.iter().map(|d| d.name.as_str()).collect();
-    let own: Vec<String> = kernel
+    kernel
         .params
         .iter()
         .filter(|p| !derived.contains(&p.name.as_str()))
-        .map(|p| match &p.kind {
-            KernelParamKind::Scalar(t) => format!("{t} {}", p.name),
-            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, p.name),
+        .map(|p| {
+            let decl = match &p.kind {
+                KernelParamKind::Scalar(t) => format!("{t} {}", p.name),
+                KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, p.name),
+            };
+            (decl, p.name.clone())
         })
-        .collect();
+        .collect()
+}
+
+fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> Result<(), String> {
+    let own: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
     let _ = writeln!(out, "// Launch `{}`: grid, block and dynamic shared memory from the parameters.", kernel.name);
     let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
     for d in &function.derived {

@@ -1,5 +1,7 @@
 //! Emitters: what `metafork gen` writes. [`cuda`] prints a [`crate::kernel::Kernel`] as a
-//! readable CUDA source file with its host launch wrapper.
+//! readable CUDA source file with its host launch wrapper; [`dispatch`] writes the run-time
+//! leaf selection; [`tree_files`] assembles what `gen` writes.
 
 pub mod cuda;
+pub mod dispatch;
 pub mod tree_files;

@@ -1,5 +1,6 @@
 //! The files `metafork gen` writes for the trees of one source file: `tree.yaml`, `tree.dot`,
-//! one `.cu` per kernel leaf, and the plain-text tree printed on stdout. Everything is built
+//! one `.cu` per kernel leaf and each schedule's dispatch code (`<schedule>_dispatch.h/.cu`),
+//! and the plain-text tree printed on stdout. Everything is built
 //! in memory first; the caller writes it (atomically, file by file). Output is deterministic.
 
 use crate::emit::cuda::emit_kernel;
@@ -150,6 +151,12 @@ pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool
             leaves,
             z3_queries: tree.queries,
         });
+        if emit_cuda {
+            let dispatcher = crate::dispatch::Dispatcher::new(function, tree)?;
+            for (name, body) in crate::emit::dispatch::emit(source, function, &tree.nodes[0].code, &dispatcher)? {
+                files.insert(name, body);
+            }
+        }
         render_text(tree, &mut text);
         render_dot(tree, &mut dot);
     }

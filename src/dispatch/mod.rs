@@ -1,0 +1,367 @@
+//! Leaf selection: which kernel of a decision tree runs for a concrete device and concrete
+//! parameters. This is the Rust side of the emitted dispatch code (`emit::dispatch` writes the
+//! same rules as C++ tables) and what `metafork tune` uses to decide admissibility.
+//!
+//! Contract: the tree's leaves, in node order, become [`Rule`]s: the constraints on the path
+//! from the root (edge by edge), what the leaf is (a kernel, or "no kernel" because a counter
+//! could not be lowered) and its counters. A point selects the *first* kernel rule whose
+//! constraints hold once every fact of the program holds; the machine symbols take the
+//! device's values (`R` registers per thread, `Z_B` the opt-in shared memory per block,
+//! `T_B` threads per block, `R_B` registers per block). A kernel leaf's own register
+//! constraints (`r <= R`, `r * threads <= R_B`) use the register count of the compiled kernel
+//! when the CUDA runtime reports one ([`CompiledLeaf`]), else the tree's estimate; a reported
+//! `max_threads` must also admit the block. Since the tree's leaves partition the space, with
+//! estimates at most one rule holds; with real counts, "first" settles the overlap.
+//!
+//! Two evaluators with one meaning: [`Dispatcher::select_exact`] evaluates with exact rationals
+//! (the reference), [`Dispatcher::select`] with checked 128-bit integers falling back to exact
+//! arithmetic on overflow (the fast path for `tune`); the C++ code uses the 128-bit tables and
+//! reports overflow instead of falling back.
+
+pub mod facts;
+
+use crate::frontend::model::{FactKind, KernelFunction};
+use crate::tree::{Counter, NodeKind, Tree};
+use constraints::device::DeviceProfile;
+use constraints::{Constraint, Poly, Rational, Rel, Var};
+use facts::FactSet;
+use std::collections::BTreeMap;
+
+/// The device limits the tree's machine symbols stand for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    pub registers_per_thread: i64,
+    pub registers_per_block: i64,
+    /// Without opting in (a launch above it calls `cudaFuncSetAttribute` first).
+    pub shared_memory_per_block: i64,
+    /// The most a block can opt into: the value of `Z_B`.
+    pub shared_memory_per_block_optin: i64,
+    pub threads_per_block: i64,
+}
+
+impl DeviceLimits {
+    pub fn of(p: &DeviceProfile) -> DeviceLimits {
+        DeviceLimits {
+            registers_per_thread: p.registers_per_thread.into(),
+            registers_per_block: p.registers_per_block.into(),
+            shared_memory_per_block: p.shared_memory_per_block.into(),
+            shared_memory_per_block_optin: p.shared_memory_per_block_optin.into(),
+            threads_per_block: p.threads_per_block.into(),
+        }
+    }
+}
+
+/// What the CUDA runtime reports of one compiled kernel leaf; 0 means "not known".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompiledLeaf {
+    /// `cudaFuncAttributes::numRegs`.
+    pub registers: i64,
+    /// `cudaFuncAttributes::maxThreadsPerBlock`.
+    pub max_threads: i64,
+}
+
+/// What a leaf of the tree is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A kernel: its index among the kernel leaves and its name.
+    Kernel { index: usize, name: String },
+    /// No kernel: this counter was refused and could not be lowered.
+    NoKernel { counter: Counter },
+}
+
+/// One leaf as a selection rule.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub node: usize,
+    pub outcome: Outcome,
+    /// The edge constraints from the root, less a kernel leaf's own register constraints.
+    pub path: Vec<Constraint>,
+    /// The leaf's register estimate (per thread).
+    pub registers: u32,
+    pub threads_per_block: Poly,
+    pub shared_bytes: Poly,
+}
+
+/// The outcome of selecting a leaf for one point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// The kernel leaf with this index (into [`Dispatcher::kernels`]).
+    Leaf(usize),
+    /// An `assert` fact is false (its text).
+    AssertFails(String),
+    /// An `assume` fact is false: the kernels are not valid there.
+    OutsideAssumptions(String),
+    /// The point lies where the tree has no kernel: this counter could not be lowered.
+    NoKernel(Counter),
+    /// No leaf admits the point (only with compiled register counts that exceed the model's).
+    NoLeaf,
+}
+
+/// The selection rules of one schedule's tree.
+#[derive(Clone, Debug)]
+pub struct Dispatcher {
+    pub schedule: String,
+    /// The machine symbols, in the order `R`, `Z_B`, `T_B`, `R_B` (renamed if the program uses them).
+    pub machine: [Var; 4],
+    /// The function's integer parameters, in declaration order: the values a point gives.
+    pub params: Vec<String>,
+    pub facts: FactSet,
+    pub rules: Vec<Rule>,
+    /// Kernel leaf names, by index.
+    pub kernels: Vec<String>,
+    fast: Vec<FastRule>,
+}
+
+impl Dispatcher {
+    pub fn new(function: &KernelFunction, tree: &Tree) -> Result<Dispatcher, String> {
+        let facts = FactSet::of(function)?;
+        let params: Vec<String> = function.params.iter().filter(|p| p.ty.is_integer()).map(|p| p.name.clone()).collect();
+        let m = &tree.machine;
+        let machine = [Var::new(&m.registers_per_thread), Var::new(&m.shared_per_block), Var::new(&m.threads_per_block), Var::new(&m.registers_per_block)];
+        let mut rules = Vec::new();
+        let mut kernels = Vec::new();
+        for (leaf, edges) in leaf_paths(tree) {
+            let node = &tree.nodes[leaf];
+            let outcome = match &node.kind {
+                NodeKind::Leaf => {
+                    let name = crate::emit::tree_files::leaf_kernel_name(tree, leaf);
+                    kernels.push(name.clone());
+                    Outcome::Kernel { index: kernels.len() - 1, name }
+                }
+                NodeKind::Infeasible { counter } => Outcome::NoKernel { counter: *counter },
+                NodeKind::Inner => unreachable!("leaf_paths yields leaves"),
+            };
+            // A kernel leaf's own counters are the accepts after the last refusal.
+            let own_from = edges.iter().rposition(|e| e.kind == "refuse").map_or(0, |i| i + 1);
+            let path = edges
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| !(matches!(outcome, Outcome::Kernel { .. }) && *i >= own_from && matches!(e.counter, Counter::Registers | Counter::RegistersPerBlock)))
+                .map(|(_, e)| e.constraint.clone())
+                .collect();
+            rules.push(Rule { node: leaf, outcome, path, registers: node.counters.registers, threads_per_block: node.counters.threads_per_block.clone(), shared_bytes: node.counters.shared_bytes.clone() });
+        }
+        let vars: Vec<Var> = params.iter().map(|p| Var::new(p)).chain(machine.iter().cloned()).collect();
+        let fast = rules.iter().map(|r| FastRule::compile(r, &vars)).collect::<Result<_, _>>()?;
+        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, fast })
+    }
+
+    /// The variables of the compiled tables: the integer parameters, then the machine symbols.
+    pub fn table_vars(&self) -> Vec<Var> {
+        self.params.iter().map(|p| Var::new(p)).chain(self.machine.iter().cloned()).collect()
+    }
+
+    /// The compiled (128-bit) form of each rule, in rule order.
+    pub fn fast_rules(&self) -> &[FastRule] {
+        &self.fast
+    }
+
+    fn check_facts(&self, params: &BTreeMap<String, i64>) -> Option<Selection> {
+        self.facts.first_failing(params).map(|f| match f.kind {
+            FactKind::Assert => Selection::AssertFails(f.text.clone()),
+            FactKind::Assume => Selection::OutsideAssumptions(f.text.clone()),
+        })
+    }
+
+    fn machine_values(&self, dev: &DeviceLimits) -> [i64; 4] {
+        [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block]
+    }
+
+    /// The reference selection, in exact rational arithmetic. `params` gives every integer
+    /// parameter; `compiled` is indexed by kernel leaf (missing entries: not known).
+    pub fn select_exact(&self, dev: &DeviceLimits, compiled: &[CompiledLeaf], params: &BTreeMap<String, i64>) -> Result<Selection, String> {
+        if let Some(s) = self.check_facts(params) {
+            return Ok(s);
+        }
+        let mut point: BTreeMap<Var, Rational> = params.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+        for (sym, value) in self.machine.iter().zip(self.machine_values(dev)) {
+            point.insert(sym.clone(), Rational::from_integer(value.into()));
+        }
+        let holds = |c: &Constraint| c.holds_at(&point).map_err(|v| format!("{}: a constraint reads `{v}`, which is not a parameter", self.schedule));
+        let mut no_kernel = None;
+        for rule in &self.rules {
+            let mut ok = true;
+            for c in &rule.path {
+                if !holds(c)? {
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            match &rule.outcome {
+                Outcome::NoKernel { counter } => {
+                    no_kernel.get_or_insert(*counter);
+                }
+                Outcome::Kernel { index, .. } => {
+                    let seen = compiled.get(*index).copied().unwrap_or_default();
+                    let r = Poly::int(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
+                    let [reg_sym, _, _, block_sym] = &self.machine;
+                    let own = [Constraint::le(&r, &Poly::var(reg_sym.name())), Constraint::le(&(&r * &rule.threads_per_block), &Poly::var(block_sym.name()))];
+                    let mut fits = true;
+                    for c in &own {
+                        fits &= holds(c)?;
+                    }
+                    if seen.max_threads > 0 {
+                        fits &= holds(&Constraint::le(&rule.threads_per_block, &Poly::int(seen.max_threads)))?;
+                    }
+                    if fits {
+                        return Ok(Selection::Leaf(*index));
+                    }
+                }
+            }
+        }
+        Ok(no_kernel.map_or(Selection::NoLeaf, Selection::NoKernel))
+    }
+
+    /// The same selection with 128-bit integer arithmetic (on overflow, the whole point is
+    /// evaluated again exactly): the fast path, equal to [`Dispatcher::select_exact`] on every point.
+    pub fn select(&self, dev: &DeviceLimits, compiled: &[CompiledLeaf], params: &BTreeMap<String, i64>) -> Result<Selection, String> {
+        if let Some(s) = self.check_facts(params) {
+            return Ok(s);
+        }
+        let mut values: Vec<i64> = Vec::with_capacity(self.params.len() + 4);
+        for p in &self.params {
+            values.push(*params.get(p).ok_or_else(|| format!("{}: no value for parameter `{p}`", self.schedule))?);
+        }
+        values.extend(self.machine_values(dev));
+        let machine = self.machine_values(dev);
+        let mut no_kernel = None;
+        for (rule, fast) in self.rules.iter().zip(&self.fast) {
+            let mut ok = true;
+            for c in &fast.path {
+                match c.holds(&values) {
+                    Some(true) => {}
+                    Some(false) => {
+                        ok = false;
+                        break;
+                    }
+                    None => return self.select_exact(dev, compiled, params),
+                }
+            }
+            if !ok {
+                continue;
+            }
+            match &rule.outcome {
+                Outcome::NoKernel { counter } => {
+                    no_kernel.get_or_insert(*counter);
+                }
+                Outcome::Kernel { index, .. } => {
+                    let seen = compiled.get(*index).copied().unwrap_or_default();
+                    let r = i128::from(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
+                    let Some(threads) = fast.threads.value(&values) else { return self.select_exact(dev, compiled, params) };
+                    let Some(per_block) = r.checked_mul(threads) else { return self.select_exact(dev, compiled, params) };
+                    let fits = r <= i128::from(machine[0]) && per_block <= i128::from(machine[3]) && (seen.max_threads <= 0 || threads <= i128::from(seen.max_threads));
+                    if fits {
+                        return Ok(Selection::Leaf(*index));
+                    }
+                }
+            }
+        }
+        Ok(no_kernel.map_or(Selection::NoLeaf, Selection::NoKernel))
+    }
+}
+
+/// Each leaf of the tree, in node order, with the edges from the root to it.
+fn leaf_paths(tree: &Tree) -> Vec<(usize, Vec<crate::tree::Edge>)> {
+    let mut parent: Vec<Option<(usize, usize)>> = vec![None; tree.nodes.len()];
+    for n in &tree.nodes {
+        for (i, e) in n.children.iter().enumerate() {
+            parent[e.child] = Some((n.id, i));
+        }
+    }
+    tree.leaves()
+        .map(|leaf| {
+            let mut edges = Vec::new();
+            let mut at = leaf.id;
+            while let Some((p, i)) = parent[at] {
+                edges.push(tree.nodes[p].children[i].clone());
+                at = p;
+            }
+            edges.reverse();
+            (leaf.id, edges)
+        })
+        .collect()
+}
+
+/// A polynomial with integer coefficients over the table variables (by index), for checked
+/// 128-bit evaluation. Terms and factors keep the polynomial's order, so the C++ tables
+/// evaluate in the same order and overflow at the same points.
+#[derive(Clone, Debug)]
+pub struct FastPoly {
+    /// (coefficient, [(variable index, exponent)]).
+    pub terms: Vec<(i64, Vec<(usize, u32)>)>,
+}
+
+impl FastPoly {
+    fn compile(p: &Poly, vars: &[Var]) -> Result<FastPoly, String> {
+        let mut terms = Vec::new();
+        for (m, c) in p.terms() {
+            if !c.is_integer() {
+                return Err(format!("`{p}` has a non-integer coefficient"));
+            }
+            let k: i64 = c.numer().try_into().map_err(|_| format!("a coefficient of `{p}` does not fit in 64 bits"))?;
+            let factors = m
+                .factors()
+                .iter()
+                .map(|(v, e)| vars.iter().position(|w| w == v).map(|i| (i, *e)).ok_or_else(|| format!("`{p}` reads `{v}`, which is neither a parameter nor a machine symbol")))
+                .collect::<Result<_, _>>()?;
+            terms.push((k, factors));
+        }
+        Ok(FastPoly { terms })
+    }
+
+    /// The value, or `None` on 128-bit overflow.
+    pub fn value(&self, values: &[i64]) -> Option<i128> {
+        let mut sum: i128 = 0;
+        for (k, factors) in &self.terms {
+            let mut term = i128::from(*k);
+            for (v, e) in factors {
+                for _ in 0..*e {
+                    term = term.checked_mul(i128::from(values[*v]))?;
+                }
+            }
+            sum = sum.checked_add(term)?;
+        }
+        Some(sum)
+    }
+}
+
+/// A constraint in compiled form.
+#[derive(Clone, Debug)]
+pub struct FastConstraint {
+    pub poly: FastPoly,
+    pub rel: Rel,
+}
+
+impl FastConstraint {
+    /// Whether it holds, or `None` on overflow.
+    pub fn holds(&self, values: &[i64]) -> Option<bool> {
+        let v = self.poly.value(values)?;
+        Some(match self.rel {
+            Rel::Lt => v < 0,
+            Rel::Le => v <= 0,
+            Rel::Eq => v == 0,
+            Rel::Ne => v != 0,
+        })
+    }
+}
+
+/// A rule in compiled form.
+#[derive(Clone, Debug)]
+pub struct FastRule {
+    pub path: Vec<FastConstraint>,
+    pub threads: FastPoly,
+    pub shared_bytes: FastPoly,
+}
+
+impl FastRule {
+    fn compile(rule: &Rule, vars: &[Var]) -> Result<FastRule, String> {
+        Ok(FastRule {
+            path: rule.path.iter().map(|c| Ok(FastConstraint { poly: FastPoly::compile(c.poly(), vars)?, rel: c.rel() })).collect::<Result<_, String>>()?,
+            threads: FastPoly::compile(&rule.threads_per_block, vars)?,
+            shared_bytes: FastPoly::compile(&rule.shared_bytes, vars)?,
+        })
+    }
+}

@@ -1,0 +1,331 @@
+//! The emitted dispatch code: its pure C++ selection, compiled with the system C++ compiler,
+//! agrees with the Rust side's exact evaluation of the leaf constraints on random (device,
+//! parameters, compiled register counts) points for every example; the fast Rust evaluator
+//! agrees too; the dispatch and leaf files compile and link with nvcc, and the linked program
+//! reports a missing device as an error instead of launching.
+
+use constraints::device::DeviceProfile;
+use constraints::solver::Backend;
+use metafork::dispatch::{CompiledLeaf, DeviceLimits, Dispatcher, Selection};
+use metafork::frontend::check_source;
+use metafork::frontend::model::KernelFunction;
+use metafork::kernel::Kernel;
+use metafork::tree::{build, Tree};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> Vec<(String, String)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut v: Vec<(String, String)> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap())).collect();
+    v.sort();
+    v
+}
+
+fn trees_of(path: &str, text: &str, backend: &Backend) -> Vec<(KernelFunction, Tree)> {
+    let p = check_source(path, text).unwrap();
+    let mut out = Vec::new();
+    for k in p.kernels {
+        for s in &k.schedules {
+            let t = build(&k, Kernel::from_schedule(&k, s).unwrap(), backend).unwrap();
+            out.push((k.clone(), t));
+        }
+    }
+    out
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+fn cxx() -> Option<PathBuf> {
+    let found = ["c++", "g++", "clang++"].iter().find_map(|c| which(c));
+    if found.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but no system C++ compiler (c++, g++, clang++) is on PATH");
+    }
+    found
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("metafork-dispatch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A device: a built-in profile, or (one time in three) one with its limits scaled at random,
+/// and (one time in four) a register file near the leaves' estimates, so that points land near
+/// every boundary of the trees.
+fn random_device(rng: &mut Rng, profiles: &[DeviceProfile]) -> DeviceLimits {
+    let mut d = DeviceLimits::of(&profiles[rng.range(0, profiles.len() as i64 - 1) as usize]);
+    if rng.chance(33) {
+        let mut scale = |v: i64| (v * rng.range(1, 200) / 100).max(1);
+        d.registers_per_thread = scale(d.registers_per_thread);
+        d.registers_per_block = scale(d.registers_per_block);
+        d.shared_memory_per_block = scale(d.shared_memory_per_block);
+        d.shared_memory_per_block_optin = scale(d.shared_memory_per_block_optin).max(d.shared_memory_per_block);
+        d.threads_per_block = scale(d.threads_per_block);
+    }
+    if rng.chance(25) {
+        // Register files near the leaves' estimates reach the deep register-pressure leaves.
+        d.registers_per_thread = rng.range(16, 64);
+        d.registers_per_block = rng.range(1024, 65536);
+    }
+    d
+}
+
+/// Parameters: program parameters mostly powers of two, data parameters mostly multiples of
+/// the program parameters' product (so that divisibility facts often hold), and now and then
+/// zero or a negative value (so that facts fail too).
+fn random_params(rng: &mut Rng, function: &KernelFunction) -> BTreeMap<String, i64> {
+    let mut point = BTreeMap::new();
+    let mut product: i64 = 1;
+    let program = function.program_parameters();
+    // Powers of two up to a bound that keeps the product near a block's 1024 threads.
+    let top = (10 / program.len().max(1)) as i64;
+    for p in program {
+        let v = match rng.range(0, 9) {
+            0 => rng.range(-2, 0),
+            1..=2 => rng.range(1, 1 << (top + 1)),
+            _ => 1 << rng.range(0, top),
+        };
+        product = product.saturating_mul(v.max(1)).min(1 << 20);
+        point.insert(p, v);
+    }
+    for p in function.data_parameters() {
+        let v = if rng.chance(75) { product * rng.range(1, 8) } else { rng.range(-1, 5000) };
+        point.insert(p, v);
+    }
+    point
+}
+
+fn random_compiled(rng: &mut Rng, kernels: usize) -> Vec<CompiledLeaf> {
+    if rng.chance(50) {
+        return Vec::new();
+    }
+    (0..kernels)
+        .map(|_| CompiledLeaf { registers: if rng.chance(20) { 0 } else { rng.range(8, 96) }, max_threads: [0, 128, 256, 512, 640, 1024][rng.range(0, 5) as usize] })
+        .collect()
+}
+
+/// The status code and detail the C++ selection returns for a Rust selection.
+fn expected(s: &Selection) -> (i64, String) {
+    match s {
+        Selection::Leaf(i) => (*i as i64, String::new()),
+        Selection::AssertFails(f) => (-1, f.clone()),
+        Selection::OutsideAssumptions(f) => (-2, f.clone()),
+        Selection::NoKernel(c) => (-3, format!("{} cannot be lowered far enough", c.name())),
+        Selection::NoLeaf => (-5, String::new()),
+    }
+}
+
+/// A C++ driver: reads points (device, compiled counts, parameters) from stdin, prints the
+/// selection and its detail for each.
+fn driver(schedule: &str, params: &[String]) -> String {
+    let reads: String = params.iter().map(|p| format!(" && scanf(\"%lld\", &p.{p}) == 1")).collect();
+    format!(
+        r#"#include <stdio.h>
+#include "{schedule}_dispatch.h"
+int main(void) {{
+  metafork_device d;
+  while (scanf("%lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
+               &d.shared_memory_per_block_optin, &d.threads_per_block) == 5) {{
+    int known = 0;
+    metafork_{schedule}_compiled c;
+    metafork_{schedule}_params p;
+    if (scanf("%d", &known) != 1) return 2;
+    for (int i = 0; i < (int)(sizeof c.registers / sizeof c.registers[0]); i++)
+      if (scanf("%lld %lld", &c.registers[i], &c.max_threads[i]) != 2) return 2;
+    if (!(1{reads})) return 2;
+    const char *detail = 0;
+    int r = metafork_{schedule}_select(&d, known ? &c : 0, &p, &detail);
+    printf("%d|%s\n", r, detail ? detail : "(null)");
+  }}
+  return 0;
+}}
+"#
+    )
+}
+
+#[test]
+fn cpp_selection_agrees_with_rust_on_random_points() {
+    let Some(cxx) = cxx() else { return };
+    let backend = Backend::default();
+    let profiles = DeviceProfile::built_in();
+    let mut rng = Rng(0x2545F4914F6CDD1D);
+    let dir = scratch("agree");
+    let mut total_points = 0;
+    for (path, text) in examples() {
+        for (function, tree) in trees_of(&path, &text, &backend) {
+            let d = Dispatcher::new(&function, &tree).unwrap();
+            let s = d.schedule.clone();
+            for (name, body) in metafork::emit::dispatch::emit(&path, &function, &tree.nodes[0].code, &d).unwrap() {
+                std::fs::write(dir.join(name), body).unwrap();
+            }
+            std::fs::write(dir.join(format!("{s}_driver.cpp")), driver(&s, &d.params)).unwrap();
+            let exe = dir.join(format!("{s}_driver"));
+            let o = Command::new(&cxx).args(["-std=c++11", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function", "-o"]).arg(&exe).arg(dir.join(format!("{s}_driver.cpp"))).output().unwrap();
+            assert!(o.status.success(), "{path}: the selection header does not compile with {}: {}", cxx.display(), String::from_utf8_lossy(&o.stderr));
+
+            let slots = d.kernels.len().max(1);
+            let mut input = String::new();
+            let mut wanted = Vec::new();
+            let (mut leaves_hit, mut selected) = (std::collections::BTreeSet::new(), 0);
+            // Random points, then points Z3 samples from each leaf's own system, so that
+            // every leaf, however narrow its region, is reached.
+            let mut points: Vec<(DeviceLimits, Vec<CompiledLeaf>, BTreeMap<String, i64>)> = (0..1200)
+                .map(|_| (random_device(&mut rng, &profiles), random_compiled(&mut rng, d.kernels.len()), random_params(&mut rng, &function)))
+                .collect();
+            for leaf in tree.leaves() {
+                for model in backend.sample(&leaf.constraints, 3).models {
+                    let value = |v: &str| model.get(v).map(|q| q.to_integer().try_into().unwrap_or(i64::MAX / 4));
+                    let m = &tree.machine;
+                    let (r, z, t, rb) = (value(&m.registers_per_thread), value(&m.shared_per_block), value(&m.threads_per_block), value(&m.registers_per_block));
+                    let z = z.unwrap_or(49152);
+                    let dev = DeviceLimits { registers_per_thread: r.unwrap_or(255), shared_memory_per_block_optin: z, shared_memory_per_block: z.min(49152), threads_per_block: t.unwrap_or(1024), registers_per_block: rb.unwrap_or(65536) };
+                    let mut params: BTreeMap<String, i64> = d.params.iter().map(|p| (p.clone(), value(p).unwrap_or(1))).collect();
+                    points.push((dev, Vec::new(), params.clone()));
+                    // The same point with data sizes that are multiples of the program parameters.
+                    let product = function.program_parameters().iter().fold(1i64, |acc, p| acc.saturating_mul(params[p].max(1)));
+                    for p in function.data_parameters() {
+                        params.insert(p, product.saturating_mul(2));
+                    }
+                    points.push((dev, Vec::new(), params));
+                }
+            }
+            for (dev, compiled, params) in points {
+                let exact = d.select_exact(&dev, &compiled, &params).unwrap();
+                assert_eq!(d.select(&dev, &compiled, &params).unwrap(), exact, "{path}: the fast evaluator disagrees at {params:?} on {dev:?}");
+                if let Selection::Leaf(i) = exact {
+                    leaves_hit.insert(i);
+                    selected += 1;
+                }
+                wanted.push((format!("{params:?} on {dev:?} with {compiled:?}"), expected(&exact)));
+                input += &format!("{} {} {} {} {}\n{}\n", dev.registers_per_thread, dev.registers_per_block, dev.shared_memory_per_block, dev.shared_memory_per_block_optin, dev.threads_per_block, !compiled.is_empty() as i32);
+                for i in 0..slots {
+                    let c = compiled.get(i).copied().unwrap_or_default();
+                    input += &format!("{} {} ", c.registers, c.max_threads);
+                }
+                input += &format!("\n{}\n", d.params.iter().map(|p| params[p].to_string()).collect::<Vec<_>>().join(" "));
+            }
+            let out = run_with_input(&exe, &input);
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), wanted.len(), "{path}: the driver answered {} of {} points", lines.len(), wanted.len());
+            for (line, (point, (code, detail))) in lines.iter().zip(&wanted) {
+                let (got_code, got_detail) = line.split_once('|').unwrap();
+                assert_eq!((got_code.parse::<i64>().unwrap(), got_detail), (*code, detail.as_str()), "{path}: C++ and Rust disagree at {point}");
+            }
+            // The points must exercise the trees, not only the facts.
+            assert!(selected * 5 >= wanted.len(), "{path}: only {selected} of {} points selected a kernel", wanted.len());
+            assert_eq!(leaves_hit.len(), d.kernels.len(), "{path}: points reached only leaves {leaves_hit:?} of {}", d.kernels.len());
+            let refused = wanted.iter().filter(|(_, (c, _))| *c < 0).count();
+            eprintln!("{s}: {} points, {selected} selected a kernel ({} distinct of {}), {refused} refused", wanted.len(), leaves_hit.len(), d.kernels.len());
+            total_points += wanted.len();
+        }
+    }
+    assert!(total_points >= 1000);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn run_with_input(exe: &Path, input: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new(exe).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{} exited with {:?}", exe.display(), o.status);
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The selection reports why it refuses: a failing fact by its text, a region without a
+/// kernel by the counter at fault.
+#[test]
+fn refusals_name_the_fact_or_the_counter() {
+    let backend = Backend::default();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matmul.mf");
+    let text = std::fs::read_to_string(path).unwrap();
+    let (function, tree) = trees_of(path, &text, &backend).remove(0);
+    let d = Dispatcher::new(&function, &tree).unwrap();
+    let h200 = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
+    let point = |n: i64, b0: i64, ub1: i64, s: i64| BTreeMap::from([("n".to_string(), n), ("B0".to_string(), b0), ("ub1".to_string(), ub1), ("s".to_string(), s)]);
+    assert!(matches!(d.select(&h200, &[], &point(4096, 16, 16, 2)).unwrap(), Selection::Leaf(_)));
+    assert_eq!(d.select(&h200, &[], &point(4100, 16, 16, 2)).unwrap(), Selection::OutsideAssumptions("n % B0 == 0".into()));
+    // 64 x 64 threads exceed every device's threads per block: no strategy lowers that.
+    match d.select(&h200, &[], &point(4096, 64, 64, 1)).unwrap() {
+        Selection::NoKernel(c) => assert_eq!(c, metafork::tree::Counter::ThreadsPerBlock),
+        other => panic!("expected no kernel, got {other:?}"),
+    }
+    // A compiled leaf that needs more registers than the model said is not launched where the
+    // block no longer fits; its max_threads is respected too.
+    let Selection::Leaf(i) = d.select(&h200, &[], &point(4096, 32, 32, 1)).unwrap() else { panic!("32 x 32 must fit an H200") };
+    let mut compiled = vec![CompiledLeaf::default(); d.kernels.len()];
+    compiled[i] = CompiledLeaf { registers: 0, max_threads: 512 };
+    assert_ne!(d.select(&h200, &compiled, &point(4096, 32, 32, 1)).unwrap(), Selection::Leaf(i));
+}
+
+/// The dispatch and leaf files compile with nvcc (host and device code), link into a program,
+/// and that program, where no GPU answers, returns METAFORK_CUDA_ERROR with the runtime's
+/// message rather than launching (with a GPU, it launches a leaf).
+#[test]
+fn dispatch_compiles_links_and_refuses_without_a_device() {
+    let nvcc = llvm_passes::ptxas::find_nvcc();
+    if nvcc.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
+    }
+    let Some(nvcc) = nvcc else { return };
+    let dir = scratch("link");
+    let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", concat!(env!("CARGO_MANIFEST_DIR"), "/examples/transpose.mf"), "-o"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.join("transpose_dispatch.h").is_file() && dir.join("transpose_dispatch.cu").is_file());
+    std::fs::write(
+        dir.join("main.cu"),
+        r#"#include <cstdio>
+#include <cuda_runtime.h>
+#include "transpose_dispatch.h"
+int main() {
+  cudaError_t e = cudaSuccess;
+  const char *detail = 0;
+  float *a = 0, *b = 0;
+  int n = 1024;
+  if (cudaMalloc(&a, sizeof(float) * n * n) == cudaSuccess && cudaMalloc(&b, sizeof(float) * n * n) == cudaSuccess) {
+    int r = metafork_transpose_launch(n, 16, 16, 1, a, b, 0, &e, &detail);
+    printf("%d|%s|%s\n", r, cudaGetErrorString(e), metafork_status_string(r));
+    return cudaDeviceSynchronize() == cudaSuccess && r >= 0 ? 0 : 1;
+  }
+  int r = metafork_transpose_launch(n, 16, 16, 1, a, b, 0, &e, &detail);
+  printf("%d|%s|%s\n", r, cudaGetErrorString(e), metafork_status_string(r));
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let sources: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
+    let o = Command::new(&nvcc).args(["-arch=sm_90", "-O2", "-o"]).arg(dir.join("prog")).args(&sources).output().unwrap();
+    assert!(o.status.success(), "nvcc: {}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(dir.join("prog")).output().unwrap();
+    let line = String::from_utf8_lossy(&run.stdout).trim().to_string();
+    let (code, rest) = line.split_once('|').unwrap_or_else(|| panic!("unexpected output {line:?}"));
+    let code: i64 = code.parse().unwrap();
+    if code == -7 {
+        assert!(!rest.starts_with("no error"), "a CUDA error must carry the runtime's message: {line}");
+    } else {
+        assert!(code >= 0 && run.status.success(), "with a device, a leaf must launch: {line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
