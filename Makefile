@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-gen clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-gen bench-spaces clean
 
 setup:
 	@bash scripts/setup.sh
@@ -33,6 +33,10 @@ bench-counters: setup
 # Decision-tree generation time, Z3 queries, nodes and leaves per example.
 bench-gen: setup
 	cargo bench --bench gen
+
+# Search-space construction against Kernel Tuner's times (bench/tuning-spaces.yaml).
+bench-spaces: setup
+	cargo bench --bench spaces
 
 # Time a clean build and test run (the figure recorded in bench/RESULTS.md).
 bench-build: setup

@@ -5,6 +5,7 @@
 //! `constraints` crate; IR passes and counters are the `llvm-passes` crate.
 
 pub mod access;
+pub mod cexpr;
 pub mod cli;
 pub mod emit;
 pub mod counters;
@@ -16,3 +17,4 @@ pub mod output;
 pub mod report;
 pub mod strategy;
 pub mod tree;
+pub mod tune;

@@ -2,13 +2,12 @@
 //! in Rust and, with exactly the same semantics, as C++ text for the generated dispatch code.
 //!
 //! Contract: a fact is an integer C expression over the function's integer parameters and
-//! derived scalars (a derived scalar stands for its defining expression). It is evaluated in
-//! 64-bit signed arithmetic with C's truncating `/` and `%`, comparisons and `!` giving 0/1, and
-//! `&&`, `||`, `?:` short-circuiting. An overflow, a division by zero (or `LLONG_MIN / -1`) in an
-//! evaluated operand makes the fact *false*: the point is refused rather than guessed at. The
-//! C++ rendering calls the `metafork_*_ll` helpers of the dispatch header, which implement the
+//! derived scalars (a derived scalar stands for its defining expression), evaluated with the
+//! rules of [`crate::cexpr`]: 64-bit checked arithmetic, where an overflow or a division by zero
+//! makes the fact *false* (the point is refused rather than guessed at). The C++ rendering calls the `metafork_*_ll` helpers of the dispatch header, which implement the
 //! same rules, so the generated selection and [`FactSet::holds`] agree on every point.
 
+use crate::cexpr::{Code, Resolved};
 use crate::frontend::ast::{BinOp, Expr, ExprKind, ScalarType, UnOp};
 use crate::frontend::model::{FactKind, KernelFunction};
 use std::collections::BTreeMap;
@@ -20,19 +19,16 @@ pub struct Fact {
     /// The conjunct as written (`n % B0 == 0`), for messages.
     pub text: String,
     expr: Expr,
+    code: Code,
 }
 
 /// Every fact of a function, with the derived scalars they may read.
 #[derive(Clone, Debug)]
 pub struct FactSet {
     pub facts: Vec<Fact>,
+    /// The integer parameters, in slot order.
+    params: Vec<String>,
     derived: BTreeMap<String, Expr>,
-}
-
-/// Why a fact cannot be evaluated at run time (it reads something that is not an integer
-/// parameter, or uses a non-integer construct).
-fn unsupported(e: &Expr, what: &str) -> String {
-    format!("fact sub-expression `{e}` cannot be checked at run time: {what}")
 }
 
 impl FactSet {
@@ -40,46 +36,32 @@ impl FactSet {
     /// integer operations.
     pub fn of(function: &KernelFunction) -> Result<FactSet, String> {
         let derived: BTreeMap<String, Expr> = function.derived.iter().map(|d| (d.name.clone(), d.value.clone())).collect();
-        let integer_params: Vec<&str> = function.params.iter().filter(|p| p.ty.is_integer()).map(|p| p.name.as_str()).collect();
-        let set = FactSet {
-            facts: function.facts.iter().map(|f| Fact { kind: f.kind, text: f.condition.to_string(), expr: f.condition.clone() }).collect(),
-            derived,
+        let params: Vec<String> = function.params.iter().filter(|p| p.ty.is_integer()).map(|p| p.name.clone()).collect();
+        let resolve = |v: &str| match params.iter().position(|p| p == v) {
+            Some(i) => Ok(Resolved::Slot(i)),
+            None => derived.get(v).map(|d| Resolved::Expr(d.clone())).ok_or_else(|| format!("`{v}` is not an integer parameter")),
         };
-        for f in &set.facts {
-            set.check(&f.expr, &integer_params, 0)?;
-        }
-        Ok(set)
+        let facts = function
+            .facts
+            .iter()
+            .map(|f| {
+                let code = Code::compile(&f.condition, &resolve).map_err(|e| format!("fact `{}` cannot be checked at run time: {e}", f.condition))?;
+                Ok(Fact { kind: f.kind, text: f.condition.to_string(), expr: f.condition.clone(), code })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(FactSet { facts, params, derived })
     }
 
-    fn check(&self, e: &Expr, params: &[&str], depth: usize) -> Result<(), String> {
-        if depth > 64 {
-            return Err(unsupported(e, "derived scalars nest too deeply"));
-        }
-        match &e.kind {
-            ExprKind::Int(_) => Ok(()),
-            ExprKind::Var(v) if params.contains(&v.as_str()) => Ok(()),
-            ExprKind::Var(v) => match self.derived.get(v) {
-                Some(d) => self.check(d, params, depth + 1),
-                None => Err(unsupported(e, "not an integer parameter")),
-            },
-            ExprKind::Unary(_, a) => self.check(a, params, depth),
-            ExprKind::Cast(t, a) if t.is_integer() => self.check(a, params, depth),
-            ExprKind::Binary(_, a, b) => {
-                self.check(a, params, depth)?;
-                self.check(b, params, depth)
-            }
-            ExprKind::Cond(c, a, b) => {
-                self.check(c, params, depth)?;
-                self.check(a, params, depth)?;
-                self.check(b, params, depth)
-            }
-            _ => Err(unsupported(e, "not integer arithmetic on parameters")),
-        }
+    /// The parameters' values in slot order (a missing one reads as 0, which no fact relies on
+    /// silently: callers pass every integer parameter).
+    fn slots(&self, point: &BTreeMap<String, i64>) -> Vec<i64> {
+        self.params.iter().map(|p| point.get(p).copied().unwrap_or(0)).collect()
     }
 
     /// The first fact that does not hold at `point` (integer parameters by name), if any.
     pub fn first_failing(&self, point: &BTreeMap<String, i64>) -> Option<&Fact> {
-        self.facts.iter().find(|f| !matches!(self.value(&f.expr, point), Some(v) if v != 0))
+        let slots = self.slots(point);
+        self.facts.iter().find(|f| !f.code.holds(&slots))
     }
 
     /// Whether every fact holds at `point`.
@@ -87,59 +69,9 @@ impl FactSet {
         self.first_failing(point).is_none()
     }
 
-    /// The value of an integer expression; `None` on overflow or division by zero.
-    fn value(&self, e: &Expr, point: &BTreeMap<String, i64>) -> Option<i64> {
-        let truth = |b: bool| Some(b as i64);
-        match &e.kind {
-            ExprKind::Int(v) => Some(*v),
-            ExprKind::Var(v) => match point.get(v) {
-                Some(x) => Some(*x),
-                None => self.value(self.derived.get(v)?, point),
-            },
-            ExprKind::Unary(UnOp::Neg, a) => self.value(a, point)?.checked_neg(),
-            ExprKind::Unary(UnOp::Not, a) => truth(self.value(a, point)? == 0),
-            ExprKind::Cast(ScalarType::Int, a) => i32::try_from(self.value(a, point)?).ok().map(i64::from),
-            ExprKind::Cast(_, a) => self.value(a, point),
-            ExprKind::Binary(BinOp::And, a, b) => {
-                if self.value(a, point)? == 0 {
-                    truth(false)
-                } else {
-                    truth(self.value(b, point)? != 0)
-                }
-            }
-            ExprKind::Binary(BinOp::Or, a, b) => {
-                if self.value(a, point)? != 0 {
-                    truth(true)
-                } else {
-                    truth(self.value(b, point)? != 0)
-                }
-            }
-            ExprKind::Binary(op, a, b) => {
-                let (x, y) = (self.value(a, point)?, self.value(b, point)?);
-                match op {
-                    BinOp::Mul => x.checked_mul(y),
-                    BinOp::Div => x.checked_div(y),
-                    BinOp::Rem => x.checked_rem(y),
-                    BinOp::Add => x.checked_add(y),
-                    BinOp::Sub => x.checked_sub(y),
-                    BinOp::Lt => truth(x < y),
-                    BinOp::Le => truth(x <= y),
-                    BinOp::Gt => truth(x > y),
-                    BinOp::Ge => truth(x >= y),
-                    BinOp::Eq => truth(x == y),
-                    BinOp::Ne => truth(x != y),
-                    BinOp::And | BinOp::Or => unreachable!("handled above"),
-                }
-            }
-            ExprKind::Cond(c, a, b) => {
-                if self.value(c, point)? != 0 {
-                    self.value(a, point)
-                } else {
-                    self.value(b, point)
-                }
-            }
-            _ => None, // excluded by `check`
-        }
+    /// The compiled facts over the integer parameters in declaration order.
+    pub fn compiled(&self) -> impl Iterator<Item = (&Fact, &Code)> {
+        self.facts.iter().map(|f| (f, &f.code))
     }
 
     /// The fact as a C++ expression over `long long` variables named like the parameters; `ok`

@@ -29,6 +29,16 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program, Diagnostic> {
     Ok(Program { functions })
 }
 
+/// One C expression and nothing after it (a tuning space's restriction, for instance).
+pub fn parse_expression(tokens: Vec<Token>) -> Result<Expr, Diagnostic> {
+    let mut p = Parser { tokens, pos: 0, depth: 0 };
+    let e = p.expr()?;
+    if !p.at_eof() {
+        return Err(Diagnostic::new(p.span(), "unexpected text after the expression", "expected the end of the expression"));
+    }
+    Ok(e)
+}
+
 type PResult<T> = Result<T, Diagnostic>;
 
 struct Parser {
