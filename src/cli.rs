@@ -98,6 +98,53 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rank program-parameter values for a device, or build a standalone search space.
+    ///
+    /// With a MetaFork FILE and --device: builds each schedule's decision tree, enumerates the
+    /// program parameters (block sizes: powers of two and warp multiples up to the device's
+    /// threads per block; other program parameters: 1, 2, 4, ..., 32; or the values of --range
+    /// or of a --space file), keeps the configurations that satisfy the program's facts and that
+    /// some kernel leaf admits on the device for the given --size values, ranks them by occupancy
+    /// (from the leaf's counters), prints the top --top as a table and writes every admissible
+    /// configuration, with its leaf, counters and score, to --output (tune.yaml).
+    /// --emit-harness DIR writes a CUDA program that times the top configurations on a GPU and
+    /// writes wisdom.yaml. Without FILE, --space FILE.yaml builds the space(s) in the file
+    /// (parameters with value lists or {range: [lo, hi]}, restrictions as C expressions) and
+    /// reports their sizes and construction times.
+    Tune {
+        /// The MetaFork source file (omit it to build a --space file on its own).
+        file: Option<PathBuf>,
+        /// A built-in device profile (m2050, v100, a100, l4, h100, h200) or a .yaml profile.
+        #[arg(long)]
+        device: Option<String>,
+        /// Fix a parameter: NAME=VALUE (repeatable; every data parameter needs one).
+        #[arg(long = "size", value_name = "NAME=VALUE")]
+        sizes: Vec<String>,
+        /// Enumerate a parameter over LO..HI (inclusive) or V1,V2,... (repeatable).
+        #[arg(long = "range", value_name = "NAME=LO..HI")]
+        ranges: Vec<String>,
+        /// A search space in YAML: its parameters' values and its restrictions are used.
+        #[arg(long, value_name = "FILE.yaml")]
+        space: Option<PathBuf>,
+        /// The space to use when the file holds several (under `spaces:`).
+        #[arg(long, value_name = "NAME")]
+        space_name: Option<String>,
+        /// Only this schedule (by name).
+        #[arg(long)]
+        schedule: Option<String>,
+        /// How many configurations the table shows (and the harness times).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Where to write every admissible configuration.
+        #[arg(short, long, default_value = "tune.yaml", value_name = "FILE")]
+        output: PathBuf,
+        /// Print the admissible configurations as JSON (best first) instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Write a CUDA timing harness for the top configurations into DIR.
+        #[arg(long, value_name = "DIR")]
+        emit_harness: Option<PathBuf>,
+    },
     /// List the built-in device profiles, or check and print one.
     ///
     /// Without an argument, prints a table of the built-in profiles (from NVIDIA's published
@@ -205,6 +252,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, None)
         }
+        Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness } => {
+            let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness };
+            let loader = |p: &Path| load(p, color).map_err(|f| f.message);
+            let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::input(e) } else { Failure::input(format!("error: {e}")) })?;
+            emit(&text, None)
+        }
         Command::Devices { device } => {
             let text = match device {
                 None => devices_table(&constraints::device::DeviceProfile::built_in()),
@@ -256,7 +309,7 @@ fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> Strin
 }
 
 /// Rows of cells as left-aligned columns separated by two spaces.
-fn text_table(table: &[Vec<String>]) -> String {
+pub(crate) fn text_table(table: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..table[0].len()).map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
     table
         .iter()

@@ -18,7 +18,7 @@ use crate::frontend::ast::{BinOp, Expr, ExprKind};
 use crate::frontend::polyexpr::to_constraint;
 use constraints::{Rel, Var};
 use serde::Deserialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One parameter's values: a list, or an inclusive range with an optional step.
 #[derive(Clone, Debug, Deserialize)]
@@ -160,12 +160,16 @@ impl Space {
             let e = crate::frontend::parser::parse_expression(tokens).map_err(|d| format!("restriction `{text}`: {}", d.message))?;
             exprs.extend(conjuncts(&e));
         }
-        Space::from_exprs(names, domains, exprs)
+        Space::from_exprs(names, domains, exprs, &BTreeMap::new())
     }
 
-    /// A space whose restrictions are already parsed.
-    pub fn from_exprs(names: Vec<String>, domains: Vec<Vec<i64>>, exprs: Vec<Expr>) -> Result<Space, String> {
-        let resolve = |v: &str| names.iter().position(|n| n == v).map(Resolved::Slot).ok_or_else(|| format!("`{v}` is not a parameter of the space"));
+    /// A space whose restrictions are already parsed; `definitions` are names that stand for
+    /// expressions over the parameters (a program's derived scalars).
+    pub fn from_exprs(names: Vec<String>, domains: Vec<Vec<i64>>, exprs: Vec<Expr>, definitions: &BTreeMap<String, Expr>) -> Result<Space, String> {
+        let resolve = |v: &str| match names.iter().position(|n| n == v) {
+            Some(i) => Ok(Resolved::Slot(i)),
+            None => definitions.get(v).map(|e| Resolved::Expr(e.clone())).ok_or_else(|| format!("`{v}` is not a parameter of the space")),
+        };
         let mut restrictions = Vec::new();
         let mut polys = Vec::new();
         for e in exprs {
@@ -174,6 +178,8 @@ impl Space {
             code.slots(&mut slots);
             slots.sort_unstable();
             slots.dedup();
+            // A derived name stays a variable here, and a variable that is not a parameter is
+            // never known non-negative, so such a restriction is never taken as a bound.
             polys.push(to_constraint(&e, &Default::default()));
             restrictions.push(Restriction { text: e.to_string(), code, slots });
         }

@@ -1,0 +1,207 @@
+//! `metafork tune`: argument parsing for sizes and ranges, the standalone space mode, the table,
+//! `tune.yaml`, `--json`, the progress line and `--emit-harness`. The CLI module calls [`run`].
+
+use super::rank::{tune, Request, Tuned};
+use super::space::{load, Space};
+use crate::frontend::CheckedProgram;
+use crate::output::write_atomic;
+use constraints::device::DeviceProfile;
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The options of `metafork tune`, as the CLI parsed them.
+pub struct Options {
+    pub file: Option<PathBuf>,
+    pub device: Option<String>,
+    pub sizes: Vec<String>,
+    pub ranges: Vec<String>,
+    pub space: Option<PathBuf>,
+    pub space_name: Option<String>,
+    pub schedule: Option<String>,
+    pub top: usize,
+    pub output: PathBuf,
+    pub json: bool,
+    pub emit_harness: Option<PathBuf>,
+}
+
+/// `NAME=VALUE`.
+pub fn parse_size(text: &str) -> Result<(String, i64), String> {
+    let (name, value) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=VALUE, as in N=4096"))?;
+    let v = value.trim().parse::<i64>().map_err(|_| format!("`{text}`: `{value}` is not an integer"))?;
+    Ok((name.trim().to_string(), v))
+}
+
+/// `NAME=LO..HI` (inclusive) or `NAME=V1,V2,...`.
+pub fn parse_range(text: &str) -> Result<(String, Vec<i64>), String> {
+    let (name, spec) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=LO..HI or NAME=V1,V2,..., as in s=1..16"))?;
+    let int = |s: &str| s.trim().parse::<i64>().map_err(|_| format!("`{text}`: `{s}` is not an integer"));
+    let values = match spec.split_once("..") {
+        Some((lo, hi)) => {
+            let (lo, hi) = (int(lo)?, int(hi)?);
+            if lo > hi || hi - lo >= 1_000_000 {
+                return Err(format!("`{text}`: the range must be LO..HI with LO <= HI and under a million values"));
+            }
+            (lo..=hi).collect()
+        }
+        None => spec.split(',').map(int).collect::<Result<Vec<_>, _>>()?,
+    };
+    Ok((name.trim().to_string(), values))
+}
+
+/// A progress line on stderr, only when stderr is a terminal (a few lines of code: a crate
+/// such as indicatif would add dependencies for one line of output).
+fn progress_line(label: String) -> Option<impl FnMut(f64)> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let start = Instant::now();
+    Some(move |fraction: f64| {
+        if start.elapsed().as_millis() >= 300 {
+            let filled = (fraction.clamp(0.0, 1.0) * 30.0) as usize;
+            eprint!("\r{label} [{}{}] {:3.0}%", "#".repeat(filled), " ".repeat(30 - filled), fraction * 100.0);
+        }
+    })
+}
+
+fn end_progress() {
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
+}
+
+/// Run `tune`; returns what to print on stdout.
+pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProgram, String>) -> Result<String, String> {
+    let Some(file) = &options.file else {
+        let Some(space) = &options.space else { return Err("give a MetaFork FILE (with --device), or --space FILE.yaml to build a search space".into()) };
+        return standalone(space, options);
+    };
+    let device_name = options.device.as_deref().ok_or("--device NAME is required with a MetaFork file (see `metafork devices`)")?;
+    let device = DeviceProfile::load(device_name).map_err(|e| e.to_string())?;
+    let program = load_program(file)?;
+    let mut request = Request::default();
+    for s in &options.sizes {
+        let (n, v) = parse_size(s)?;
+        request.sizes.insert(n, v);
+    }
+    for r in &options.ranges {
+        let (n, v) = parse_range(r)?;
+        request.values.insert(n, v);
+    }
+    if let Some(path) = &options.space {
+        let (_, space, spec) = load(path, options.space_name.as_deref())?.into_iter().next().expect("load returns at least one space");
+        for (name, values) in space.names.iter().zip(&space.domains) {
+            request.values.entry(name.clone()).or_insert_with(|| values.clone());
+        }
+        for text in &spec.restrictions {
+            let tokens = crate::frontend::lexer::lex(text).map_err(|d| format!("restriction `{text}`: {}", d.message))?;
+            request.restrictions.push(crate::frontend::parser::parse_expression(tokens).map_err(|d| format!("restriction `{text}`: {}", d.message))?);
+        }
+    }
+    let backend = constraints::solver::Backend::default();
+    let mut results = Vec::new();
+    for function in &program.kernels {
+        for schedule in &function.schedules {
+            if options.schedule.as_ref().is_some_and(|s| *s != schedule.name) {
+                continue;
+            }
+            let kernel = crate::kernel::Kernel::from_schedule(function, schedule).map_err(|e| format!("{}: {e}", schedule.name))?;
+            let tree = crate::tree::build(function, kernel, &backend).map_err(|e| format!("{}: {e}", schedule.name))?;
+            let mut bar = progress_line(format!("tune {}", schedule.name));
+            let tuned = tune(function, &tree, &device, &request, bar.as_mut().map(|b| b as &mut dyn FnMut(f64)));
+            end_progress();
+            let tuned = tuned.map_err(|e| format!("{}: {e}", schedule.name))?;
+            results.push((function, tree, tuned));
+        }
+    }
+    if results.is_empty() {
+        return Err(match &options.schedule {
+            Some(s) => format!("no schedule named `{s}` in `{}`", file.display()),
+            None => format!("no schedule in `{}`", file.display()),
+        });
+    }
+    let all: Vec<&Tuned> = results.iter().map(|(_, _, t)| t).collect();
+    let yaml = serde_yaml::to_string(&all).map_err(|e| e.to_string())?;
+    write_atomic(&options.output, yaml.as_bytes()).map_err(|e| format!("cannot write `{}`: {e}", options.output.display()))?;
+    if let Some(dir) = &options.emit_harness {
+        for (function, tree, tuned) in &results {
+            super::harness::write(&file.display().to_string(), function, tree, tuned, options.top, dir)?;
+        }
+    }
+    if options.json {
+        let configs: Vec<serde_json::Value> = all
+            .iter()
+            .flat_map(|t| t.admissible.iter().map(move |c| serde_json::json!({"schedule": t.schedule, "device": t.device, "parameters": c.parameters, "leaf": c.leaf, "counters": {"registers": c.registers, "shared_memory_bytes": c.shared_memory_bytes, "threads_per_block": c.threads_per_block, "occupancy": c.occupancy}, "score": c.score})))
+            .collect();
+        return serde_json::to_string_pretty(&configs).map(|s| s + "\n").map_err(|e| e.to_string());
+    }
+    let mut text = String::new();
+    for t in &all {
+        text += &table(t, options.top);
+    }
+    text += &format!("all admissible configurations: {}\n", options.output.display());
+    Ok(text)
+}
+
+fn table(t: &Tuned, top: usize) -> String {
+    let enumerated: Vec<String> = t.enumeration.iter().filter(|(_, how)| *how != "fixed").map(|(p, how)| format!("{p} ({how})")).collect();
+    let out = format!(
+        "{} on {}: {} of {} candidate configurations admissible (enumerated: {})\n",
+        t.schedule,
+        t.device,
+        t.admissible.len(),
+        t.candidates,
+        if enumerated.is_empty() { "none".into() } else { enumerated.join(", ") }
+    );
+    if t.admissible.is_empty() {
+        return out + "  no configuration is admissible on this device for these sizes\n";
+    }
+    let names: Vec<&String> = t.admissible[0].parameters.keys().filter(|p| t.enumeration.get(*p).is_some_and(|h| h != "fixed")).collect();
+    let mut rows = vec![["rank".to_string()].into_iter().chain(names.iter().map(|n| n.to_string())).chain(["leaf", "registers", "shared bytes", "threads/block", "occupancy"].map(String::from)).collect::<Vec<_>>()];
+    for (i, c) in t.admissible.iter().take(top).enumerate() {
+        let mut row = vec![(i + 1).to_string()];
+        row.extend(names.iter().map(|n| c.parameters[*n].to_string()));
+        row.extend([c.leaf.clone(), c.registers.to_string(), c.shared_memory_bytes.to_string(), c.threads_per_block.to_string(), format!("{:.3}", c.occupancy)]);
+        rows.push(row);
+    }
+    out + &crate::cli::text_table(&rows) + "\n"
+}
+
+#[derive(Serialize)]
+struct SpaceReport {
+    space: String,
+    parameters: usize,
+    cartesian: u64,
+    admissible: usize,
+    seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    configurations: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
+}
+
+/// `tune --space FILE` without a program: build each space, report sizes and times.
+fn standalone(path: &Path, options: &Options) -> Result<String, String> {
+    let spaces: Vec<(String, Space, super::space::SpaceSpec)> = load(path, options.space_name.as_deref())?;
+    let mut reports = Vec::new();
+    for (name, space, _) in &spaces {
+        let mut bar = progress_line(format!("space {name}"));
+        let start = Instant::now();
+        let admissible = space.build(None, bar.as_mut().map(|b| b as &mut dyn FnMut(f64)));
+        let seconds = start.elapsed().as_secs_f64();
+        end_progress();
+        let configurations = options.json.then(|| {
+            (0..admissible.len())
+                .map(|i| space.names.iter().cloned().zip(admissible.row(i).iter().map(|v| serde_json::Value::from(*v))).collect())
+                .collect()
+        });
+        reports.push(SpaceReport { space: name.clone(), parameters: space.names.len(), cartesian: space.cartesian(), admissible: admissible.len(), seconds, configurations });
+    }
+    if options.json {
+        return serde_json::to_string_pretty(&reports).map(|s| s + "\n").map_err(|e| e.to_string());
+    }
+    let mut rows = vec![["space", "parameters", "Cartesian", "admissible", "construction"].map(String::from).to_vec()];
+    for r in &reports {
+        rows.push(vec![r.space.clone(), r.parameters.to_string(), r.cartesian.to_string(), r.admissible.to_string(), format!("{:.2} ms", r.seconds * 1e3)]);
+    }
+    Ok(crate::cli::text_table(&rows))
+}

@@ -1,0 +1,148 @@
+//! `metafork tune` for one schedule: enumerate program-parameter values, keep those some kernel
+//! leaf admits on the device for the given data sizes, score and rank them.
+//!
+//! Contract: every integer parameter is either fixed (`--size NAME=V`; data parameters must
+//! be) or enumerated: from `--range`, from a user's space (`--space`), else block-size
+//! parameters (those in the block's extents) take powers of two and multiples of the warp size
+//! up to the device's threads per block, and any other program parameter (a granularity) the
+//! powers of two 1..32. The program's facts are the space's restrictions (checked as soon as
+//! their parameters are bound); the final filter is leaf selection
+//! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
+//! estimates. The score is the occupancy of the selected leaf ([`super::occupancy`]) from its
+//! counters at that point; ties keep the enumeration order, so the output is deterministic.
+
+use super::occupancy::occupancy;
+use super::space::Space;
+use crate::dispatch::{DeviceLimits, Dispatcher, Outcome, Selection};
+use crate::frontend::ast::Expr;
+use crate::frontend::model::KernelFunction;
+use crate::tree::Tree;
+use constraints::device::DeviceProfile;
+use constraints::{Rational, Var};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the user asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    /// Fixed values (`--size`).
+    pub sizes: BTreeMap<String, i64>,
+    /// Value lists for enumerated parameters (`--range`, or a space's parameters).
+    pub values: BTreeMap<String, Vec<i64>>,
+    /// Extra restrictions (a space's), as C expressions.
+    pub restrictions: Vec<Expr>,
+}
+
+/// One admissible configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    /// Every integer parameter's value, by name.
+    pub parameters: BTreeMap<String, i64>,
+    pub leaf: String,
+    pub registers: u32,
+    pub shared_memory_bytes: i64,
+    pub threads_per_block: i64,
+    pub occupancy: f64,
+    /// What configurations are ranked by (higher first): the occupancy, for now.
+    pub score: f64,
+}
+
+/// The outcome of tuning one schedule.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tuned {
+    pub schedule: String,
+    pub device: String,
+    /// How each parameter was enumerated: `fixed`, `range`, `block size`, `granularity`, `space`.
+    pub enumeration: BTreeMap<String, String>,
+    pub candidates: u64,
+    pub admissible: Vec<Config>,
+}
+
+/// The default values of a block-size parameter: powers of two and warp multiples up to the
+/// device's threads per block.
+pub fn block_candidates(device: &DeviceProfile) -> Vec<i64> {
+    let limit = i64::from(device.threads_per_block);
+    let warp = i64::from(device.warp_size);
+    let mut v: BTreeSet<i64> = (0..).map(|e| 1i64 << e).take_while(|&x| x <= limit).collect();
+    v.extend((1..).map(|k| k * warp).take_while(|&x| x <= limit));
+    v.into_iter().collect()
+}
+
+/// The default values of any other program parameter (a granularity).
+pub const GRANULARITY_CANDIDATES: [i64; 6] = [1, 2, 4, 8, 16, 32];
+
+pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, request: &Request, progress: Option<&mut dyn FnMut(f64)>) -> Result<Tuned, String> {
+    let dispatcher = Dispatcher::new(function, tree)?;
+    let data: BTreeSet<String> = function.data_parameters().into_iter().collect();
+    let missing: Vec<&String> = data.iter().filter(|d| !request.sizes.contains_key(*d)).collect();
+    if !missing.is_empty() {
+        return Err(format!("give the data size{} with --size: {}", if missing.len() > 1 { "s" } else { "" }, missing.iter().map(|m| format!("{m}=VALUE")).collect::<Vec<_>>().join(" ")));
+    }
+    for name in request.sizes.keys().chain(request.values.keys()) {
+        if !dispatcher.params.contains(name) {
+            return Err(format!("`{name}` is not an integer parameter of `{}` (its parameters: {})", function.name, dispatcher.params.join(", ")));
+        }
+    }
+    let block_vars: BTreeSet<String> = tree.nodes[0].code.block.iter().flat_map(|p| p.vars()).map(|v| v.name().to_string()).collect();
+    let mut enumeration = BTreeMap::new();
+    let mut domains = Vec::new();
+    for p in &dispatcher.params {
+        let (how, values) = if let Some(v) = request.sizes.get(p) {
+            ("fixed", vec![*v])
+        } else if let Some(v) = request.values.get(p) {
+            ("range", v.clone())
+        } else if block_vars.contains(p) {
+            ("block size", block_candidates(device))
+        } else {
+            ("granularity", GRANULARITY_CANDIDATES.to_vec())
+        };
+        enumeration.insert(p.clone(), how.to_string());
+        domains.push(values);
+    }
+    let mut restrictions: Vec<Expr> = function.facts.iter().flat_map(|f| f.condition.conjuncts().into_iter().cloned().collect::<Vec<_>>()).collect();
+    restrictions.extend(request.restrictions.iter().cloned());
+    let definitions: BTreeMap<String, Expr> = function.derived.iter().map(|d| (d.name.clone(), d.value.clone())).collect();
+    let space = Space::from_exprs(dispatcher.params.clone(), domains, restrictions, &definitions)?;
+
+    let limits = DeviceLimits::of(device);
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut failure = None;
+    let mut filter = |row: &[i64]| {
+        let point: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
+        match dispatcher.select(&limits, &[], &point) {
+            Ok(Selection::Leaf(i)) => {
+                chosen.push(i);
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                failure.get_or_insert(e);
+                false
+            }
+        }
+    };
+    let admissible = space.build(Some(&mut filter), progress);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let mut configs = Vec::with_capacity(admissible.len());
+    for (i, &leaf) in chosen.iter().enumerate() {
+        let row = admissible.row(i);
+        let rule = dispatcher.rules.iter().find(|r| matches!(&r.outcome, Outcome::Kernel { index, .. } if *index == leaf)).expect("a selected leaf has a rule");
+        let point: BTreeMap<Var, Rational> = dispatcher.params.iter().zip(row).map(|(p, v)| (Var::new(p), Rational::from_integer((*v).into()))).collect();
+        let value = |p: &constraints::Poly| p.eval(&point).ok().and_then(|q| i64::try_from(q.to_integer()).ok()).unwrap_or(i64::MAX);
+        let (shared, threads) = (value(&rule.shared_bytes), value(&rule.threads_per_block));
+        let occ = occupancy(device, rule.registers.into(), shared.max(0) as u64, threads.max(0) as u64);
+        configs.push(Config {
+            parameters: dispatcher.params.iter().cloned().zip(row.iter().copied()).collect(),
+            leaf: dispatcher.kernels[leaf].clone(),
+            registers: rule.registers,
+            shared_memory_bytes: shared,
+            threads_per_block: threads,
+            occupancy: occ,
+            score: occ,
+        });
+    }
+    configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), enumeration, candidates: space.cartesian(), admissible: configs })
+}
