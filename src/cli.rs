@@ -74,9 +74,15 @@ pub enum Command {
         /// The output directory (created if missing).
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
-        /// Write one CUDA source per kernel leaf.
+        /// Write one CUDA source per kernel leaf, and each schedule's dispatch code
+        /// (`<schedule>_dispatch.h`: plain C++ leaf selection; `<schedule>_dispatch.cu`: query
+        /// the device and launch the admissible leaf).
         #[arg(long)]
         emit_cuda: bool,
+        /// A `wisdom.yaml` from a tuning harness (`tune --emit-harness`): the dispatch header
+        /// gets `metafork_<schedule>_wisdom()`, setting the measured best program parameters.
+        #[arg(long, value_name = "FILE", requires = "emit_cuda")]
+        wisdom: Option<PathBuf>,
     },
     /// Print each kernel's resource counters: registers per thread, shared memory per block,
     /// threads per block.
@@ -216,8 +222,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, output.as_deref())
         }
-        Command::Gen { file, output, emit_cuda } => {
+        Command::Gen { file, output, emit_cuda, wisdom } => {
             let program = load(&file, color)?;
+            let wisdom = wisdom.map(|w| crate::emit::dispatch::Wisdom::load(&w)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
             let backend = constraints::solver::Backend::default();
             let mut trees = Vec::new();
             for k in &program.kernels {
@@ -227,7 +234,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     trees.push((k, tree));
                 }
             }
-            let generated = crate::emit::tree_files::generate(&file.display().to_string(), &trees, emit_cuda).map_err(|e| Failure::input(format!("error: {e}")))?;
+            let generated = crate::emit::tree_files::generate_with_wisdom(&file.display().to_string(), &trees, emit_cuda, wisdom.as_ref()).map_err(|e| Failure::input(format!("error: {e}")))?;
             std::fs::create_dir_all(&output).map_err(|e| Failure::input(format!("error: cannot create `{}`: {e}", output.display())))?;
             for (name, text) in &generated.files {
                 let path = output.join(name);

@@ -168,3 +168,27 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A harness's wisdom becomes the dispatch header's default program parameters; a wisdom that
+/// names a parameter the program does not have is refused.
+#[test]
+fn wisdom_sets_the_dispatch_defaults() {
+    let dir = scratch("wisdom");
+    std::fs::write(dir.join("wisdom.yaml"), "schedule: matmul\ndevice: \"NVIDIA H200\"\nsizes: {n: 4096}\nrepetitions: 7\nbest: {leaf: matmul_leaf4, parameters: {B0: 16, s: 2, ub1: 32}, median_ms: 1.5, model_rank: 3}\nleaves: []\n").unwrap();
+    let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "wisdom.yaml", &example("matmul"), "-o", "out"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let header = std::fs::read_to_string(dir.join("out/matmul_dispatch.h")).unwrap();
+    assert!(header.contains("static inline void metafork_matmul_wisdom(metafork_matmul_params *p) { p->B0 = 16; p->s = 2; p->ub1 = 32; }"), "{header}");
+    if let Some(cxx) = ["c++", "g++", "clang++"].iter().find_map(|c| std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(c)).find(|p| p.is_file()))) {
+        std::fs::write(dir.join("out/main.cpp"), "#include \"matmul_dispatch.h\"\nint main() { metafork_matmul_params p = {4096, 0, 0, 0}; metafork_matmul_wisdom(&p);\n  metafork_device d = {255, 232448, 49152, 1024, 65536};\n  return metafork_matmul_select(&d, 0, &p, 0) >= 0 && p.B0 == 16 ? 0 : 1; }\n").unwrap();
+        let o = Command::new(&cxx).args(["-std=c++11", "-o"]).arg(dir.join("out/main")).arg(dir.join("out/main.cpp")).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(Command::new(dir.join("out/main")).status().unwrap().success(), "the wisdom's configuration must be admissible on an H200");
+    }
+    std::fs::write(dir.join("bad.yaml"), "schedule: matmul\ndevice: x\nbest: {leaf: matmul_leaf4, parameters: {Q: 1}}\n").unwrap();
+    let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", &example("matmul"), "-o", "bad"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`Q`, which is not a program parameter"));
+    assert!(!dir.join("bad").exists(), "nothing written on failure");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -24,9 +24,50 @@ const COMMON: &str = include_str!("dispatch_common.h");
 
 /// The dispatch header and source for one schedule, as (file name, text) pairs.
 pub fn emit(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher) -> Result<Vec<(String, String)>, String> {
+    emit_with_wisdom(source, function, kernel, d, None)
+}
+
+/// A tuning harness's `wisdom.yaml`: the fastest configuration it measured.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct Wisdom {
+    pub schedule: String,
+    pub device: String,
+    pub best: Option<WisdomChoice>,
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct WisdomChoice {
+    pub leaf: String,
+    pub parameters: std::collections::BTreeMap<String, i64>,
+}
+
+impl Wisdom {
+    pub fn load(path: &std::path::Path) -> Result<Wisdom, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        serde_yaml::from_str(&text).map_err(|e| format!("{}: not a wisdom file: {e}", path.display()))
+    }
+}
+
+/// As [`emit`]; with `wisdom` for this schedule, the header also gets
+/// `metafork_<s>_wisdom(params)`, which sets the program parameters to the measured best.
+pub fn emit_with_wisdom(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher, wisdom: Option<&Wisdom>) -> Result<Vec<(String, String)>, String> {
     let s = &d.schedule;
     let decls: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
-    Ok(vec![(format!("{s}_dispatch.h"), header(source, d, &decls)?), (format!("{s}_dispatch.cu"), launcher(source, function, kernel, d))])
+    let mut h = header(source, d, &decls)?;
+    if let Some(w) = wisdom.filter(|w| w.schedule == *s) {
+        let best = w.best.as_ref().ok_or_else(|| format!("the wisdom for `{s}` has no `best` configuration (no candidate matched)"))?;
+        let program = function.program_parameters();
+        let mut sets = String::new();
+        for (name, value) in &best.parameters {
+            if !program.contains(name) {
+                return Err(format!("the wisdom for `{s}` sets `{name}`, which is not a program parameter (those: {})", program.join(", ")));
+            }
+            sets += &format!(" p->{name} = {value};");
+        }
+        let at = h.rfind("#endif /*").expect("the header ends with its guard");
+        h.insert_str(at, &format!("/* Program parameters measured best on {} (leaf {}), from a tuning harness's wisdom. */\nstatic inline void metafork_{s}_wisdom(metafork_{s}_params *p) {{{sets} }}\n\n", c_string(&w.device), best.leaf));
+    }
+    Ok(vec![(format!("{s}_dispatch.h"), h), (format!("{s}_dispatch.cu"), launcher(source, function, kernel, d))])
 }
 
 fn poly_ref(p: &FastPoly, terms: &mut Vec<String>, factors: &mut Vec<String>) -> String {

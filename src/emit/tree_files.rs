@@ -87,6 +87,16 @@ pub fn leaf_kernel_name(tree: &Tree, id: usize) -> String {
 }
 
 pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool) -> Result<Generated, String> {
+    generate_with_wisdom(source, trees, emit_cuda, None)
+}
+
+/// As [`generate`], with a tuning harness's wisdom for the dispatch headers.
+pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: Option<&crate::emit::dispatch::Wisdom>) -> Result<Generated, String> {
+    if let Some(w) = wisdom {
+        if !trees.iter().any(|(_, t)| t.schedule_name() == w.schedule) {
+            return Err(format!("the wisdom is for schedule `{}`, which is not in {source}", w.schedule));
+        }
+    }
     let mut files = BTreeMap::new();
     let mut schedules = Vec::new();
     let mut text = String::new();
@@ -153,7 +163,7 @@ pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool
         });
         if emit_cuda {
             let dispatcher = crate::dispatch::Dispatcher::new(function, tree)?;
-            for (name, body) in crate::emit::dispatch::emit(source, function, &tree.nodes[0].code, &dispatcher)? {
+            for (name, body) in crate::emit::dispatch::emit_with_wisdom(source, function, &tree.nodes[0].code, &dispatcher, wisdom)? {
                 files.insert(name, body);
             }
         }
