@@ -4,43 +4,11 @@
 
 use constraints::solver::{Backend, CheckResult};
 use constraints::{Rational, Var};
-use metafork::frontend::check_source;
-use metafork::kernel::Kernel;
-use metafork::tree::{build, Counter, NodeKind, Strategy, Tree};
+use metafork::tree::{Counter, NodeKind, Strategy};
 use std::collections::BTreeMap;
 
-fn examples() -> Vec<(String, String)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    let mut v: Vec<(String, String)> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap())).collect();
-    v.sort();
-    v
-}
-
-fn trees_of(path: &str, text: &str, backend: &Backend) -> Vec<(metafork::frontend::model::KernelFunction, Tree)> {
-    let p = check_source(path, text).unwrap();
-    let mut out = Vec::new();
-    for k in p.kernels {
-        for s in &k.schedules {
-            let t = build(&k, Kernel::from_schedule(&k, s).unwrap(), backend).unwrap();
-            out.push((k.clone(), t));
-        }
-    }
-    out
-}
-
-/// A small deterministic generator (xorshift), so the test needs no extra dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
-    }
-}
+mod common;
+use common::{examples, trees_of, Rng};
 
 fn q(v: i64) -> Rational {
     Rational::from_integer(v.into())
