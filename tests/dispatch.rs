@@ -13,26 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{examples, trees_of, Rng};
-
-fn cxx() -> Option<PathBuf> {
-    let found = ["c++", "g++", "clang++"].iter().find_map(|c| which(c));
-    if found.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
-        panic!("METAFORK_REQUIRE_NVCC=1 but no system C++ compiler (c++, g++, clang++) is on PATH");
-    }
-    found
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("metafork-dispatch-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{cxx, examples, nvcc, scratch, trees_of, Rng};
 
 /// A device: a built-in profile, or (one time in three) one with its limits scaled at random,
 /// and (one time in four) a register file near the leaves' estimates, so that points land near
@@ -134,7 +115,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
     let backend = Backend::default();
     let profiles = DeviceProfile::built_in();
     let mut rng = Rng(0x2545F4914F6CDD1D);
-    let dir = scratch("agree");
+    let dir = scratch("dispatch-agree");
     let mut total_points = 0;
     for (path, text) in examples() {
         for (function, tree) in trees_of(&path, &text, &backend) {
@@ -248,12 +229,8 @@ fn refusals_name_the_fact_or_the_counter() {
 /// message rather than launching (with a GPU, it launches a leaf).
 #[test]
 fn dispatch_compiles_links_and_refuses_without_a_device() {
-    let nvcc = llvm_passes::ptxas::find_nvcc();
-    if nvcc.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
-        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
-    }
-    let Some(nvcc) = nvcc else { return };
-    let dir = scratch("link");
+    let Some(nvcc) = nvcc() else { return };
+    let dir = scratch("dispatch-link");
     let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", concat!(env!("CARGO_MANIFEST_DIR"), "/examples/transpose.mf"), "-o"]).arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(dir.join("transpose_dispatch.h").is_file() && dir.join("transpose_dispatch.cu").is_file());

@@ -118,11 +118,7 @@ fn gen_is_deterministic_and_every_leaf_compiles_with_nvcc() {
             assert!(!leaf[key].is_null(), "{path}: leaf lacks `{key}`");
         }
     }
-    let nvcc = llvm_passes::ptxas::find_nvcc();
-    if nvcc.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
-        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
-    }
-    if let Some(nvcc) = nvcc {
+    if let Some(nvcc) = common::nvcc() {
         for arch in ["sm_75", "sm_80", "sm_90"] {
             let o = std::process::Command::new(&nvcc).args(["-c", &format!("-arch={arch}"), "-O3", "-odir"]).arg(&base).args(&sources).output().unwrap();
             assert!(o.status.success(), "nvcc {arch}: {}", String::from_utf8_lossy(&o.stderr));

@@ -12,15 +12,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::{cxx, nvcc, scratch};
+
 fn example(name: &str) -> String {
     format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("metafork-tune-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn metafork(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -29,7 +25,7 @@ fn metafork(dir: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn admissible_configurations_equal_brute_force_and_are_ranked() {
-    let dir = scratch("brute");
+    let dir = scratch("tune-brute");
     let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h200", "--size", "n=4096", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "no progress output when stderr is not a terminal: {}", String::from_utf8_lossy(&out.stderr));
@@ -76,7 +72,7 @@ fn admissible_configurations_equal_brute_force_and_are_ranked() {
 
 #[test]
 fn ranges_and_spaces_restrict_the_enumeration() {
-    let dir = scratch("ranges");
+    let dir = scratch("tune-ranges");
     let out = metafork(&dir, &["tune", &example("jacobi1d"), "--device", "a100", "--size", "N=4096", "--size", "T=10", "--range", "s=1..3", "--range", "B=32,64,100", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
@@ -99,7 +95,7 @@ fn ranges_and_spaces_restrict_the_enumeration() {
 
 #[test]
 fn standalone_space_reports_counts() {
-    let dir = scratch("standalone");
+    let dir = scratch("tune-standalone");
     let spaces = format!("{}/bench/tuning-spaces.yaml", env!("CARGO_MANIFEST_DIR"));
     let out = metafork(&dir, &["tune", "--space", &spaces, "--space-name", "conv_milo"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -116,7 +112,7 @@ fn standalone_space_reports_counts() {
 
 #[test]
 fn bad_requests_get_clear_errors() {
-    let dir = scratch("errors");
+    let dir = scratch("tune-errors");
     let cases: [(&[&str], &str); 6] = [
         (&["tune", &example("matmul"), "--device", "h200"], "give the data size with --size: n=VALUE"),
         (&["tune", &example("matmul"), "--device", "h999", "--size", "n=64"], "unknown device `h999`"),
@@ -140,12 +136,8 @@ fn bad_requests_get_clear_errors() {
 /// wisdom.yaml).
 #[test]
 fn harness_compiles_with_nvcc_and_runs_or_reports() {
-    let nvcc = llvm_passes::ptxas::find_nvcc();
-    if nvcc.is_none() && std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1") {
-        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
-    }
-    let Some(nvcc) = nvcc else { return };
-    let dir = scratch("harness");
+    let Some(nvcc) = nvcc() else { return };
+    let dir = scratch("tune-harness");
     for (name, sizes) in [("matmul", vec!["--size", "n=256"]), ("transpose", vec!["--size", "N=256"]), ("jacobi1d", vec!["--size", "N=1024", "--size", "T=4"])] {
         let h = dir.join(name);
         let (ex, hs) = (example(name), h.display().to_string());
@@ -173,13 +165,13 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
 /// names a parameter the program does not have is refused.
 #[test]
 fn wisdom_sets_the_dispatch_defaults() {
-    let dir = scratch("wisdom");
+    let dir = scratch("tune-wisdom");
     std::fs::write(dir.join("wisdom.yaml"), "schedule: matmul\ndevice: \"NVIDIA H200\"\nsizes: {n: 4096}\nrepetitions: 7\nbest: {leaf: matmul_leaf4, parameters: {B0: 16, s: 2, ub1: 32}, median_ms: 1.5, model_rank: 3}\nleaves: []\n").unwrap();
     let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "wisdom.yaml", &example("matmul"), "-o", "out"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let header = std::fs::read_to_string(dir.join("out/matmul_dispatch.h")).unwrap();
     assert!(header.contains("static inline void metafork_matmul_wisdom(metafork_matmul_params *p) { p->B0 = 16; p->s = 2; p->ub1 = 32; }"), "{header}");
-    if let Some(cxx) = ["c++", "g++", "clang++"].iter().find_map(|c| std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(c)).find(|p| p.is_file()))) {
+    if let Some(cxx) = cxx() {
         std::fs::write(dir.join("out/main.cpp"), "#include \"matmul_dispatch.h\"\nint main() { metafork_matmul_params p = {4096, 0, 0, 0}; metafork_matmul_wisdom(&p);\n  metafork_device d = {255, 232448, 49152, 1024, 65536};\n  return metafork_matmul_select(&d, 0, &p, 0) >= 0 && p.B0 == 16 ? 0 : 1; }\n").unwrap();
         let o = Command::new(&cxx).args(["-std=c++11", "-o"]).arg(dir.join("out/main")).arg(dir.join("out/main.cpp")).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

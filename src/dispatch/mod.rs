@@ -225,8 +225,8 @@ impl Dispatcher {
         for p in &self.params {
             values.push(*params.get(p).ok_or_else(|| format!("{}: no value for parameter `{p}`", self.schedule))?);
         }
-        values.extend(self.machine_values(dev));
         let machine = self.machine_values(dev);
+        values.extend(machine);
         let mut no_kernel = None;
         for (rule, fast) in self.rules.iter().zip(&self.fast) {
             let mut ok = true;

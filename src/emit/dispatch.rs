@@ -168,7 +168,7 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     let _ = writeln!(out, "static inline long long metafork_{s}_shared_bytes(int leaf, const metafork_{s}_params *p) {{");
     let zeros = vec!["0"; 4].join(", ");
     let _ = writeln!(out, "  const long long vals[] = {{{}{}{zeros}}};", d.params.iter().map(|x| format!("p->{x}")).collect::<Vec<_>>().join(", "), if d.params.is_empty() { "" } else { ", " });
-    let _ = writeln!(out, "  return metafork_leaf_shared_bytes({tables}, leaf, vals);");
+    let _ = writeln!(out, "  return metafork_leaf_shared_bytes(metafork_{s}_rules, {}, metafork_{s}_terms, metafork_{s}_factors, leaf, vals);", d.rules.len());
     let _ = writeln!(out, "}}\n");
     let _ = writeln!(out, "#if defined(__CUDACC__) || defined(CUDART_VERSION)");
     let _ = writeln!(out, "/* Fill `dev` and `compiled` for the current device (see {s}_dispatch.cu). */");

@@ -121,9 +121,8 @@ static inline int metafork_select_rules(const metafork_rule *rules, int rule_cou
 }
 
 /* The shared-memory bytes of kernel leaf `leaf`; -1 on overflow or a bad index. */
-static inline long long metafork_leaf_shared_bytes(const metafork_rule *rules, int rule_count, const metafork_constraint *constraints,
-                                                   const metafork_term *terms, const metafork_factor *factors, int leaf, const long long *vals) {
-  (void)constraints;
+static inline long long metafork_leaf_shared_bytes(const metafork_rule *rules, int rule_count, const metafork_term *terms,
+                                                   const metafork_factor *factors, int leaf, const long long *vals) {
   for (int i = 0; i < rule_count; i++) {
     __int128 v;
     if (rules[i].kernel != leaf || leaf < 0) continue;

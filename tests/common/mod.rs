@@ -47,3 +47,35 @@ impl Rng {
         self.next() % 100 < percent
     }
 }
+
+/// Whether `make test` demands the CUDA tools (and a C++ compiler): then a missing one fails.
+fn tools_required() -> bool {
+    std::env::var("METAFORK_REQUIRE_NVCC").as_deref() == Ok("1")
+}
+
+/// `nvcc`, or `None` (a failure under `make test`).
+pub fn nvcc() -> Option<std::path::PathBuf> {
+    let found = llvm_passes::ptxas::find_nvcc();
+    if found.is_none() && tools_required() {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `nvcc` is not on PATH");
+    }
+    found
+}
+
+/// The system C++ compiler (`c++`, `g++` or `clang++`), or `None` (a failure under `make test`).
+pub fn cxx() -> Option<std::path::PathBuf> {
+    let which = |name: &str| std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()));
+    let found = ["c++", "g++", "clang++"].iter().find_map(|c| which(c));
+    if found.is_none() && tools_required() {
+        panic!("METAFORK_REQUIRE_NVCC=1 but no system C++ compiler (c++, g++, clang++) is on PATH");
+    }
+    found
+}
+
+/// A fresh, empty temporary folder for one test.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("metafork-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
