@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-gen bench-spaces clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-gen bench-spaces bench-verify clean
 
 setup:
 	@bash scripts/setup.sh
@@ -37,6 +37,10 @@ bench-gen: setup
 # Search-space construction against Kernel Tuner's times (bench/tuning-spaces.yaml).
 bench-spaces: setup
 	cargo bench --bench spaces
+
+# Verifying every leaf of the paper's four examples (Z3 checks and differential runs).
+bench-verify: setup
+	cargo bench --bench verify
 
 # Time a clean build and test run (the figure recorded in bench/RESULTS.md).
 bench-build: setup

@@ -25,6 +25,34 @@ pub struct Access {
     pub guards: Vec<Constraint>,
     /// The span of the subscripted expression (the caching strategy labels each one apart).
     pub span: crate::frontend::source::Span,
+    /// How many barriers the thread has passed when it makes the access (a polynomial in the
+    /// loop counters), when the barrier structure is modelled; see [`Collector::phase`].
+    pub phase: Option<Poly>,
+    /// The access as printed (`a[i][k]`), for messages.
+    pub text: String,
+}
+
+/// A `__syncthreads()` and the conditions under which a thread reaches it.
+#[derive(Clone, Debug)]
+pub struct BarrierSite {
+    pub guards: Vec<Constraint>,
+    pub phase: Option<Poly>,
+}
+
+/// A condition that every thread of a block must evaluate alike, because a barrier depends on
+/// it: an `if` around a barrier, or the bounds of a loop that contains one.
+#[derive(Clone, Debug)]
+pub struct Uniformity {
+    /// Conditions under which a thread evaluates it.
+    pub guards: Vec<Constraint>,
+    pub phase: Option<Poly>,
+    /// The `if`'s condition as conjuncts, or the loop's `[lo, hi]`; `None` when not modelled.
+    pub condition: Option<Vec<Constraint>>,
+    pub bounds: Option<[Poly; 2]>,
+    /// The source text, and whether it names anything that can differ between threads
+    /// (a thread index, a local scalar, an array element).
+    pub text: String,
+    pub thread_dependent: bool,
 }
 
 /// An auxiliary integer's definition: `dividend / divisor` (`quotient`) or `dividend % divisor`.
@@ -58,11 +86,18 @@ pub struct Collector<'b> {
     pub accesses: Vec<Access>,
     /// The auxiliary integers introduced for `/` and `%`, by name.
     pub aux_defs: BTreeMap<String, AuxDef>,
+    /// The barrier count so far: starts at 0, +1 per barrier; `None` from the point where the
+    /// count is not a polynomial (branches with different counts, a barrier loop whose trip
+    /// count is not modelled or whose step is not 1). Within a loop whose body passes `K`
+    /// barriers, the count at the body's start is `P0 + K*(counter - lo)`.
+    pub phase: Option<Poly>,
+    pub barriers: Vec<BarrierSite>,
+    pub uniformity: Vec<Uniformity>,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new() }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), barriers: Vec::new(), uniformity: Vec::new() }
     }
 
     /// Integer auxiliary variable, declared in the context.
@@ -171,7 +206,7 @@ impl<'b> Collector<'b> {
                     self.expr_accesses(i, env, guards);
                 }
                 let idx = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                self.accesses.push(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec(), span: e.span });
+                self.accesses.push(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             ExprKind::Binary(_, a, b) => {
@@ -218,9 +253,9 @@ impl<'b> Collector<'b> {
                         }
                         let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
                         if *op != AssignOp::Set {
-                            self.accesses.push(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec(), span: target.span });
+                            self.accesses.push(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
                         }
-                        self.accesses.push(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec(), span: target.span });
+                        self.accesses.push(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
                     }
                     ExprKind::Var(n) => {
                         env.insert(n.clone(), None);
@@ -230,15 +265,25 @@ impl<'b> Collector<'b> {
             }
             StmtKind::If { cond, then_branch, else_branch } => {
                 self.expr_accesses(cond, env, guards);
+                if has_barrier(s) {
+                    let condition = self.exact_condition(cond, env, guards);
+                    let thread_dependent = depends_on_thread(cond, env);
+                    self.uniformity.push(Uniformity { guards: guards.to_vec(), phase: self.phase.clone(), condition, bounds: None, text: cond.to_string(), thread_dependent });
+                }
+                let before = self.phase.clone();
                 let mut gt = guards.to_vec();
                 gt.extend(self.condition(cond, true, env, guards));
                 let mut env_t = env.clone();
                 self.stmt(then_branch, &mut env_t, &gt);
+                let after_then = std::mem::replace(&mut self.phase, before);
                 let mut gf = guards.to_vec();
                 gf.extend(self.condition(cond, false, env, guards));
                 let mut env_f = env.clone();
                 if let Some(e) = else_branch {
                     self.stmt(e, &mut env_f, &gf);
+                }
+                if self.phase != after_then {
+                    self.phase = None;
                 }
                 forget_assigned(env, &env_t);
                 forget_assigned(env, &env_f);
@@ -266,15 +311,125 @@ impl<'b> Collector<'b> {
                 if let Some(hi) = self.poly(&l.hi, env, guards) {
                     g.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
                 }
-                self.stmt(&l.body, &mut inner, &g);
+                let per_iteration = barrier_count(&l.body);
+                if per_iteration.as_ref().is_some_and(|k| k.is_zero()) {
+                    self.stmt(&l.body, &mut inner, &g);
+                } else {
+                    self.barrier_loop(l, env, guards, &g, &mut inner, per_iteration);
+                }
                 for n in assigned {
                     if env.contains_key(&n) {
                         env.insert(n, None);
                     }
                 }
             }
+            StmtKind::Barrier => {
+                self.barriers.push(BarrierSite { guards: guards.to_vec(), phase: self.phase.clone() });
+                self.phase = self.phase.take().map(|p| p + Poly::one());
+            }
             _ => {}
         }
+    }
+
+    /// A serial loop whose body passes barriers: its bounds must be uniform, and the barrier
+    /// count is `P0 + K*(counter - lo)` in the body and `P0 + K*trip` after it, when the step is
+    /// 1, `K` is known and the trip count `hi - lo (+1)` is provably not negative.
+    fn barrier_loop(&mut self, l: &ForLoop, env: &Env, guards: &[Constraint], body_guards: &[Constraint], inner: &mut Env, per_iteration: Option<Poly>) {
+        let lo = self.poly(&l.lo, env, guards);
+        let hi = self.poly(&l.hi, env, guards);
+        let thread_dependent = depends_on_thread(&l.lo, env) || depends_on_thread(&l.hi, env);
+        let bounds = lo.clone().zip(hi.clone()).map(|(a, b)| [a, b]);
+        let text = format!("the bounds of loop `{}`", l.var.name);
+        self.uniformity.push(Uniformity { guards: guards.to_vec(), phase: self.phase.clone(), condition: None, bounds, text, thread_dependent });
+        let start = self.phase.clone();
+        let counter = Poly::var(&l.var.name);
+        let trip = match (&lo, &hi) {
+            (Some(lo), Some(hi)) if l.step == 1 => {
+                let trip = if l.inclusive { hi - lo + Poly::one() } else { hi - lo };
+                let mut ctx = self.context.clone();
+                guards.iter().for_each(|c| ctx.add(c.clone()));
+                let known = Constraint::ge(&trip, &Poly::zero());
+                let proved = known.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, &known), Implication::Proved);
+                proved.then_some(trip)
+            }
+            _ => None,
+        };
+        let model = per_iteration.clone().zip(lo.clone()).filter(|_| l.step == 1);
+        self.phase = match (&start, &model) {
+            (Some(p0), Some((k, lo))) => Some(p0 + &(k * &(&counter - lo))),
+            _ => None,
+        };
+        self.stmt(&l.body, inner, body_guards);
+        self.phase = match (start, per_iteration, trip) {
+            (Some(p0), Some(k), Some(trip)) if l.step == 1 => Some(p0 + k * trip),
+            _ => None,
+        };
+    }
+
+    /// A condition as the exact conjunction of polynomial constraints, or `None`.
+    fn exact_condition(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) -> Option<Vec<Constraint>> {
+        let mut out = Vec::new();
+        for c in e.conjuncts() {
+            match &c.kind {
+                ExprKind::Binary(op, a, b) if op.is_comparison() => {
+                    let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);
+                    out.push(crate::frontend::polyexpr::comparison(*op, &x, &y)?);
+                }
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Whether an expression names something that may differ between the threads of a block: a
+/// thread index, an array element, or a local scalar whose value is not a polynomial in the
+/// parameters and block indices.
+fn depends_on_thread(e: &Expr, env: &Env) -> bool {
+    let mut found = false;
+    crate::strategy::walk::walk_expr(e, &mut |x| match &x.kind {
+        ExprKind::Builtin(Builtin::ThreadIdx(_)) | ExprKind::Index { .. } => found = true,
+        ExprKind::Var(n) => match env.get(n) {
+            None => {}
+            Some(None) => found = true,
+            Some(Some(p)) => found |= p.vars().iter().any(|v| !is_uniform_var(v.name(), env)),
+        },
+        _ => {}
+    });
+    found
+}
+
+/// A model variable that is the same for all threads of a block: a block index or a
+/// parameter (not a thread index, loop counter or auxiliary).
+fn is_uniform_var(name: &str, env: &Env) -> bool {
+    match builtin_of_var(name) {
+        Some(Builtin::ThreadIdx(_)) => false,
+        Some(_) => true,
+        None => !name.starts_with("aux_") && !env.contains_key(name),
+    }
+}
+
+/// Whether a statement contains a barrier.
+pub fn has_barrier(s: &Stmt) -> bool {
+    barrier_count(s).is_none_or(|k| !k.is_zero())
+}
+
+/// Barriers one execution of `s` passes, when that is a polynomial: branches must agree, and
+/// a loop around a barrier makes it unknown.
+pub fn barrier_count(s: &Stmt) -> Option<Poly> {
+    match &s.kind {
+        StmtKind::Barrier => Some(Poly::one()),
+        StmtKind::Block(items) => items.iter().try_fold(Poly::zero(), |acc, x| Some(acc + barrier_count(x)?)),
+        StmtKind::If { then_branch, else_branch, .. } => {
+            let t = barrier_count(then_branch)?;
+            let e = match else_branch {
+                Some(e) => barrier_count(e)?,
+                None => Poly::zero(),
+            };
+            (t == e).then_some(t)
+        }
+        StmtKind::For(l) | StmtKind::MetaFor(l) => barrier_count(&l.body)?.is_zero().then(Poly::zero),
+        _ => Some(Poly::zero()),
     }
 }
 

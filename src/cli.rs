@@ -83,6 +83,31 @@ pub enum Command {
         /// gets `metafork_<schedule>_wisdom()`, setting the measured best program parameters.
         #[arg(long, value_name = "FILE", requires = "emit_cuda")]
         wisdom: Option<PathBuf>,
+        /// After writing the files, verify every kernel leaf as `metafork verify` does; the exit
+        /// status is then verify's (0 proved, 1 defect, 2 unverified).
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Prove the kernel leaves of a `gen` output directory.
+    ///
+    /// Rebuilds the trees from the program DIR/tree.yaml names (its `source`, read relative to
+    /// the current directory) and refuses DIR when its kernel files differ from what that
+    /// program generates. Then, for every kernel leaf: Z3 checks, for every parameter value the
+    /// leaf's constraints admit, that no two threads race on an element (shared memory within a
+    /// block between barriers; global memory across blocks), that threads of a block never
+    /// disagree on reaching a barrier, and that no access leaves its array (the two-thread
+    /// reduction); and the kernel is run on the CPU with CUDA semantics at small parameter points
+    /// sampled from the constraints, on seeded random inputs, and compared bit for bit with the
+    /// serial program. Prints one line per leaf. Exit status: 0 when every leaf is proved and
+    /// matches, 1 when a defect is found (`race`, `barrier divergence`, `out of bounds`,
+    /// `mismatch`, with a witness), 2 when something stays unverified (Z3 unknown, a construct
+    /// the model cannot express) or DIR is unusable.
+    Verify {
+        /// A directory written by `metafork gen --emit-cuda`.
+        dir: PathBuf,
+        /// Differential points per leaf.
+        #[arg(long, default_value_t = 4)]
+        points: usize,
     },
     /// Print each kernel's resource counters: registers per thread, shared memory per block,
     /// threads per block.
@@ -171,7 +196,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn input(message: impl Into<String>) -> Failure {
+    pub fn input(message: impl Into<String>) -> Failure {
         Failure { message: message.into(), code: 1 }
     }
 }
@@ -222,7 +247,8 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, output.as_deref())
         }
-        Command::Gen { file, output, emit_cuda, wisdom } => {
+        Command::Verify { dir, points } => crate::verify::command::run(&dir, points, color),
+        Command::Gen { file, output, emit_cuda, wisdom, verify } => {
             let program = load(&file, color)?;
             let wisdom = wisdom.map(|w| crate::emit::dispatch::Wisdom::load(&w)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
             let backend = constraints::solver::Backend::default();
@@ -240,7 +266,11 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 let path = output.join(name);
                 write_atomic(&path, text.as_bytes()).map_err(|e| Failure::input(format!("error: cannot write `{}`: {e}", path.display())))?;
             }
-            emit(&generated.text, None)
+            emit(&generated.text, None)?;
+            if verify {
+                crate::verify::command::report(&trees, crate::verify::Options::default())?;
+            }
+            Ok(())
         }
         Command::Counters { file, ptxas, json } => {
             let program = load(&file, color)?;

@@ -18,3 +18,4 @@ pub mod report;
 pub mod strategy;
 pub mod tree;
 pub mod tune;
+pub mod verify;

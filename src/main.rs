@@ -21,7 +21,9 @@ fn main() {
         }
     };
     if let Err(f) = result {
-        eprintln!("{}", f.message.trim_end());
+        if !f.message.trim().is_empty() {
+            eprintln!("{}", f.message.trim_end());
+        }
         std::process::exit(f.code);
     }
 }

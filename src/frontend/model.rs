@@ -119,6 +119,9 @@ pub struct KernelFunction {
     pub derived: Vec<Derived>,
     pub facts: Vec<Fact>,
     pub schedules: Vec<Schedule>,
+    /// The function's body as written: the serial program the verifier runs as reference
+    /// (its `meta_schedule`s appear in the order of `schedules`).
+    pub body: Vec<Stmt>,
 }
 
 impl KernelFunction {

@@ -164,7 +164,7 @@ impl Checker<'_> {
         for (i, s) in items.schedules.iter_mut().enumerate() {
             s.name = if many { format!("{}_{}", f.name.name, i) } else { f.name.name.clone() };
         }
-        Some(KernelFunction { name: f.name.name.clone(), params, arrays, derived: items.derived, facts: items.facts, schedules: items.schedules })
+        Some(KernelFunction { name: f.name.name.clone(), params, arrays, derived: items.derived, facts: items.facts, schedules: items.schedules, body: f.body.clone() })
     }
 
     fn params(&mut self, ps: &[Param]) -> (Vec<ParamInfo>, Vec<ArrayInfo>) {

@@ -1,0 +1,150 @@
+//! Differential execution: one leaf's kernel against the serial program, at one point.
+//!
+//! Contract: the inputs are the function's arrays filled from a seeded generator (floats in
+//! [-1, 1), integers in [-100, 100]) and its floating scalars likewise; the same inputs go to
+//! the serial program (every `meta_for` a sequential loop) and to the program with the leaf's
+//! schedule launched as a kernel (race detection on). Every array the function may write is
+//! compared element by element, bit for bit: no strategy of metafork reassociates arithmetic,
+//! so no tolerance is needed, or granted.
+
+use super::code::{self, Code};
+use super::machine::{self, Buffer, Fault, Launchable, RunOptions, RunStats};
+use super::value::Value;
+use crate::frontend::ast::ScalarType;
+use crate::frontend::model::{KernelFunction, Role};
+use crate::kernel::Kernel;
+use constraints::{Rational, Var};
+use std::collections::BTreeMap;
+
+/// A seeded generator (SplitMix64): a few lines, fully determined by the seed on every
+/// platform, which is all the verifier needs; no dependency is worth that.
+#[derive(Clone, Debug)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
+    }
+
+    fn value(&mut self, ty: ScalarType) -> Value {
+        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        match ty {
+            ScalarType::Float => Value::Float(unit as f32),
+            ScalarType::Double => Value::Double(unit),
+            ScalarType::Int | ScalarType::Long => Value::Long(self.range(-100, 100)).to(ty),
+        }
+    }
+}
+
+/// The first element where the kernel's result differs from the serial program's.
+#[derive(Clone, Debug)]
+pub struct Difference {
+    pub array: String,
+    pub index: Vec<i64>,
+    pub expected: Value,
+    pub got: Value,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mismatch: {}{:?} is {:?}, the serial program computes {:?}", self.array, self.index, self.got, self.expected)
+    }
+}
+
+/// The outcome of one point.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// Same results; the kernel ran this many threads.
+    Passed(RunStats),
+    /// The point is outside the program's facts (an `assume` or `assert` is false), or the
+    /// serial program itself cannot run there: not a test of the kernel.
+    Unusable(String),
+    /// The kernel run stopped on a defect (race, barrier divergence, out of bounds).
+    Fault(Fault),
+    Mismatch(Difference),
+}
+
+/// The host programs of one schedule: serial, and with the leaf launched.
+pub struct Programs<'k> {
+    pub serial: Code,
+    pub launching: Code,
+    pub kernel: Launchable<'k>,
+}
+
+impl<'k> Programs<'k> {
+    pub fn new(function: &KernelFunction, schedule: usize, kernel: &'k Kernel) -> Result<Programs<'k>, String> {
+        Ok(Programs {
+            serial: code::host(function, None)?,
+            launching: code::host(function, Some((schedule, kernel)))?,
+            kernel: Launchable { kernel, code: code::kernel(kernel)? },
+        })
+    }
+}
+
+/// The arrays' extents and the scalar arguments at `point` (integer parameters by name).
+fn inputs(function: &KernelFunction, point: &BTreeMap<String, i64>, rng: &mut SplitMix) -> Result<(Vec<Value>, Vec<Buffer>), String> {
+    let mut args = Vec::new();
+    let exact: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+    for p in &function.params {
+        match p.role {
+            Role::Array => {}
+            Role::Value => args.push(rng.value(p.ty)),
+            _ => args.push(Value::Long(*point.get(&p.name).ok_or_else(|| format!("no value for `{}`", p.name))?).to(p.ty)),
+        }
+    }
+    let mut buffers = Vec::new();
+    for a in &function.arrays {
+        let mut dims = Vec::new();
+        for e in &a.extents {
+            let v = e.eval(&exact).map_err(|v| format!("the extent of `{}` needs `{v}`", a.name))?;
+            let v = i64::try_from(v.to_integer()).map_err(|_| format!("the extent of `{}` is too large", a.name))?;
+            dims.push(v.max(0));
+        }
+        let mut b = Buffer::new(&a.name, a.elem, dims, Value::zero(a.elem));
+        for x in b.data.iter_mut() {
+            *x = rng.value(a.elem);
+        }
+        buffers.push(b);
+    }
+    Ok((args, buffers))
+}
+
+/// Run both programs at `point` on the same seeded inputs and compare. When the serial
+/// program itself stops on a defect (the source program is broken), the kernel is still run:
+/// its fault is the leaf's defect.
+pub fn run_point(function: &KernelFunction, programs: &Programs, point: &BTreeMap<String, i64>, seed: u64, options: RunOptions) -> Outcome {
+    let mut rng = SplitMix(seed);
+    let (args, inputs) = match inputs(function, point, &mut rng) {
+        Ok(x) => x,
+        Err(e) => return Outcome::Unusable(e),
+    };
+    let mut expected = inputs.clone();
+    let serial = machine::run(&programs.serial, &args, &mut expected, None, RunOptions::default());
+    if let Err(f @ Fault::OutsideFacts(_)) = &serial {
+        return Outcome::Unusable(f.to_string());
+    }
+    let mut got = inputs;
+    let stats = match machine::run(&programs.launching, &args, &mut got, Some(&programs.kernel), options) {
+        Ok(s) => s,
+        Err(f @ Fault::OutsideFacts(_)) => return Outcome::Unusable(f.to_string()),
+        Err(f) => return Outcome::Fault(f),
+    };
+    if let Err(f) = serial {
+        return Outcome::Unusable(format!("the serial program: {f}"));
+    }
+    for (e, g) in expected.iter().zip(&got) {
+        if let Some(i) = e.data.iter().zip(&g.data).position(|(x, y)| !x.identical(*y)) {
+            return Outcome::Mismatch(Difference { array: e.name.clone(), index: e.unflatten(i), expected: e.data[i], got: g.data[i] });
+        }
+    }
+    Outcome::Passed(stats)
+}

@@ -1,0 +1,515 @@
+//! The execution engine: runs a host program (the serial reference, or the same program with
+//! one schedule launched as a kernel) on concrete values, with CUDA semantics for kernels.
+//!
+//! Contract:
+//! - A launch runs every block of the grid, one after another; within a block the threads run
+//!   one at a time up to their next `__syncthreads()`, and none passes it before all have
+//!   arrived at the same barrier. Threads that stop at different barriers, or where some finish
+//!   while others wait, are *barrier divergence*.
+//! - Every array access is bounds-checked per subscript against the array's extents
+//!   (*out of bounds*). Shared arrays are per block and start as NaN (or a poison integer), so
+//!   a read of an element no thread wrote shows in the result.
+//! - With `detect_races`, each element keeps its last write and the reads since: two accesses,
+//!   one a write, *race* when they come from different blocks, or from different threads of
+//!   one block between the same two barriers (the happens-before of a kernel without atomics).
+//! - A run has a step budget, so no input makes the verifier hang.
+
+use super::code::{Code, Instr, LaunchSite, E};
+use super::value::{binary, call, Value};
+use crate::frontend::ast::{AssignOp, BinOp, Builtin, ScalarType};
+use crate::kernel::Kernel;
+use constraints::{Rational, Var};
+use std::collections::BTreeMap;
+
+/// Instructions one run may execute, host and kernels together.
+pub const STEP_BUDGET: u64 = 400_000_000;
+
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    pub name: String,
+    pub elem: ScalarType,
+    pub dims: Vec<i64>,
+    pub data: Vec<Value>,
+}
+
+impl Buffer {
+    pub fn new(name: &str, elem: ScalarType, dims: Vec<i64>, fill: Value) -> Buffer {
+        let n = dims.iter().product::<i64>().max(0) as usize;
+        Buffer { name: name.to_string(), elem, dims, data: vec![fill; n] }
+    }
+
+    /// The subscripts of a flat position.
+    pub fn unflatten(&self, mut flat: usize) -> Vec<i64> {
+        let mut out = vec![0; self.dims.len()];
+        for (d, e) in self.dims.iter().enumerate().rev() {
+            out[d] = flat as i64 % e.max(&1);
+            flat /= *e.max(&1) as usize;
+        }
+        out
+    }
+}
+
+/// Which thread: block and thread indices, x first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Who {
+    pub block: [i64; 3],
+    pub thread: [i64; 3],
+}
+
+impl std::fmt::Display for Who {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [bx, by, bz] = self.block;
+        let [tx, ty, tz] = self.thread;
+        write!(f, "thread ({tx},{ty},{tz}) of block ({bx},{by},{bz})")
+    }
+}
+
+/// What stopped a run.
+#[derive(Clone, Debug)]
+pub enum Fault {
+    OutOfBounds { array: String, site: String, index: Vec<i64>, extents: Vec<i64>, who: Option<Who> },
+    Race { array: String, element: Vec<i64>, first: (Who, String), second: (Who, String) },
+    BarrierDivergence { block: [i64; 3], detail: String },
+    /// An `assume`/`assert` is false: the point is outside the program's facts.
+    OutsideFacts(String),
+    Error(String),
+}
+
+impl Fault {
+    /// The defect's name as `verify` reports it, or `None` for a point outside the facts or an
+    /// engine error.
+    pub fn defect(&self) -> Option<&'static str> {
+        match self {
+            Fault::OutOfBounds { .. } => Some("out of bounds"),
+            Fault::Race { .. } => Some("race"),
+            Fault::BarrierDivergence { .. } => Some("barrier divergence"),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::OutOfBounds { array, site, index, extents, who } => {
+                write!(f, "out of bounds: `{site}` accesses {array}{index:?} outside extents {extents:?}")?;
+                if let Some(w) = who {
+                    write!(f, " ({w})")?;
+                }
+                Ok(())
+            }
+            Fault::Race { array, element, first, second } => write!(
+                f,
+                "race on {array}{element:?}: `{}` by {} and `{}` by {}, with no barrier between them",
+                first.1, first.0, second.1, second.0
+            ),
+            Fault::BarrierDivergence { block, detail } => write!(f, "barrier divergence in block ({},{},{}): {detail}", block[0], block[1], block[2]),
+            Fault::OutsideFacts(t) => write!(f, "`{t}` does not hold"),
+            Fault::Error(m) => f.write_str(m),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Acc {
+    block: u32,
+    thread: u32,
+    epoch: u32,
+    site: u32,
+}
+
+impl Acc {
+    fn conflicts(&self, other: &Acc) -> bool {
+        self.block != other.block || (self.thread != other.thread && self.epoch == other.epoch)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Shadow {
+    write: Option<Acc>,
+    reads: Vec<Acc>,
+}
+
+/// Where a program's array lives during a run.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    Global(usize),
+    Shared(usize),
+}
+
+/// Everything an instruction may touch besides the thread's own slots.
+struct Frame<'a> {
+    code: &'a Code,
+    places: &'a [Place],
+    globals: &'a mut [Buffer],
+    shared: &'a mut [Buffer],
+    /// Race shadows of the globals and of this block's shared arrays, when detecting.
+    gshadow: Option<&'a mut [Vec<Shadow>]>,
+    sshadow: Option<&'a mut [Vec<Shadow>]>,
+    /// Inside a kernel: thread, block, block size and grid size (x, y, z).
+    kernel: bool,
+    tid: [i64; 3],
+    bid: [i64; 3],
+    bdim: [i64; 3],
+    gdim: [i64; 3],
+    epoch: u32,
+    steps: &'a mut u64,
+}
+
+fn lin(v: [i64; 3], d: [i64; 3]) -> u32 {
+    (v[0] + d[0] * (v[1] + d[1] * v[2])) as u32
+}
+
+fn unlin(x: u32, d: [i64; 3]) -> [i64; 3] {
+    let x = x as i64;
+    [x % d[0], (x / d[0]) % d[1], x / (d[0] * d[1])]
+}
+
+impl Frame<'_> {
+    fn who(&self) -> Option<Who> {
+        self.kernel.then_some(Who { block: self.bid, thread: self.tid })
+    }
+
+    fn describe(&self, a: &Acc) -> (Who, String) {
+        (Who { block: unlin(a.block, self.gdim), thread: unlin(a.thread, self.bdim) }, self.code.sites[a.site as usize].clone())
+    }
+
+    fn buffer(&mut self, array: usize) -> &mut Buffer {
+        match self.places[array] {
+            Place::Global(i) => &mut self.globals[i],
+            Place::Shared(i) => &mut self.shared[i],
+        }
+    }
+
+    /// The flat position of `array[index]`, bounds-checked per subscript.
+    fn position(&mut self, array: usize, index: Vec<i64>, site: usize) -> Result<usize, Fault> {
+        let who = self.who();
+        let site_text = &self.code.sites[site];
+        let buf = match self.places[array] {
+            Place::Global(i) => &self.globals[i],
+            Place::Shared(i) => &self.shared[i],
+        };
+        let mut flat: i64 = 0;
+        for (i, e) in index.iter().zip(&buf.dims) {
+            if *i < 0 || i >= e {
+                return Err(Fault::OutOfBounds { array: buf.name.clone(), site: site_text.clone(), index, extents: buf.dims.clone(), who });
+            }
+            flat = flat * e + i;
+        }
+        Ok(flat as usize)
+    }
+
+    /// Record an access for race detection; a conflict with an earlier one is a race.
+    fn track(&mut self, array: usize, flat: usize, site: usize, write: bool) -> Result<(), Fault> {
+        let me = Acc { block: lin(self.bid, self.gdim), thread: lin(self.tid, self.bdim), epoch: self.epoch, site: site as u32 };
+        let shadows = match self.places[array] {
+            Place::Global(i) => self.gshadow.as_deref_mut().map(|s| &mut s[i]),
+            Place::Shared(i) => self.sshadow.as_deref_mut().map(|s| &mut s[i]),
+        };
+        let Some(shadows) = shadows else { return Ok(()) };
+        let s = &mut shadows[flat];
+        let mut clash = s.write.filter(|w| w.conflicts(&me));
+        if write && clash.is_none() {
+            clash = s.reads.iter().copied().find(|r| r.conflicts(&me));
+        }
+        if let Some(other) = clash {
+            let (first, second) = (self.describe(&other), self.describe(&me));
+            let buf = self.buffer(array);
+            return Err(Fault::Race { array: buf.name.clone(), element: buf.unflatten(flat), first, second });
+        }
+        if write {
+            // Earlier reads are ordered before this write (else a race was reported), so a
+            // later access conflicts with one of them only if it conflicts with this write.
+            s.write = Some(me);
+            s.reads.clear();
+        } else if !s.reads.last().is_some_and(|r| r.block == me.block && r.thread == me.thread && r.epoch == me.epoch) {
+            s.reads.push(me);
+        }
+        Ok(())
+    }
+
+    fn eval(&mut self, slots: &[Value], e: &E) -> Result<Value, Fault> {
+        Ok(match e {
+            E::Const(v) => *v,
+            E::Slot(s) => slots[*s],
+            E::Builtin(b) => Value::Int(match b {
+                Builtin::ThreadIdx(d) => self.tid[*d as usize],
+                Builtin::BlockIdx(d) => self.bid[*d as usize],
+                Builtin::BlockDim(d) => self.bdim[*d as usize],
+                Builtin::GridDim(d) => self.gdim[*d as usize],
+            } as i32),
+            E::Load { array, indices, site } => {
+                let index = self.indices(slots, indices)?;
+                let flat = self.position(*array, index, *site)?;
+                self.track(*array, flat, *site, false)?;
+                self.buffer(*array).data[flat]
+            }
+            E::Neg(a) => self.eval(slots, a)?.neg(),
+            E::Not(a) => Value::from_bool(!self.eval(slots, a)?.truthy()),
+            E::And(a, b) => Value::from_bool(self.eval(slots, a)?.truthy() && self.eval(slots, b)?.truthy()),
+            E::Or(a, b) => Value::from_bool(self.eval(slots, a)?.truthy() || self.eval(slots, b)?.truthy()),
+            E::Binary(op, a, b) => {
+                let (x, y) = (self.eval(slots, a)?, self.eval(slots, b)?);
+                arith(binary(*op, x, y))?
+            }
+            E::Cond(ty, c, a, b) => {
+                let arm = if self.eval(slots, c)?.truthy() { a } else { b };
+                self.eval(slots, arm)?.to(*ty)
+            }
+            E::Cast(t, a) => self.eval(slots, a)?.to(*t),
+            E::Call(name, args) => {
+                let vals: Vec<Value> = args.iter().map(|a| self.eval(slots, a)).collect::<Result<_, _>>()?;
+                call(name, &vals).map_err(Fault::Error)?
+            }
+        })
+    }
+
+    fn indices(&mut self, slots: &[Value], indices: &[E]) -> Result<Vec<i64>, Fault> {
+        indices.iter().map(|i| self.eval(slots, i).map(|v| v.as_i64())).collect()
+    }
+
+    /// Run from `pc` until a barrier, a launch (host) or the end.
+    fn run(&mut self, slots: &mut [Value], pc: &mut usize) -> Result<Stop, Fault> {
+        let instrs = &self.code.instrs;
+        while *pc < instrs.len() {
+            *self.steps += 1;
+            if *self.steps > STEP_BUDGET {
+                return Err(Fault::Error(format!("the run exceeded {STEP_BUDGET} steps")));
+            }
+            match &instrs[*pc] {
+                Instr::Set { slot, op, value } => {
+                    let v = self.eval(slots, value)?;
+                    slots[*slot] = combine(*op, slots[*slot], v)?.to(self.code.slot_types[*slot]);
+                }
+                Instr::Store { array, indices, op, value, site } => {
+                    let v = self.eval(slots, value)?;
+                    let index = self.indices(slots, indices)?;
+                    let flat = self.position(*array, index, *site)?;
+                    if *op != AssignOp::Set {
+                        self.track(*array, flat, *site, false)?;
+                    }
+                    self.track(*array, flat, *site, true)?;
+                    let buf = self.buffer(*array);
+                    buf.data[flat] = combine(*op, buf.data[flat], v)?.to(buf.elem);
+                }
+                Instr::JumpUnless(c, target) => {
+                    if !self.eval(slots, c)?.truthy() {
+                        *pc = *target;
+                        continue;
+                    }
+                }
+                Instr::Jump(target) => {
+                    *pc = *target;
+                    continue;
+                }
+                Instr::Barrier(id) => return Ok(Stop::Barrier(*id)),
+                Instr::Launch(i) => return Ok(Stop::Launch(*i)),
+                Instr::Fact { cond, text } => {
+                    if !self.eval(slots, cond)?.truthy() {
+                        return Err(Fault::OutsideFacts(text.clone()));
+                    }
+                }
+            }
+            *pc += 1;
+        }
+        Ok(Stop::Done)
+    }
+}
+
+enum Stop {
+    Barrier(usize),
+    Launch(usize),
+    Done,
+}
+
+fn arith(r: Result<Value, &'static str>) -> Result<Value, Fault> {
+    r.map_err(|m| Fault::Error(m.to_string()))
+}
+
+/// `old op= v` (for `=`, just `v`).
+fn combine(op: AssignOp, old: Value, v: Value) -> Result<Value, Fault> {
+    let bin = match op {
+        AssignOp::Set => return Ok(v),
+        AssignOp::Add => BinOp::Add,
+        AssignOp::Sub => BinOp::Sub,
+        AssignOp::Mul => BinOp::Mul,
+        AssignOp::Div => BinOp::Div,
+    };
+    arith(binary(bin, old, v))
+}
+
+/// A kernel ready to launch: its code, and its form for the block extents and shared sizes.
+pub struct Launchable<'k> {
+    pub kernel: &'k Kernel,
+    pub code: Code,
+}
+
+/// Options of a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    pub detect_races: bool,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    pub launches: u64,
+    pub blocks: u64,
+    pub threads: u64,
+}
+
+/// Run a host program on `globals` (the function's arrays, in order) with the scalar
+/// parameters `args`; `kernel` is the code its `Launch` instructions start.
+pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&Launchable>, options: RunOptions) -> Result<RunStats, Fault> {
+    let mut slots: Vec<Value> = host.slot_types.iter().map(|t| Value::zero(*t)).collect();
+    for (i, a) in args.iter().enumerate().take(host.params) {
+        slots[i] = a.to(host.slot_types[i]);
+    }
+    let places: Vec<Place> = (0..host.arrays.len()).map(Place::Global).collect();
+    let mut steps = 0u64;
+    let mut stats = RunStats::default();
+    let mut pc = 0;
+    loop {
+        let stop = {
+            let mut f = Frame { code: host, places: &places, globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut steps };
+            f.run(&mut slots, &mut pc)?
+        };
+        match stop {
+            Stop::Done => return Ok(stats),
+            Stop::Barrier(_) => return Err(Fault::Error("a barrier outside a kernel".into())),
+            Stop::Launch(i) => {
+                let k = kernel.ok_or_else(|| Fault::Error("a launch without a kernel".into()))?;
+                launch(host, &host.launches[i], &slots, globals, k, options, &mut steps, &mut stats)?;
+                pc += 1;
+            }
+        }
+    }
+}
+
+fn eval_poly(p: &constraints::Poly, point: &BTreeMap<Var, Rational>, what: &str) -> Result<i64, Fault> {
+    let v = p.eval(point).map_err(|v| Fault::Error(format!("{what} `{p}` needs the value of `{v}`")))?;
+    if !v.is_integer() {
+        return Err(Fault::Error(format!("{what} `{p}` is not an integer here")));
+    }
+    i64::try_from(v.to_integer()).map_err(|_| Fault::Error(format!("{what} `{p}` is too large")))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch(host: &Code, site: &LaunchSite, host_slots: &[Value], globals: &mut [Buffer], k: &Launchable, options: RunOptions, steps: &mut u64, stats: &mut RunStats) -> Result<(), Fault> {
+    let code = &k.code;
+    // Scalar arguments, in the kernel's parameter order, and the integer ones as a point.
+    let mut args = Vec::new();
+    let mut point = BTreeMap::new();
+    for (p, from) in k.kernel.params.iter().zip(&site.args) {
+        if let Some(slot) = from {
+            let v = host_slots[*slot];
+            if v.ty().is_integer() {
+                point.insert(Var::new(&p.name), Rational::from_integer(v.as_i64().into()));
+            }
+            args.push(v);
+        }
+    }
+    let mut gdim = [1i64; 3];
+    for (d, g) in site.grid.iter().enumerate() {
+        let mut f = Frame { code: host, places: &[], globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut *steps };
+        gdim[d] = f.eval(host_slots, g)?.as_i64();
+    }
+    let mut bdim = [1i64; 3];
+    for (d, b) in k.kernel.block.iter().enumerate() {
+        bdim[d] = eval_poly(b, &point, "the block extent")?;
+        if bdim[d] < 1 {
+            return Err(Fault::Error(format!("the block extent `{b}` is {} here", bdim[d])));
+        }
+    }
+    stats.launches += 1;
+    if gdim.iter().any(|g| *g <= 0) {
+        return Ok(()); // an empty grid: no work, as the serial loops do none
+    }
+    let threads = (bdim[0] * bdim[1] * bdim[2]) as usize;
+    // The kernel's arrays: globals by name, then the shared ones (per block).
+    let mut places = Vec::new();
+    let mut shared_shapes = Vec::new();
+    for a in &code.arrays {
+        if a.shared {
+            let dims = a.extents.iter().map(|e| eval_poly(e, &point, "the shared extent")).collect::<Result<Vec<_>, _>>()?;
+            places.push(Place::Shared(shared_shapes.len()));
+            shared_shapes.push((a.name.clone(), a.elem, dims));
+        } else {
+            let i = host.arrays.iter().position(|h| h.name == a.name).ok_or_else(|| Fault::Error(format!("the kernel's array `{}` is not the program's", a.name)))?;
+            places.push(Place::Global(i));
+        }
+    }
+    let mut gshadow: Option<Vec<Vec<Shadow>>> = options.detect_races.then(|| globals.iter().map(|b| vec![Shadow::default(); b.data.len()]).collect());
+    for bz in 0..gdim[2] {
+        for by in 0..gdim[1] {
+            for bx in 0..gdim[0] {
+                let bid = [bx, by, bz];
+                let mut shared: Vec<Buffer> = shared_shapes.iter().map(|(n, e, d)| Buffer::new(n, *e, d.clone(), poison(*e))).collect();
+                let mut sshadow: Option<Vec<Vec<Shadow>>> = options.detect_races.then(|| shared.iter().map(|b| vec![Shadow::default(); b.data.len()]).collect());
+                let mut state: Vec<(usize, Vec<Value>, Option<Stop>)> = (0..threads)
+                    .map(|_| {
+                        let mut s: Vec<Value> = code.slot_types.iter().map(|t| Value::zero(*t)).collect();
+                        s[..args.len()].copy_from_slice(&args);
+                        (0usize, s, None)
+                    })
+                    .collect();
+                let mut epoch = 0u32;
+                loop {
+                    for (t, (pc, slots, stop)) in state.iter_mut().enumerate() {
+                        if matches!(stop, Some(Stop::Done)) {
+                            continue;
+                        }
+                        let tid = unlin(t as u32, bdim);
+                        let mut f = Frame { code, places: &places, globals, shared: &mut shared, gshadow: gshadow.as_deref_mut(), sshadow: sshadow.as_deref_mut(), kernel: true, tid, bid, bdim, gdim, epoch, steps: &mut *steps };
+                        *stop = Some(f.run(slots, pc)?);
+                    }
+                    let first = state[0].2.as_ref().map(stop_id);
+                    if let Some((t, s)) = state.iter().enumerate().find(|(_, s)| s.2.as_ref().map(stop_id) != first) {
+                        let detail = format!(
+                            "thread ({}) {} while thread (0,0,0) {}",
+                            unlin(t as u32, bdim).map(|x| x.to_string()).join(","),
+                            describe_stop(s.2.as_ref()),
+                            describe_stop(state[0].2.as_ref())
+                        );
+                        return Err(Fault::BarrierDivergence { block: bid, detail });
+                    }
+                    if matches!(state[0].2, Some(Stop::Done)) {
+                        break;
+                    }
+                    for s in state.iter_mut() {
+                        s.0 += 1; // past the barrier
+                        s.2 = None;
+                    }
+                    epoch += 1;
+                }
+                stats.blocks += 1;
+                stats.threads += threads as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stop_id(s: &Stop) -> Option<usize> {
+    match s {
+        Stop::Barrier(b) => Some(*b),
+        _ => None,
+    }
+}
+
+fn describe_stop(s: Option<&Stop>) -> String {
+    match s {
+        Some(Stop::Barrier(b)) => format!("waits at barrier {b}"),
+        _ => "has finished".into(),
+    }
+}
+
+/// What a shared element holds before any thread writes it.
+fn poison(elem: ScalarType) -> Value {
+    match elem {
+        ScalarType::Float => Value::Float(f32::NAN),
+        ScalarType::Double => Value::Double(f64::NAN),
+        ScalarType::Int => Value::Int(-0x5a5a5a5b),
+        ScalarType::Long => Value::Long(-0x5a5a5a5a5a5a5a5b),
+    }
+}

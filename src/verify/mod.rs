@@ -1,0 +1,170 @@
+//! Proving what metafork emits: every leaf's kernel is run against the serial program
+//! (differential execution on the CPU with CUDA semantics) and checked with Z3 for data races,
+//! barrier divergence and out-of-bounds accesses for every parameter value its constraints
+//! admit (the two-thread reduction).
+
+pub mod code;
+pub mod differential;
+pub mod machine;
+pub mod value;
+pub mod sample;
+pub mod twothread;
+
+use crate::frontend::model::KernelFunction;
+use crate::tree::{NodeKind, Tree};
+use constraints::solver::Backend;
+use differential::{Outcome, Programs};
+use std::collections::{BTreeMap, HashMap};
+use twothread::{StaticResult, Verdict};
+
+/// How hard to try.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Differential points per leaf.
+    pub points: usize,
+    pub seed: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { points: 4, seed: 0x6d65_7461_666f_726b }
+    }
+}
+
+/// The Z3 time limit of one verification query: a query that needs more leaves the leaf
+/// unverified (never passed).
+pub const QUERY_TIMEOUT_MS: u32 = 2_000;
+
+/// A differential point that did not pass.
+#[derive(Clone, Debug)]
+pub struct PointFailure {
+    pub point: BTreeMap<String, i64>,
+    pub outcome: Outcome,
+}
+
+/// What verification found for one kernel leaf.
+#[derive(Clone, Debug)]
+pub struct LeafReport {
+    pub schedule: String,
+    pub leaf: usize,
+    pub kernel: String,
+    pub statik: StaticResult,
+    /// Points run (usable ones), and the first failure among them.
+    pub points: usize,
+    pub failure: Option<PointFailure>,
+    pub sampling: Option<String>,
+}
+
+/// The verdict on one leaf, as `verify` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Proved,
+    /// The defect's name (`race`, `barrier divergence`, `out of bounds`, `mismatch`) and the
+    /// message with its witness.
+    Defect(&'static str, String),
+    Unverified(String),
+}
+
+impl LeafReport {
+    pub fn status(&self) -> Status {
+        if let Verdict::Defect(w) = &self.statik.verdict {
+            return Status::Defect(w.defect, w.to_string());
+        }
+        if let Some(f) = &self.failure {
+            let params: Vec<String> = f.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let at = params.join(", ");
+            return match &f.outcome {
+                Outcome::Mismatch(d) => Status::Defect("mismatch", format!("{d} (at {at})")),
+                Outcome::Fault(x) => Status::Defect(x.defect().unwrap_or("mismatch"), format!("{x} (at {at})")),
+                _ => Status::Unverified(format!("the point {at} could not be run")),
+            };
+        }
+        if let Verdict::Unverified(r) = &self.statik.verdict {
+            return Status::Unverified(r.clone());
+        }
+        if self.points == 0 {
+            return Status::Unverified(self.sampling.clone().unwrap_or_else(|| "no parameter point of the leaf could be run".into()));
+        }
+        Status::Proved
+    }
+}
+
+/// Verify every kernel leaf of one schedule's tree.
+pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, options: Options) -> Result<Vec<LeafReport>, String> {
+    let schedule = function.schedules.iter().position(|s| s.name == tree.schedule).ok_or_else(|| format!("no schedule `{}`", tree.schedule))?;
+    // Leaves often share code: the proof under the root's system holds for each of them; a
+    // defect found there is re-checked under the leaf's own constraints.
+    let mut proofs: HashMap<String, StaticResult> = HashMap::new();
+    let mut out = Vec::new();
+    for leaf in tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)) {
+        let key = format!("{:?}", leaf.staged);
+        let general = proofs.entry(key).or_insert_with(|| twothread::check(function, &leaf.staged, &tree.root_constraints, backend)).clone();
+        let statik = match general.verdict {
+            Verdict::Proved => general,
+            _ => twothread::check(function, &leaf.staged, &leaf.constraints, backend),
+        };
+        let programs = Programs::new(function, schedule, &leaf.staged)?;
+        let seed = options.seed ^ (leaf.id as u64).wrapping_mul(0x9e37_79b9);
+        let (points, sampling) = match sample::points(function, &leaf.constraints, backend, options.points, options.points * 12, seed) {
+            Ok(p) => (p, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let mut run = 0;
+        let mut failure = None;
+        for (i, p) in points.iter().enumerate() {
+            match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true }) {
+                Outcome::Passed(_) => run += 1,
+                Outcome::Unusable(_) => {}
+                other => {
+                    run += 1;
+                    failure = Some(PointFailure { point: p.clone(), outcome: other });
+                    break;
+                }
+            }
+        }
+        out.push(LeafReport {
+            schedule: tree.schedule.clone(),
+            leaf: leaf.id,
+            kernel: crate::emit::tree_files::leaf_kernel_name(tree, leaf.id),
+            statik,
+            points: run,
+            failure,
+            sampling: sampling.or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+        });
+    }
+    Ok(out)
+}
+
+/// The exit status for a set of reports: 0 all proved, 1 a defect, 2 something unverified.
+pub fn exit_code(reports: &[LeafReport]) -> i32 {
+    let statuses: Vec<Status> = reports.iter().map(|r| r.status()).collect();
+    if statuses.iter().any(|s| matches!(s, Status::Defect(..))) {
+        1
+    } else if statuses.iter().any(|s| matches!(s, Status::Unverified(_))) {
+        2
+    } else {
+        0
+    }
+}
+
+/// The report as text: one line per leaf.
+pub fn render(reports: &[LeafReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        let line = match r.status() {
+            Status::Proved => format!("proved: no race, no barrier divergence, in bounds ({} Z3 queries); {} points match the serial program", r.statik.queries, r.points),
+            Status::Defect(name, msg) => format!("DEFECT ({name}): {msg}"),
+            Status::Unverified(why) => format!("UNVERIFIED: {why} ({} points matched the serial program)", r.points),
+        };
+        out.push_str(&format!("{} leaf {} ({}): {line}\n", r.schedule, r.leaf, r.kernel));
+    }
+    let code = exit_code(reports);
+    let proved = reports.iter().filter(|r| r.status() == Status::Proved).count();
+    out.push_str(&format!("{proved} of {} leaves proved{}\n", reports.len(), match code {
+        0 => "",
+        1 => "; defects found",
+        _ => "; some leaves unverified",
+    }));
+    out
+}
+pub mod command;

@@ -1,0 +1,474 @@
+//! The static checks: data races, barrier divergence and out-of-bounds accesses, for every
+//! parameter value a system admits, by the two-thread reduction (as in GPUVerify).
+//!
+//! Model (from [`crate::access`]): each access site is (array, polynomial subscripts, read or
+//! write, the path's guards, the barrier count `phase` when it is reached); each condition a
+//! barrier depends on is an obligation. The kernel's launch shape is part of the context:
+//! `0 <= threadIdx.d < block[d]`, `0 <= blockIdx.d < grid[d]`, derived scalars and host loop
+//! counters as the host defines them. A second thread is the same model with every variable
+//! that is not a parameter renamed (`x__2`). Z3 is asked for:
+//! - *race*: two distinct threads, one writing, the same element: of a shared array within one
+//!   block with equal phases; of a global array from different blocks, or from one block with
+//!   equal phases;
+//! - *barrier divergence*: two threads of one block, at the same phase, reaching a condition a
+//!   barrier depends on and evaluating it differently;
+//! - *out of bounds*: one thread with a subscript below 0 or at least the extent.
+//!
+//! Unsat proves the property for every admitted value. Sat is a defect with a witness, but
+//! only when everything the query relies on is modelled exactly; where the model had to leave
+//! something out (an unmodelled subscript or phase), sat is *unverified*, as is Z3's unknown.
+
+use super::machine::Who;
+use crate::access::{Access, Collector, Env};
+use crate::frontend::ast::Builtin;
+use crate::frontend::model::KernelFunction;
+use crate::kernel::{Kernel, KernelParamKind};
+use constraints::solver::{Backend, CheckResult, Model};
+use constraints::{Constraint, Domain, Poly, System, Var};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The suffix of the second thread's variables.
+const SECOND: &str = "__2";
+
+/// A concrete counterexample: parameter values and the threads involved.
+#[derive(Clone, Debug)]
+pub struct Witness {
+    /// `race`, `barrier divergence` or `out of bounds`.
+    pub defect: &'static str,
+    /// What happens, in words (the array, sites, condition).
+    pub detail: String,
+    /// The function's integer parameters (and the kernel's derived scalars and host counters).
+    pub params: BTreeMap<String, i64>,
+    pub first: Who,
+    pub second: Option<Who>,
+    /// The sites (printed accesses, or the condition) involved.
+    pub sites: Vec<String>,
+    /// Every variable of the model (loop counters, auxiliaries), for the record.
+    pub model: BTreeMap<String, i64>,
+}
+
+impl std::fmt::Display for Witness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let params: Vec<String> = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        write!(f, "{}: {} at {}; {}", self.defect, self.detail, params.join(", "), self.first)?;
+        if let Some(s) = &self.second {
+            write!(f, " and {s}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Verdict {
+    Proved,
+    Defect(Box<Witness>),
+    Unverified(String),
+}
+
+/// The result of the static checks of one kernel under one system.
+#[derive(Clone, Debug)]
+pub struct StaticResult {
+    pub verdict: Verdict,
+    pub queries: u64,
+}
+
+fn var_of(b: Builtin) -> String {
+    crate::access::builtin_var(b)
+}
+
+fn second(name: &str) -> String {
+    format!("{name}{SECOND}")
+}
+
+/// The model of one kernel: its collector after walking the body, and which variables are
+/// shared by all threads.
+struct KernelModel<'b> {
+    col: Collector<'b>,
+    shared_vars: BTreeSet<String>,
+    extents: BTreeMap<String, Vec<Poly>>,
+    shared_arrays: BTreeSet<String>,
+    blocks: usize,
+    threads: usize,
+    integer_params: Vec<String>,
+    /// How many of the context's first constraints describe the launch (facts, derived
+    /// scalars, host counters, index ranges): always part of a query.
+    launch_facts: usize,
+}
+
+fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> KernelModel<'b> {
+    let mut col = Collector::new(backend, system.clone());
+    let env = Env::new();
+    let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
+    for p in &int_params {
+        col.context.set_domain(Var::new(p), Domain::integer());
+    }
+    for d in &function.derived {
+        if let Some(v) = col.poly(&d.value, &env, &[]) {
+            col.context.add(Constraint::eq(&Poly::var(&d.name), &v));
+        }
+    }
+    for h in &kernel.host_loops {
+        let c = Poly::var(&h.var);
+        if let Some(lo) = col.poly(&h.lo, &env, &[]) {
+            col.context.add(Constraint::ge(&c, &lo));
+        }
+        if let Some(hi) = col.poly(&h.hi, &env, &[]) {
+            col.context.add(if h.inclusive { Constraint::le(&c, &hi) } else { Constraint::lt(&c, &hi) });
+        }
+    }
+    for d in 0..3u8 {
+        for (b, extent) in [
+            (Builtin::ThreadIdx(d), kernel.block.get(d as usize).cloned()),
+            (Builtin::BlockIdx(d), kernel.grid.get(d as usize).and_then(|g| col.poly(g, &env, &[]))),
+        ] {
+            let v = Poly::var(&var_of(b));
+            col.context.set_domain(Var::new(&var_of(b)), Domain::integer());
+            let exists = (d as usize) < if matches!(b, Builtin::ThreadIdx(_)) { kernel.block.len() } else { kernel.grid.len() };
+            if !exists {
+                col.context.add(Constraint::eq(&v, &Poly::zero()));
+                continue;
+            }
+            col.context.add(Constraint::ge(&v, &Poly::zero()));
+            if let Some(e) = extent {
+                col.context.add(Constraint::lt(&v, &e));
+            }
+        }
+    }
+    let launch_facts = col.context.constraints().len();
+    let mut env = Env::new();
+    col.stmts(&kernel.body, &mut env, &[]);
+    let mut shared_vars: BTreeSet<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
+    shared_vars.extend(system.vars().iter().map(|v| v.name().to_string()));
+    let mut extents = BTreeMap::new();
+    for p in &kernel.params {
+        if let KernelParamKind::Array { extents: e, .. } = &p.kind {
+            extents.insert(p.name.clone(), e.clone());
+        }
+    }
+    for s in &kernel.shared {
+        extents.insert(s.name.clone(), s.extents.clone());
+    }
+    KernelModel {
+        col,
+        shared_vars,
+        extents,
+        shared_arrays: kernel.shared.iter().map(|s| s.name.clone()).collect(),
+        blocks: kernel.grid.len(),
+        threads: kernel.block.len(),
+        integer_params: int_params,
+        launch_facts,
+    }
+}
+
+impl KernelModel<'_> {
+    fn rename_poly(&self, p: &Poly) -> Poly {
+        let mut out = p.clone();
+        for v in p.vars() {
+            if !self.shared_vars.contains(v.name()) {
+                out = out.substitute(&v, &Poly::var(&second(v.name())));
+            }
+        }
+        out
+    }
+
+    fn rename(&self, c: &Constraint) -> Constraint {
+        Constraint::new(self.rename_poly(c.poly()), c.rel())
+    }
+
+    /// A query for one thread's guards, or two threads' (the second's renamed); the launch
+    /// context is added by [`KernelModel::complete`].
+    fn system(&self, first: &[Constraint], second_guards: Option<&[Constraint]>) -> System {
+        let mut sys = System::new();
+        first.iter().for_each(|g| sys.add(g.clone()));
+        if let Some(g2) = second_guards {
+            g2.iter().for_each(|g| sys.add(self.rename(g)));
+        }
+        sys
+    }
+
+    fn thread_local(&self, v: &Var) -> bool {
+        !self.shared_vars.contains(v.name())
+    }
+
+    /// The query plus the part of the context it needs: every fact about parameters only, and
+    /// each fact about a thread's variables once one of them is in play. A definition of an
+    /// auxiliary (`x = d*q + r`) comes in with `q` or `r`, not with `x`'s variables: the
+    /// definitions of divisions the query never mentions are nonlinear noise for Z3.
+    fn complete(&self, query: &System) -> System {
+        let mut sys = query.clone();
+        let mut live: BTreeSet<Var> = query.vars().into_iter().filter(|v| self.thread_local(v)).collect();
+        let candidates: Vec<Constraint> = self
+            .col
+            .context
+            .constraints()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                let two = c.vars().iter().any(|v| self.thread_local(v)).then(|| self.rename(c));
+                if i < self.launch_facts {
+                    for x in std::iter::once(c).chain(two.as_ref()) {
+                        sys.add(x.clone());
+                        live.extend(x.vars().into_iter().filter(|v| self.thread_local(v)));
+                    }
+                }
+                std::iter::once(c.clone()).chain(two).filter(move |_| i >= self.launch_facts)
+            })
+            .collect();
+        let mut taken = vec![false; candidates.len()];
+        loop {
+            let mut grew = false;
+            for (i, c) in candidates.iter().enumerate() {
+                if taken[i] {
+                    continue;
+                }
+                let locals: Vec<Var> = c.vars().into_iter().filter(|v| self.thread_local(v)).collect();
+                let aux: Vec<&Var> = locals.iter().filter(|v| v.name().starts_with("aux_")).collect();
+                let triggered = if locals.is_empty() { true } else if aux.is_empty() { locals.iter().any(|v| live.contains(v)) } else { aux.iter().any(|v| live.contains(*v)) };
+                if triggered {
+                    taken[i] = true;
+                    grew = true;
+                    sys.add(c.clone());
+                    live.extend(locals);
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        for (v, d) in self.col.context.domains() {
+            sys.set_domain(v.clone(), d.clone());
+        }
+        for v in sys.vars() {
+            if !sys.domains().contains_key(&v) {
+                sys.set_domain(v, Domain::integer());
+            }
+        }
+        sys
+    }
+
+    fn same(&self, sys: &mut System, b: Builtin) {
+        let v = var_of(b);
+        sys.add(Constraint::eq(&Poly::var(&v), &Poly::var(&second(&v))));
+    }
+
+    /// Cases that together say "the two coordinates differ": differ in the first coordinate,
+    /// or agree on it and differ in the next, ... (one `!=` each, which Z3 handles well).
+    fn differ(&self, sys: &System, coords: &[Builtin]) -> Vec<System> {
+        (0..coords.len())
+            .map(|i| {
+                let mut s = sys.clone();
+                for c in &coords[..i] {
+                    self.same(&mut s, *c);
+                }
+                let v = var_of(coords[i]);
+                s.add(Constraint::ne(&Poly::var(&v), &Poly::var(&second(&v))));
+                s
+            })
+            .collect()
+    }
+
+    fn block_coords(&self) -> Vec<Builtin> {
+        (0..self.blocks as u8).rev().map(Builtin::BlockIdx).collect()
+    }
+
+    fn thread_coords(&self) -> Vec<Builtin> {
+        (0..self.threads as u8).rev().map(Builtin::ThreadIdx).collect()
+    }
+
+    fn same_block(&self, sys: &mut System) {
+        for d in 0..3 {
+            self.same(sys, Builtin::BlockIdx(d));
+        }
+    }
+
+    /// Equal phases, when both are modelled (else `false`: the query is an over-approximation).
+    fn same_phase(&self, sys: &mut System, a: &Option<Poly>, b: &Option<Poly>) -> bool {
+        match (a, b) {
+            (Some(x), Some(y)) => {
+                sys.add(Constraint::eq(x, &self.rename_poly(y)));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn who(&self, m: &Model, suffix: &str) -> Who {
+        let get = |b: Builtin| m.get(&format!("{}{suffix}", var_of(b))).and_then(to_i64).unwrap_or(0);
+        Who { block: [0, 1, 2].map(|d| get(Builtin::BlockIdx(d))), thread: [0, 1, 2].map(|d| get(Builtin::ThreadIdx(d))) }
+    }
+}
+
+fn to_i64(r: &constraints::Rational) -> Option<i64> {
+    r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
+}
+
+/// Runs the checks, counting queries; stops at the first defect or unverified query.
+struct Checker<'m, 'b> {
+    m: &'m KernelModel<'b>,
+    backend: &'b Backend,
+    function: &'m KernelFunction,
+    queries: u64,
+}
+
+enum Answer {
+    Unsat,
+    Sat(Model),
+}
+
+impl Checker<'_, '_> {
+    fn ask(&mut self, sys: &System) -> Result<Answer, Verdict> {
+        self.queries += 1;
+        let sys = &self.m.complete(sys);
+        match self.backend.check(sys) {
+            CheckResult::Unsat => Ok(Answer::Unsat),
+            CheckResult::Sat(m) => Ok(Answer::Sat(self.small(sys).unwrap_or(m))),
+            CheckResult::Unknown(r) => Err(Verdict::Unverified(format!("Z3 could not decide a query ({r})"))),
+        }
+    }
+
+    /// A witness with small parameters when one exists (easier to read and to replay).
+    fn small(&mut self, sys: &System) -> Option<Model> {
+        let mut s = sys.clone();
+        for p in self.function.data_parameters().iter().chain(&self.function.program_parameters()) {
+            s.add(Constraint::le(&Poly::var(p), &Poly::int(super::sample::MAX_DATA)));
+        }
+        self.queries += 1;
+        match self.backend.check(&s) {
+            CheckResult::Sat(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    fn witness(&self, m: &Model, defect: &'static str, detail: String, sites: Vec<String>, two: bool) -> Verdict {
+        let mut params = BTreeMap::new();
+        for p in &self.m.integer_params {
+            if let Some(v) = m.get(p).and_then(to_i64) {
+                params.insert(p.clone(), v);
+            }
+        }
+        let model = m.values.iter().filter_map(|(k, v)| Some((k.name().to_string(), to_i64(v)?))).collect();
+        Verdict::Defect(Box::new(Witness { defect, detail, params, first: self.m.who(m, ""), second: two.then(|| self.m.who(m, SECOND)), sites, model }))
+    }
+
+    /// Sat on an exact query is a defect; on an over-approximation it leaves the property open.
+    fn found(&self, m: &Model, exact: bool, defect: &'static str, detail: String, sites: Vec<String>, two: bool) -> Verdict {
+        if exact {
+            self.witness(m, defect, detail, sites, two)
+        } else {
+            Verdict::Unverified(format!("possible {defect} ({detail}): the model of the kernel is not exact there"))
+        }
+    }
+
+    fn bounds(&mut self) -> Result<(), Verdict> {
+        for a in &self.m.col.accesses {
+            let Some(extents) = self.m.extents.get(&a.array) else { continue };
+            for (i, (idx, extent)) in a.indices.iter().zip(extents).enumerate() {
+                let Some(idx) = idx else {
+                    return Err(Verdict::Unverified(format!("subscript {} of `{}` is not modelled", i + 1, a.text)));
+                };
+                for bad in [Constraint::lt(idx, &Poly::zero()), Constraint::ge(idx, extent)] {
+                    let mut sys = self.m.system(&a.guards, None);
+                    sys.add(bad);
+                    if let Answer::Sat(m) = self.ask(&sys)? {
+                        let detail = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
+                        return Err(self.witness(&m, "out of bounds", detail, vec![a.text.clone()], false));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn races(&mut self) -> Result<(), Verdict> {
+        let accesses = &self.m.col.accesses;
+        for (i, w) in accesses.iter().enumerate().filter(|(_, a)| a.write) {
+            for (j, b) in accesses.iter().enumerate() {
+                if b.array != w.array || (b.write && j < i) {
+                    continue;
+                }
+                self.pair(w, b)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pair(&mut self, w: &Access, b: &Access) -> Result<(), Verdict> {
+        let mut base = self.m.system(&w.guards, Some(&b.guards));
+        let mut exact = true;
+        for (x, y) in w.indices.iter().zip(&b.indices) {
+            match (x, y) {
+                (Some(x), Some(y)) => base.add(Constraint::eq(x, &self.m.rename_poly(y))),
+                _ => exact = false,
+            }
+        }
+        let detail = format!("`{}` ({}) and `{}` ({}) may touch the same element of `{}`", w.text, "write", b.text, if b.write { "write" } else { "read" }, w.array);
+        let sites = vec![w.text.clone(), b.text.clone()];
+        let mut cases = Vec::new();
+        // One block, two threads, between the same two barriers.
+        let mut one_block = base.clone();
+        self.m.same_block(&mut one_block);
+        let phased = self.m.same_phase(&mut one_block, &w.phase, &b.phase);
+        for s in self.m.differ(&one_block, &self.m.thread_coords()) {
+            cases.push((s, exact && phased));
+        }
+        // Two blocks, for global memory.
+        if !self.m.shared_arrays.contains(&w.array) {
+            for s in self.m.differ(&base, &self.m.block_coords()) {
+                cases.push((s, exact));
+            }
+        }
+        for (sys, exact) in cases {
+            if let Answer::Sat(m) = self.ask(&sys)? {
+                return Err(self.found(&m, exact, "race", detail, sites, true));
+            }
+        }
+        Ok(())
+    }
+
+    fn divergence(&mut self) -> Result<(), Verdict> {
+        for u in &self.m.col.uniformity {
+            if !u.thread_dependent {
+                continue;
+            }
+            let mut base = self.m.system(&u.guards, Some(&u.guards));
+            self.m.same_block(&mut base);
+            let exact = self.m.same_phase(&mut base, &u.phase, &u.phase);
+            let mut cases = Vec::new();
+            if let Some(conjuncts) = &u.condition {
+                for c in conjuncts {
+                    let mut s = base.clone();
+                    conjuncts.iter().for_each(|x| s.add(x.clone()));
+                    s.add(self.m.rename(c).negate());
+                    cases.push(s);
+                }
+            } else if let Some([lo, hi]) = &u.bounds {
+                for p in [lo, hi] {
+                    let mut s = base.clone();
+                    s.add(Constraint::ne(p, &self.m.rename_poly(p)));
+                    cases.push(s);
+                }
+            } else {
+                return Err(Verdict::Unverified(format!("a barrier depends on `{}`, which the model cannot express", u.text)));
+            }
+            for sys in cases {
+                if let Answer::Sat(m) = self.ask(&sys)? {
+                    let detail = format!("threads of one block evaluate `{}` differently, and a barrier depends on it", u.text);
+                    return Err(self.found(&m, exact, "barrier divergence", detail, vec![u.text.clone()], true));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Check one kernel under `system` (a leaf's constraints, or the root's to share the proof
+/// among leaves with the same code).
+pub fn check(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &Backend) -> StaticResult {
+    let m = model(function, kernel, system, backend);
+    let mut c = Checker { m: &m, backend, function, queries: 0 };
+    let verdict = match c.divergence().and_then(|_| c.bounds()).and_then(|_| c.races()) {
+        Ok(()) => Verdict::Proved,
+        Err(v) => v,
+    };
+    StaticResult { verdict, queries: c.queries }
+}
