@@ -32,13 +32,6 @@ pub struct Access {
     pub text: String,
 }
 
-/// A `__syncthreads()` and the conditions under which a thread reaches it.
-#[derive(Clone, Debug)]
-pub struct BarrierSite {
-    pub guards: Vec<Constraint>,
-    pub phase: Option<Poly>,
-}
-
 /// A condition that every thread of a block must evaluate alike, because a barrier depends on
 /// it: an `if` around a barrier, or the bounds of a loop that contains one.
 #[derive(Clone, Debug)]
@@ -91,13 +84,12 @@ pub struct Collector<'b> {
     /// count is not modelled or whose step is not 1). Within a loop whose body passes `K`
     /// barriers, the count at the body's start is `P0 + K*(counter - lo)`.
     pub phase: Option<Poly>,
-    pub barriers: Vec<BarrierSite>,
     pub uniformity: Vec<Uniformity>,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), barriers: Vec::new(), uniformity: Vec::new() }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new() }
     }
 
     /// Integer auxiliary variable, declared in the context.
@@ -324,7 +316,6 @@ impl<'b> Collector<'b> {
                 }
             }
             StmtKind::Barrier => {
-                self.barriers.push(BarrierSite { guards: guards.to_vec(), phase: self.phase.clone() });
                 self.phase = self.phase.take().map(|p| p + Poly::one());
             }
             _ => {}

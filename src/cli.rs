@@ -196,7 +196,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn input(message: impl Into<String>) -> Failure {
+    fn input(message: impl Into<String>) -> Failure {
         Failure { message: message.into(), code: 1 }
     }
 }
@@ -252,14 +252,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let program = load(&file, color)?;
             let wisdom = wisdom.map(|w| crate::emit::dispatch::Wisdom::load(&w)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
             let backend = constraints::solver::Backend::default();
-            let mut trees = Vec::new();
-            for k in &program.kernels {
-                for s in &k.schedules {
-                    let kernel = Kernel::from_schedule(k, s).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
-                    let tree = crate::tree::build(k, kernel, &backend).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
-                    trees.push((k, tree));
-                }
-            }
+            let trees = crate::tree::build_all(&program, &backend).map_err(|e| Failure::input(format!("error: {e}")))?;
             let generated = crate::emit::tree_files::generate_with_wisdom(&file.display().to_string(), &trees, emit_cuda, wisdom.as_ref()).map_err(|e| Failure::input(format!("error: {e}")))?;
             std::fs::create_dir_all(&output).map_err(|e| Failure::input(format!("error: cannot create `{}`: {e}", output.display())))?;
             for (name, text) in &generated.files {

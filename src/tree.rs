@@ -550,6 +550,18 @@ impl Builder<'_> {
 /// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
 /// the schedule asks for caching and it applies, then each of those `" +narrow"`), as the code
 /// that runs: for benchmarks and tests.
+/// The tree of every schedule of a program, with its function; an error names the schedule.
+pub fn build_all<'p>(program: &'p crate::frontend::CheckedProgram, backend: &Backend) -> Result<Vec<(&'p KernelFunction, Tree)>, String> {
+    let mut trees = Vec::new();
+    for k in &program.kernels {
+        for s in &k.schedules {
+            let kernel = Kernel::from_schedule(k, s).map_err(|e| format!("{}: {e}", s.name))?;
+            trees.push((k, build(k, kernel, backend).map_err(|e| format!("{}: {e}", s.name))?));
+        }
+    }
+    Ok(trees)
+}
+
 pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {
     let uncached = Kernel { cache: Vec::new(), ..kernel.clone() };
     let mut logical = vec![(String::new(), uncached.clone())];

@@ -5,7 +5,6 @@
 use super::{exit_code, render, verify_tree, Options};
 use crate::cli::Failure;
 use crate::frontend::model::KernelFunction;
-use crate::kernel::Kernel;
 use crate::tree::Tree;
 use constraints::solver::Backend;
 use std::path::Path;
@@ -35,14 +34,7 @@ pub fn run(dir: &Path, points: usize, color: bool) -> Result<(), Failure> {
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| unusable(format!("`{}` is not valid YAML: {e}", tree_yaml.display())))?;
     let source = doc.get("source").and_then(|s| s.as_str()).ok_or_else(|| unusable(format!("`{}` names no `source` program", tree_yaml.display())))?;
     let program = crate::cli::load(Path::new(source), color).map_err(|f| unusable(format!("the program `{source}` that `{}` was generated from: {}", dir.display(), f.message.trim_start_matches("error: "))))?;
-    let backend = Backend::default();
-    let mut trees = Vec::new();
-    for k in &program.kernels {
-        for s in &k.schedules {
-            let kernel = Kernel::from_schedule(k, s).map_err(|e| unusable(format!("{}: {e}", s.name)))?;
-            trees.push((k, crate::tree::build(k, kernel, &backend).map_err(|e| unusable(format!("{}: {e}", s.name)))?));
-        }
-    }
+    let trees = crate::tree::build_all(&program, &Backend::default()).map_err(unusable)?;
     // The files in DIR must be the ones this program generates: what is verified is what runs.
     let generated = crate::emit::tree_files::generate(source, &trees, true).map_err(unusable)?;
     let mut compared = 0;

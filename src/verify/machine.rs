@@ -42,8 +42,9 @@ impl Buffer {
     pub fn unflatten(&self, mut flat: usize) -> Vec<i64> {
         let mut out = vec![0; self.dims.len()];
         for (d, e) in self.dims.iter().enumerate().rev() {
-            out[d] = flat as i64 % e.max(&1);
-            flat /= *e.max(&1) as usize;
+            let e = (*e).max(1) as usize;
+            out[d] = (flat % e) as i64;
+            flat /= e;
         }
         out
     }

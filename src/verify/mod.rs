@@ -4,6 +4,7 @@
 //! admit (the two-thread reduction).
 
 pub mod code;
+pub mod command;
 pub mod differential;
 pub mod machine;
 pub mod value;
@@ -167,4 +168,3 @@ pub fn render(reports: &[LeafReport]) -> String {
     }));
     out
 }
-pub mod command;

@@ -90,9 +90,22 @@ struct KernelModel<'b> {
     blocks: usize,
     threads: usize,
     integer_params: Vec<String>,
-    /// How many of the context's first constraints describe the launch (facts, derived
-    /// scalars, host counters, index ranges): always part of a query.
-    launch_facts: usize,
+    /// The launch's facts (parameter facts, derived scalars, host counters, index ranges) for
+    /// both threads: part of every query.
+    launch: Vec<Constraint>,
+    /// The rest of the context, for both threads, asserted only where a query needs it.
+    candidates: Vec<Candidate>,
+}
+
+/// A fact of the context that a query includes once one of its `triggers` is in play (or
+/// always, when it has none: a fact about parameters only). A definition of an auxiliary
+/// (`x = d*q + r`) is triggered by `q` or `r`, not by `x`'s variables: the definitions of
+/// divisions a query never mentions are nonlinear noise for Z3.
+struct Candidate {
+    constraint: Constraint,
+    /// Its thread-local variables, live once it is included.
+    locals: Vec<Var>,
+    triggers: Vec<Var>,
 }
 
 fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> KernelModel<'b> {
@@ -148,7 +161,7 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     for s in &kernel.shared {
         extents.insert(s.name.clone(), s.extents.clone());
     }
-    KernelModel {
+    let mut m = KernelModel {
         col,
         shared_vars,
         extents,
@@ -156,8 +169,32 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         blocks: kernel.grid.len(),
         threads: kernel.block.len(),
         integer_params: int_params,
-        launch_facts,
+        launch: Vec::new(),
+        candidates: Vec::new(),
+    };
+    // Each fact for the first thread, and renamed for the second when it names its variables.
+    let both: Vec<(usize, Constraint)> = m
+        .col
+        .context
+        .constraints()
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            let two = c.vars().iter().any(|v| m.thread_local(v)).then(|| m.rename(c));
+            std::iter::once((i, c.clone())).chain(two.map(|t| (i, t)))
+        })
+        .collect();
+    for (i, c) in both {
+        if i < launch_facts {
+            m.launch.push(c);
+            continue;
+        }
+        let locals: Vec<Var> = c.vars().into_iter().filter(|v| m.thread_local(v)).collect();
+        let aux: Vec<Var> = locals.iter().filter(|v| v.name().starts_with("aux_")).cloned().collect();
+        let triggers = if aux.is_empty() { locals.clone() } else { aux };
+        m.candidates.push(Candidate { constraint: c, locals, triggers });
     }
+    m
 }
 
 impl KernelModel<'_> {
@@ -190,45 +227,21 @@ impl KernelModel<'_> {
         !self.shared_vars.contains(v.name())
     }
 
-    /// The query plus the part of the context it needs: every fact about parameters only, and
-    /// each fact about a thread's variables once one of them is in play. A definition of an
-    /// auxiliary (`x = d*q + r`) comes in with `q` or `r`, not with `x`'s variables: the
-    /// definitions of divisions the query never mentions are nonlinear noise for Z3.
+    /// The query plus the part of the context it needs: the launch facts for both threads,
+    /// and each other fact once it is triggered (see [`Candidate`]).
     fn complete(&self, query: &System) -> System {
         let mut sys = query.clone();
-        let mut live: BTreeSet<Var> = query.vars().into_iter().filter(|v| self.thread_local(v)).collect();
-        let candidates: Vec<Constraint> = self
-            .col
-            .context
-            .constraints()
-            .iter()
-            .enumerate()
-            .flat_map(|(i, c)| {
-                let two = c.vars().iter().any(|v| self.thread_local(v)).then(|| self.rename(c));
-                if i < self.launch_facts {
-                    for x in std::iter::once(c).chain(two.as_ref()) {
-                        sys.add(x.clone());
-                        live.extend(x.vars().into_iter().filter(|v| self.thread_local(v)));
-                    }
-                }
-                std::iter::once(c.clone()).chain(two).filter(move |_| i >= self.launch_facts)
-            })
-            .collect();
-        let mut taken = vec![false; candidates.len()];
+        self.launch.iter().for_each(|c| sys.add(c.clone()));
+        let mut live: BTreeSet<Var> = sys.vars().into_iter().filter(|v| self.thread_local(v)).collect();
+        let mut taken = vec![false; self.candidates.len()];
         loop {
             let mut grew = false;
-            for (i, c) in candidates.iter().enumerate() {
-                if taken[i] {
-                    continue;
-                }
-                let locals: Vec<Var> = c.vars().into_iter().filter(|v| self.thread_local(v)).collect();
-                let aux: Vec<&Var> = locals.iter().filter(|v| v.name().starts_with("aux_")).collect();
-                let triggered = if locals.is_empty() { true } else if aux.is_empty() { locals.iter().any(|v| live.contains(v)) } else { aux.iter().any(|v| live.contains(*v)) };
-                if triggered {
-                    taken[i] = true;
+            for (c, taken) in self.candidates.iter().zip(taken.iter_mut()) {
+                if !*taken && (c.triggers.is_empty() || c.triggers.iter().any(|v| live.contains(v))) {
+                    *taken = true;
                     grew = true;
-                    sys.add(c.clone());
-                    live.extend(locals);
+                    sys.add(c.constraint.clone());
+                    live.extend(c.locals.iter().cloned());
                 }
             }
             if !grew {
