@@ -1,8 +1,13 @@
 //! The Z3 back end: consistency, implication, simplification and sampling of [`System`]s.
 //!
 //! Contract:
-//! - Every query runs under a timeout (`timeout_ms`); Z3's `unknown` (a timeout, or an
-//!   incomplete nonlinear procedure) comes back as `Unknown(reason)`, never as sat or unsat.
+//! - Every query runs under a limit (`timeout_ms`), enforced as Z3's deterministic resource
+//!   limit (`rlimit`, [`RLIMIT_PER_MS`] units per millisecond) rather than a wall-clock
+//!   timeout: the answers, and so metafork's output, do not depend on the machine's load, and
+//!   no timer threads run. (Z3 4.8.12's timer thread pool deadlocks when several threads run
+//!   solvers with timeouts at once, as `cargo test` and the parallel verifier do; Z3 issue
+//!   #5990.) Z3's `unknown` (the limit, or an incomplete nonlinear procedure) comes back as
+//!   `Unknown(reason)`, never as sat or unsat.
 //! - Z3 objects live in the z3 crate's thread-local context, so each thread reuses one context;
 //!   [`PathSolver`] keeps one incremental solver with push/pop for walking a tree path.
 //! - Integer variables are Z3 `Int`s; a constraint whose variables are all integers is encoded
@@ -21,8 +26,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use z3::ast::{Bool, Int, Real};
 use z3::{Params, SatResult, Solver};
 
-/// The per-query time limit used when none is given.
+/// The per-query limit used when none is given.
 pub const DEFAULT_TIMEOUT_MS: u32 = 5_000;
+
+/// Z3 resource units per millisecond of limit. Z3 spends units at different rates on
+/// different queries: measured on the 2-core development machine (Z3 4.8.12), 3.2 million
+/// units per second on a mixed-radix race query (QF_NIA) and 0.75 million on a verifier query
+/// with many quotient definitions. 1.5 per microsecond keeps a query's time between about a
+/// half and twice its nominal limit, and its answer the same on every machine.
+pub const RLIMIT_PER_MS: u32 = 1_500;
 
 /// A satisfying assignment. `approximate` lists variables whose value Z3 gave as an algebraic
 /// (irrational) number, here rounded to 30 decimal digits.
@@ -236,7 +248,7 @@ impl PathSolver {
 
     fn with_solver(solver: Solver, domains: &BTreeMap<Var, Domain>, timeout_ms: u32) -> PathSolver {
         let mut params = Params::new();
-        params.set_u32("timeout", timeout_ms);
+        params.set_u32("rlimit", timeout_ms.saturating_mul(RLIMIT_PER_MS));
         solver.set_params(&params);
         let mut terms = BTreeMap::new();
         for (v, d) in domains {
