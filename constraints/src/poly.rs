@@ -52,8 +52,22 @@ impl Monomial {
         Monomial(merged.into_iter().collect())
     }
 
+    /// `self / other` when `other` divides this monomial.
+    pub fn divide(&self, other: &Monomial) -> Option<Monomial> {
+        let mut out = Vec::new();
+        for (v, e) in &self.0 {
+            let d = other.exponent(v);
+            match e.checked_sub(d) {
+                Some(0) => {}
+                Some(r) => out.push((v.clone(), r)),
+                None => return None,
+            }
+        }
+        other.0.iter().all(|(v, _)| self.exponent(v) > 0).then_some(Monomial(out))
+    }
+
     /// This monomial without the variable `v`.
-    fn without(&self, v: &Var) -> Monomial {
+    pub fn without(&self, v: &Var) -> Monomial {
         Monomial(self.0.iter().filter(|(w, _)| w != v).cloned().collect())
     }
 }
@@ -217,6 +231,22 @@ impl Poly {
             return Poly::zero();
         }
         Poly { terms: self.terms.iter().map(|(m, k)| (m.clone(), k * c)).collect() }
+    }
+
+    /// Division by the term `coeff * divisor` (`coeff` positive), term by term: the terms that
+    /// are integer multiples of it, divided by it (the quotient), and the other terms (the
+    /// remainder), so that `self == quotient * coeff * divisor + remainder`.
+    pub fn split_by_term(&self, coeff: &Rational, divisor: &Monomial) -> (Poly, Poly) {
+        let mut quotient = Poly::zero();
+        let mut remainder = Poly::zero();
+        for (m, c) in &self.terms {
+            let q = c / coeff;
+            match m.divide(divisor) {
+                Some(rest) if q.is_integer() => quotient.add_term(rest, q),
+                _ => remainder.add_term(m.clone(), c.clone()),
+            }
+        }
+        (quotient, remainder)
     }
 
     /// Replace every occurrence of `v` by `replacement`.
@@ -422,6 +452,19 @@ mod tests {
         assert_eq!(p.to_string(), "2*s*B + 2");
         let q = Poly::int(2) * Poly::var("B1") * Poly::var("s") * Poly::var("B0");
         assert_eq!(q.to_string(), "2*s*B0*B1");
+    }
+
+    #[test]
+    fn split_by_term_is_a_division_with_remainder() {
+        // 2*v*B*N + 3*u*N + x*B + 4*N by 2*N: quotient v*B, remainder 3*u*N + x*B; then
+        // 4*N = 2*(2*N) joins the quotient.
+        let p: Poly = "2*v*B*N + 3*u*N + x*B + 4*N".parse().unwrap();
+        let (q, r) = p.split_by_term(&Rational::from_integer(2.into()), &Monomial::var(Var::new("N")));
+        assert_eq!(q, "v*B + 2".parse().unwrap());
+        assert_eq!(r, "3*u*N + x*B".parse().unwrap());
+        let back = &q * &"2*N".parse::<Poly>().unwrap() + &r;
+        assert_eq!(back, p);
+        assert!(Monomial::var(Var::new("N")).divide(&Monomial::var(Var::new("B"))).is_none());
     }
 
     #[test]

@@ -19,13 +19,14 @@
 //! something out (an unmodelled subscript or phase), sat is *unverified*, as is Z3's unknown.
 
 use super::machine::Who;
+use super::radix::{self, Side};
 use crate::access::{Access, Collector, Env};
 use crate::frontend::ast::Builtin;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::{Kernel, KernelParamKind};
 use constraints::solver::{Backend, CheckResult, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The suffix of the second thread's variables.
 const SECOND: &str = "__2";
@@ -90,6 +91,9 @@ struct KernelModel<'b> {
     blocks: usize,
     threads: usize,
     integer_params: Vec<String>,
+    /// The model's divisions: (quotient, remainder, dividend, divisor), for
+    /// [`radix::fold_divisions`].
+    divisions: Vec<(Var, Var, Poly, Poly)>,
     /// The launch's facts (parameter facts, derived scalars, host counters, index ranges) for
     /// both threads: part of every query.
     launch: Vec<Constraint>,
@@ -152,6 +156,18 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     col.stmts(&kernel.body, &mut env, &[]);
     let mut shared_vars: BTreeSet<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
     shared_vars.extend(system.vars().iter().map(|v| v.name().to_string()));
+    // A quotient or remainder of shared values (`N / 2`) is shared too.
+    loop {
+        let before = shared_vars.len();
+        for (name, def) in &col.aux_defs {
+            if def.dividend.vars().iter().chain(def.divisor.vars().iter()).all(|v| shared_vars.contains(v.name())) {
+                shared_vars.insert(name.clone());
+            }
+        }
+        if shared_vars.len() == before {
+            break;
+        }
+    }
     let mut extents = BTreeMap::new();
     for p in &kernel.params {
         if let KernelParamKind::Array { extents: e, .. } = &p.kind {
@@ -171,7 +187,13 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         integer_params: int_params,
         launch: Vec::new(),
         candidates: Vec::new(),
+        divisions: Vec::new(),
     };
+    for (name, def) in &m.col.aux_defs {
+        if let (true, Some(rest)) = (def.quotient, name.strip_prefix("aux_q")) {
+            m.divisions.push((Var::new(name), Var::new(&format!("aux_r{rest}")), def.dividend.clone(), def.divisor.clone()));
+        }
+    }
     // Each fact for the first thread, and renamed for the second when it names its variables.
     let both: Vec<(usize, Constraint)> = m
         .col
@@ -231,7 +253,10 @@ impl KernelModel<'_> {
     /// and each other fact once it is triggered (see [`Candidate`]).
     fn complete(&self, query: &System) -> System {
         let mut sys = query.clone();
-        self.launch.iter().for_each(|c| sys.add(c.clone()));
+        // A query of one thread needs no copy of the facts for the second: whatever they say
+        // about shared variables, the first thread's copy says too.
+        let two = query.vars().iter().any(|v| v.name().ends_with(SECOND));
+        self.launch.iter().filter(|c| two || !c.vars().iter().any(|v| v.name().ends_with(SECOND))).for_each(|c| sys.add(c.clone()));
         let mut live: BTreeSet<Var> = sys.vars().into_iter().filter(|v| self.thread_local(v)).collect();
         let mut taken = vec![false; self.candidates.len()];
         loop {
@@ -311,6 +336,19 @@ impl KernelModel<'_> {
     }
 }
 
+/// With `METAFORK_VERIFY_TRACE` set, every query, its answer and its time go to stderr: the
+/// way to find which query leaves a leaf unverified.
+fn trace(sys: &System, result: &CheckResult, started: std::time::Instant) {
+    if std::env::var_os("METAFORK_VERIFY_TRACE").is_some() {
+        let answer = match result {
+            CheckResult::Sat(_) => "sat".to_string(),
+            CheckResult::Unsat => "unsat".to_string(),
+            CheckResult::Unknown(r) => format!("unknown ({r})"),
+        };
+        eprintln!("[verify] {answer} in {:.0?}:\n{sys}", started.elapsed());
+    }
+}
+
 fn to_i64(r: &constraints::Rational) -> Option<i64> {
     r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
 }
@@ -321,6 +359,10 @@ struct Checker<'m, 'b> {
     backend: &'b Backend,
     function: &'m KernelFunction,
     queries: u64,
+    /// Digit facts proved or not, by (digit, radix, guards).
+    digits: HashMap<(String, String, String), bool>,
+    /// Parameter products proved nonnegative or not.
+    nonneg: HashMap<String, bool>,
 }
 
 enum Answer {
@@ -329,10 +371,20 @@ enum Answer {
 }
 
 impl Checker<'_, '_> {
-    fn ask(&mut self, sys: &System) -> Result<Answer, Verdict> {
+    /// The query with its context, and Z3's answer (counted, and traced on request).
+    fn solve(&mut self, query: &System) -> (System, CheckResult) {
         self.queries += 1;
-        let sys = &self.m.complete(sys);
-        match self.backend.check(sys) {
+        let sys = self.m.complete(query);
+        let started = std::time::Instant::now();
+        let result = self.backend.check(&sys);
+        trace(&sys, &result, started);
+        (sys, result)
+    }
+
+    fn ask(&mut self, query: &System) -> Result<Answer, Verdict> {
+        let (sys, result) = self.solve(query);
+        let sys = &sys;
+        match result {
             CheckResult::Unsat => Ok(Answer::Unsat),
             CheckResult::Sat(m) => Ok(Answer::Sat(self.small(sys).unwrap_or(m))),
             CheckResult::Unknown(r) => Err(Verdict::Unverified(format!("Z3 could not decide a query ({r})"))),
@@ -372,6 +424,69 @@ impl Checker<'_, '_> {
         }
     }
 
+    /// Whether `0 <= digit < radix` (and `radix >= 1`) for every thread reaching a site with
+    /// these guards; remembered, since the same digits recur across site pairs. An unknown
+    /// answer is "not proved" (the equality is then kept whole, which is still sound).
+    fn digit(&mut self, digit: &Poly, guards: &[Constraint], radix: &Poly) -> bool {
+        let key = (digit.to_string(), radix.to_string(), format!("{guards:?}"));
+        if let Some(known) = self.digits.get(&key) {
+            return *known;
+        }
+        let fails = [Constraint::lt(radix, &Poly::one()), Constraint::lt(digit, &Poly::zero()), Constraint::ge(digit, radix)];
+        let proved = fails.into_iter().all(|bad| {
+            let mut sys = self.m.system(guards, None);
+            sys.add(bad);
+            self.solve(&sys).1.is_unsat()
+        });
+        self.digits.insert(key, proved);
+        proved
+    }
+
+    /// Facts the context implies that Z3's nonlinear search is slow to find: for each term
+    /// `c*v*P` of `f` (`v` thread-local, `P` a product of parameters with `P >= 0` proved) and
+    /// each bound `v < U` in the query's context, `(v + 1)*P <= U*P` (`v*P <= U*P` for `<=`).
+    /// An upper-bound check such as `blockIdx.y*B0 + threadIdx.y < n` then needs only linear
+    /// reasoning over the products. Being implied, they change no answer, only its speed.
+    fn product_lemmas(&mut self, f: &Poly, query: &System) -> Vec<Constraint> {
+        let context = self.m.complete(query);
+        let mut lemmas = Vec::new();
+        for (mono, c) in f.terms() {
+            let locals: Vec<&(Var, u32)> = mono.factors().iter().filter(|(v, _)| self.m.thread_local(v)).collect();
+            let [(v, 1)] = locals.as_slice() else { continue };
+            let factor = Poly::term(constraints::Rational::from_integer(1.into()), mono.without(v));
+            if factor.as_constant().is_some() || !c.is_integer() || !self.nonnegative(&factor) {
+                continue;
+            }
+            let var = Poly::from_var(v.clone());
+            for bound in context.constraints() {
+                let p = bound.poly();
+                let linear = p.terms().filter(|(m, _)| m.exponent(v) > 0).all(|(m, k)| m.factors() == [(v.clone(), 1)] && num_traits::One::is_one(k));
+                let upper = &var - p; // p = v - U
+                if !linear || upper.vars().contains(v) || !p.vars().contains(v) {
+                    continue;
+                }
+                let lemma = match bound.rel() {
+                    constraints::Rel::Lt => Constraint::le(&((&var + &Poly::one()) * &factor), &(&upper * &factor)),
+                    constraints::Rel::Le => Constraint::le(&(&var * &factor), &(&upper * &factor)),
+                    _ => continue,
+                };
+                lemmas.push(lemma);
+            }
+        }
+        lemmas
+    }
+
+    /// Whether a product of parameters is never negative under the launch facts (remembered).
+    fn nonnegative(&mut self, p: &Poly) -> bool {
+        let key = p.to_string();
+        if let Some(known) = self.nonneg.get(&key) {
+            return *known;
+        }
+        let proved = self.solve(&System::new().with(Constraint::lt(p, &Poly::zero()))).1.is_unsat();
+        self.nonneg.insert(key, proved);
+        proved
+    }
+
     fn bounds(&mut self) -> Result<(), Verdict> {
         for a in &self.m.col.accesses {
             let Some(extents) = self.m.extents.get(&a.array) else { continue };
@@ -379,9 +494,18 @@ impl Checker<'_, '_> {
                 let Some(idx) = idx else {
                     return Err(Verdict::Unverified(format!("subscript {} of `{}` is not modelled", i + 1, a.text)));
                 };
-                for bad in [Constraint::lt(idx, &Poly::zero()), Constraint::ge(idx, extent)] {
+                // Each side reduced to its high digits where the subscript is mixed-radix.
+                let m = self.m;
+                let idx = &radix::fold_divisions(idx, &m.divisions);
+                let mut in_range = |digit: &Poly, _: Side, radix: &Poly| self.digit(digit, &a.guards, radix);
+                let (lo_f, lo_e) = radix::reduce_comparison(idx, &Poly::zero(), &|v| m.thread_local(v), &mut in_range);
+                let (hi_f, hi_e) = radix::reduce_comparison(idx, extent, &|v| m.thread_local(v), &mut in_range);
+                for (upper, bad) in [(false, Constraint::lt(&lo_f, &lo_e)), (true, Constraint::ge(&hi_f, &hi_e))] {
                     let mut sys = self.m.system(&a.guards, None);
                     sys.add(bad);
+                    if upper {
+                        self.product_lemmas(&hi_f, &sys).into_iter().for_each(|l| sys.add(l));
+                    }
                     if let Answer::Sat(m) = self.ask(&sys)? {
                         let detail = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
                         return Err(self.witness(&m, "out of bounds", detail, vec![a.text.clone()], false));
@@ -410,7 +534,14 @@ impl Checker<'_, '_> {
         let mut exact = true;
         for (x, y) in w.indices.iter().zip(&b.indices) {
             match (x, y) {
-                (Some(x), Some(y)) => base.add(Constraint::eq(x, &self.m.rename_poly(y))),
+                (Some(x), Some(y)) => {
+                    let m = self.m;
+                    let mut in_range = |digit: &Poly, side: Side, radix: &Poly| self.digit(digit, if side == Side::First { &w.guards } else { &b.guards }, radix);
+                    let (x, y) = (radix::fold_divisions(x, &m.divisions), radix::fold_divisions(y, &m.divisions));
+                    for (p, q) in radix::split(&x, &y, &|v| m.thread_local(v), &mut in_range) {
+                        base.add(Constraint::eq(&p, &self.m.rename_poly(&q)));
+                    }
+                }
                 _ => exact = false,
             }
         }
@@ -478,7 +609,7 @@ impl Checker<'_, '_> {
 /// among leaves with the same code).
 pub fn check(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &Backend) -> StaticResult {
     let m = model(function, kernel, system, backend);
-    let mut c = Checker { m: &m, backend, function, queries: 0 };
+    let mut c = Checker { m: &m, backend, function, queries: 0, digits: HashMap::new(), nonneg: HashMap::new() };
     let verdict = match c.divergence().and_then(|_| c.bounds()).and_then(|_| c.races()) {
         Ok(()) => Verdict::Proved,
         Err(v) => v,

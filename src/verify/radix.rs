@@ -1,0 +1,210 @@
+//! Mixed-radix splitting of subscript equalities, the argument Z3 cannot find by itself.
+//!
+//! Two threads touch the same element when their subscripts are equal, and GPU subscripts are
+//! mixed-radix numbers: `(v0*B0 + u0)*N + v1*B1*s + k*B1 + u1`. Z3's nonlinear arithmetic times
+//! out on `x == x'` for such terms, yet the fact is elementary: if `x = a*R + b` and
+//! `x' = a'*R + b'` with `R >= 1` and both digits in `0 <= b, b' < R`, then
+//! `x == x' <=> a == a' && b == b'` (the difference `(a - a')*R = b' - b` lies strictly between
+//! `-R` and `R`). Splitting recursively turns one nonlinear equation into a conjunction of small
+//! ones (often `u1 == u1'` alone), which Z3 then settles at once.
+//!
+//! Contract: [`split`] returns pairs `(p, q)` such that, wherever the digit checks hold (the
+//! caller proves each one, for the thread it belongs to, under that thread's context),
+//! `x == y` is *equivalent* to all `p == q`; so the split neither loses a race nor invents
+//! one. When no radix passes its checks, the equality comes back whole. The radix candidates
+//! are the coefficients of the subscript's thread-local variables (a single term such as `B1`,
+//! `B0*B1` or `N`), smallest degree first.
+
+use constraints::{Monomial, Poly, Rational, Var};
+use num_traits::Signed;
+use std::collections::BTreeMap;
+
+/// Which thread a digit belongs to (its guards and context differ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    First,
+    Second,
+}
+
+/// How deep the recursion may go (each level peels at least one digit).
+const MAX_DEPTH: usize = 8;
+
+/// Split `x == y` (x of the first thread, y of the second, both in the first thread's names)
+/// into digit equalities. `thread_local` says which variables differ between threads;
+/// `in_range(digit, side, radix)` must prove `radix >= 1 && 0 <= digit < radix` for that side.
+pub fn split(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dyn FnMut(&Poly, Side, &Poly) -> bool) -> Vec<(Poly, Poly)> {
+    // x == y is x - c == y - c: drop the uniform terms both share (Jacobi's `p + 1`).
+    let common = shared_uniform(x, y, thread_local);
+    let mut out = Vec::new();
+    go(&(x - &common), &(y - &common), thread_local, in_range, MAX_DEPTH, &mut out);
+    out
+}
+
+/// Reduce the comparison of a subscript `f` (one thread's) with a uniform bound `e` to the
+/// comparison of their high digits: with `f = a*R + b`, `0 <= b < R` and `e = A*R`,
+/// `f < e <=> a < A` (and so `f >= e <=> a >= A`). Bounds checks on mixed-radix subscripts
+/// (`k*B0*B1 + tx*B0 + ty < s*B0*B1`) become linear (`k < s`). Shared uniform terms are
+/// dropped first (`k*B + tx + 2 < s*B + 2`). Returns `(f, e)` unchanged where no radix fits.
+pub fn reduce_comparison(f: &Poly, e: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dyn FnMut(&Poly, Side, &Poly) -> bool) -> (Poly, Poly) {
+    let common = shared_uniform(f, e, thread_local);
+    let (mut f, mut e) = (f - &common, e - &common);
+    'peel: for _ in 0..MAX_DEPTH {
+        for (coeff, mono) in radices(&f, &Poly::zero(), thread_local) {
+            let (a, b) = f.split_by_term(&coeff, &mono);
+            let (big_a, rest) = e.split_by_term(&coeff, &mono);
+            if !rest.is_zero() || !a.vars().iter().any(thread_local) {
+                continue;
+            }
+            if in_range(&b, Side::First, &Poly::term(coeff.clone(), mono.clone())) {
+                (f, e) = (a, big_a);
+                continue 'peel;
+            }
+        }
+        break;
+    }
+    (f, e)
+}
+
+/// The terms free of thread-local variables that `x` and `y` share, coefficient and all.
+fn shared_uniform(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> Poly {
+    x.terms()
+        .filter(|(m, c)| !m.factors().iter().any(|(v, _)| thread_local(v)) && y.terms().any(|(n, d)| n == *m && d == *c))
+        .fold(Poly::zero(), |acc, (m, c)| acc + Poly::term(c.clone(), m.clone()))
+}
+
+/// Undo a division the model introduced: where `f` holds `T*(d*q + r)` for the quotient `q`
+/// and remainder `r` of `X` by a single-term divisor `d` (`X == d*q + r` is in every query's
+/// context), write `T*X` instead. `blockIdx.x / s` and `blockIdx.x % s`, recombined as
+/// `(q*s + r)*ub1`, become `blockIdx.x*ub1`, which the digit and bound arguments then see
+/// through. The result equals `f` wherever the definitions hold.
+pub fn fold_divisions(f: &Poly, divisions: &[(Var, Var, Poly, Poly)]) -> Poly {
+    let mut f = f.clone();
+    for (q, r, dividend, divisor) in divisions {
+        let [(mono, coeff)] = divisor.terms().collect::<Vec<_>>()[..] else { continue };
+        if !coeff.is_integer() || !coeff.is_positive() {
+            continue;
+        }
+        // f = q*Cq + r*Cr + rest, linear in q and r.
+        let linear = |v: &Var| f.terms().all(|(m, _)| m.exponent(v) <= 1);
+        if !linear(q) || !linear(r) {
+            continue;
+        }
+        let cq = &f.substitute(q, &Poly::one()) - &f.substitute(q, &Poly::zero());
+        let cr = &f.substitute(r, &Poly::one()) - &f.substitute(r, &Poly::zero());
+        let (t, rest) = cq.split_by_term(coeff, mono);
+        if t.is_zero() || !rest.is_zero() || t != cr || t.vars().contains(q) || t.vars().contains(r) {
+            continue;
+        }
+        let combined = divisor * &Poly::from_var(q.clone()) + Poly::from_var(r.clone());
+        f = &f - &(&t * &combined) + &t * dividend;
+    }
+    f
+}
+
+fn go(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dyn FnMut(&Poly, Side, &Poly) -> bool, depth: usize, out: &mut Vec<(Poly, Poly)>) {
+    if depth > 0 {
+        for (coeff, mono) in radices(x, y, thread_local) {
+            let (ax, bx) = x.split_by_term(&coeff, &mono);
+            let (ay, by) = y.split_by_term(&coeff, &mono);
+            // A radix must separate something in both: a high part with a thread-local variable.
+            let high = |a: &Poly| a.vars().iter().any(thread_local);
+            if !high(&ax) || !high(&ay) {
+                continue;
+            }
+            let radix = Poly::term(coeff.clone(), mono.clone());
+            if in_range(&bx, Side::First, &radix) && in_range(&by, Side::Second, &radix) {
+                go(&ax, &ay, thread_local, in_range, depth - 1, out);
+                if !(bx.is_zero() && by.is_zero()) {
+                    go(&bx, &by, thread_local, in_range, depth - 1, out);
+                }
+                return;
+            }
+        }
+    }
+    out.push((x.clone(), y.clone()));
+}
+
+/// The candidate radices: for each term linear in a thread-local variable whose other factors
+/// are all parameters, the term without that variable (coefficient made positive); constants
+/// and 1 are left out. Sorted by degree, then text, so the least significant digit goes first.
+fn radices(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> Vec<(Rational, Monomial)> {
+    let mut found: BTreeMap<(u32, String), (Rational, Monomial)> = BTreeMap::new();
+    for (m, c) in x.terms().chain(y.terms()) {
+        let locals: Vec<&(Var, u32)> = m.factors().iter().filter(|(v, _)| thread_local(v)).collect();
+        let [(v, 1)] = locals.as_slice() else { continue };
+        let rest = m.without(v);
+        let coeff = if c.is_negative() { -c.clone() } else { c.clone() };
+        if rest.is_one() || !coeff.is_integer() {
+            continue;
+        }
+        let key = (rest.degree(), Poly::term(coeff.clone(), rest.clone()).to_string());
+        found.entry(key).or_insert((coeff, rest));
+    }
+    found.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(v: &Var) -> bool {
+        !matches!(v.name(), "N" | "B0" | "B1" | "s")
+    }
+
+    /// Digit checks by the obvious bounds of this test's variables: u < B, k < s.
+    fn bounds(digit: &Poly, _: Side, radix: &Poly) -> bool {
+        let ok: &[(&str, &str)] = &[("u1", "B1"), ("u0", "B0"), ("k", "s"), ("k*B1 + u1", "s*B1"), ("v1*s*B1 + k*B1 + u1", "N"), ("0", "B1"), ("0", "B0")];
+        ok.iter().any(|(d, r)| d.parse::<Poly>().unwrap() == *digit && r.parse::<Poly>().unwrap() == *radix)
+    }
+
+    #[test]
+    fn splits_the_transpose_subscript_into_its_digits() {
+        let x: Poly = "(v0*B0 + u0)*N + v1*B1*s + k*B1 + u1".parse().unwrap();
+        let pairs = split(&x, &x, &local, &mut bounds);
+        let mut vars: Vec<String> = pairs.iter().map(|(p, q)| {
+            assert_eq!(p, q);
+            p.to_string()
+        }).collect();
+        vars.sort();
+        assert_eq!(vars, ["k", "u0", "u1", "v0", "v1"]);
+    }
+
+    #[test]
+    fn a_shared_offset_is_dropped_first() {
+        let x: Poly = "v1*B1 + u1 + N + 1".parse().unwrap();
+        let pairs = split(&x, &x, &local, &mut bounds);
+        assert_eq!(pairs, vec![(Poly::var("v1"), Poly::var("v1")), (Poly::var("u1"), Poly::var("u1"))]);
+    }
+
+    #[test]
+    fn a_bound_check_compares_the_high_digits() {
+        let f: Poly = "k*B0*B1 + u1*B0 + u0".parse().unwrap();
+        let e: Poly = "s*B0*B1".parse().unwrap();
+        let mut digits = |d: &Poly, _: Side, r: &Poly| bounds(d, Side::First, r) || (d.to_string() == "u1*B0 + u0" && r.to_string() == "B0*B1");
+        assert_eq!(reduce_comparison(&f, &e, &local, &mut digits), (Poly::var("k"), Poly::var("s")));
+        // A bound that is not a multiple of the radix stops the reduction.
+        let odd: Poly = "s*B0*B1 + 1".parse().unwrap();
+        let (g, h) = reduce_comparison(&f, &odd, &local, &mut digits);
+        assert_eq!((g, h), (f, odd));
+    }
+
+    #[test]
+    fn a_quotient_and_its_remainder_fold_back() {
+        // bx = q*s + r: q*s*ub1 + r*ub1 + tx is bx*ub1 + tx.
+        let f: Poly = "q*s*ub1 + r*ub1 + tx".parse().unwrap();
+        let defs = [(Var::new("q"), Var::new("r"), Poly::var("bx"), Poly::var("s"))];
+        assert_eq!(fold_divisions(&f, &defs), "bx*ub1 + tx".parse().unwrap());
+        // Without the remainder's term nothing folds.
+        let g: Poly = "q*s*ub1 + tx".parse().unwrap();
+        assert_eq!(fold_divisions(&g, &defs), g);
+    }
+
+    #[test]
+    fn an_unprovable_digit_keeps_the_equality_whole() {
+        // u1 - 1 is not a digit of radix B1 (it can be -1).
+        let x: Poly = "v1*B1 + u1 - 1".parse().unwrap();
+        let y: Poly = "v1*B1 + u1".parse().unwrap();
+        let pairs = split(&x, &y, &local, &mut bounds);
+        assert_eq!(pairs, vec![(x, y)]);
+    }
+}
