@@ -173,7 +173,15 @@ impl Frame<'_> {
             None => {
                 let mut c: Option<Expr> = None;
                 for (d, x) in coords.iter().enumerate() {
-                    let w = within(x.clone(), poly_expr(&extents[d])?);
+                    let mut w = within(x.clone(), poly_expr(&extents[d])?);
+                    let (lo, hi) = &t.footprint[d];
+                    // (A bound the array's own already implies is left out.)
+                    if let Some(lo) = lo.as_ref().filter(|lo| !lo.is_zero()) {
+                        w = bin(BinOp::And, w, bin(BinOp::Ge, x.clone(), self.to_c(lo, aux)?));
+                    }
+                    if let Some(hi) = hi.as_ref().filter(|hi| **hi != &extents[d] - &Poly::one()) {
+                        w = bin(BinOp::And, w, bin(BinOp::Le, x.clone(), self.to_c(hi, aux)?));
+                    }
                     c = Some(match c {
                         None => w,
                         Some(acc) => bin(BinOp::And, acc, w),

@@ -23,6 +23,11 @@ pub(super) struct Tile {
     /// The tile's first element, per dimension (uniform over the block).
     pub(super) origin: Vec<Poly>,
     pub(super) extents: Vec<Poly>,
+    /// Per dimension, the range `[lo, hi]` of elements the block's guarded accesses can touch,
+    /// uniform over the block, when every access's guards bound it (see
+    /// [`Locality::guarded_range`]). Loads skip the rest of the tile's box: those elements
+    /// are never used, and reading them would race with other blocks' writes.
+    pub(super) footprint: Vec<(Option<Poly>, Option<Poly>)>,
     pub(super) accesses: Vec<TileAccess>,
 }
 
@@ -130,13 +135,36 @@ impl Frame<'_> {
             let hi: Vec<Poly> = hi.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
             let extents: Vec<Poly> = (0..rank).map(|d| &hi[d] - &lo[d] + Poly::one()).collect();
             let origin: Vec<Poly> = (0..rank).map(|d| &base[d] + &lo[d]).collect();
+            let footprint = if modulus.is_some() {
+                vec![(None, None); rank]
+            } else {
+                (0..rank).map(|d| self.footprint(members.iter().map(|(_, _, index, _, guards)| (&index[d], guards.as_slice())), local)).collect()
+            };
             let accesses = members
                 .into_iter()
                 .map(|(span, parts, index, write, _)| TileAccess { span, offset: (0..rank).map(|d| &parts[d] - &lo[d]).collect(), index, write })
                 .collect();
-            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, accesses });
+            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, footprint, accesses });
         }
         Ok(tiles)
+    }
+
+    /// The union of the accesses' guarded ranges in one dimension: the least lower bound and
+    /// the greatest upper bound, each only when every access has one and Z3 orders them.
+    fn footprint<'a>(&self, accesses: impl Iterator<Item = (&'a Poly, &'a [Constraint])>, local: &Locality) -> (Option<Poly>, Option<Poly>) {
+        let ctx = &self.collector.context;
+        let (mut lo, mut hi): (Option<Option<Poly>>, Option<Option<Poly>>) = (None, None);
+        for (index, guards) in accesses {
+            for (upper, acc) in [(false, &mut lo), (true, &mut hi)] {
+                let bound = local.guarded_range(index, guards, upper);
+                *acc = Some(match (acc.take(), bound) {
+                    (None, b) => b,
+                    (Some(Some(a)), Some(b)) => self.order(&a, &b, ctx, !upper),
+                    _ => None,
+                });
+            }
+        }
+        (lo.flatten(), hi.flatten())
     }
 
     /// `lo`/`hi` of two candidates: the smaller (`min`) or larger, when Z3 orders them.
@@ -270,6 +298,29 @@ impl Locality {
             }
         }
         Some((lo, hi))
+    }
+
+    /// A bound on a subscript that one of its guards states directly: a guard `P < 0` (or
+    /// `<=`) with `P - index` free of local variables gives `index < -(P - index)`; likewise
+    /// for lower bounds. Jacobi's `if (p + 2 < N) ... a[p + 1]` gives `p + 1 <= N - 2`.
+    pub(super) fn guarded_range(&self, index: &Poly, guards: &[Constraint], upper: bool) -> Option<Poly> {
+        use constraints::Rel;
+        guards.iter().find_map(|g| {
+            // g: P rel 0 with rel in {<, <=}; an upper bound when P = index + D, a lower one
+            // when P = -index + D.
+            let strict = match g.rel() {
+                Rel::Lt => true,
+                Rel::Le => false,
+                _ => return None,
+            };
+            let d = if upper { g.poly() - index } else { g.poly() + index };
+            if d.vars().iter().any(|v| self.is_local(v.name())) {
+                return None;
+            }
+            let slack = if strict { Poly::one() } else { Poly::zero() };
+            // upper: index + d < 0 => index <= -d - 1; lower: d - index < 0 => index >= d + 1.
+            Some(if upper { -d - slack } else { d + slack })
+        })
     }
 
     /// A local variable's bounds `[lo, hi]`, free of local variables.
