@@ -7,8 +7,9 @@ pub mod code;
 pub mod command;
 pub mod differential;
 pub mod machine;
-pub mod value;
+pub mod radix;
 pub mod sample;
+pub mod value;
 pub mod twothread;
 
 use crate::frontend::model::KernelFunction;
@@ -90,50 +91,101 @@ impl LeafReport {
     }
 }
 
-/// Verify every kernel leaf of one schedule's tree.
+/// Verify every kernel leaf of one schedule's tree. Independent work (the static checks of
+/// distinct kernels, then each leaf's differential runs) is spread over the machine's cores,
+/// each worker with its own solver back end; the reports come back in leaf order, the same
+/// whatever the number of workers.
 pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, options: Options) -> Result<Vec<LeafReport>, String> {
     let schedule = function.schedules.iter().position(|s| s.name == tree.schedule).ok_or_else(|| format!("no schedule `{}`", tree.schedule))?;
+    let leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).collect();
     // Leaves often share code: the proof under the root's system holds for each of them; a
     // defect found there is re-checked under the leaf's own constraints.
-    let mut proofs: HashMap<String, StaticResult> = HashMap::new();
-    let mut out = Vec::new();
-    for leaf in tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)) {
+    let mut kernels: Vec<(String, &crate::kernel::Kernel)> = Vec::new();
+    for leaf in &leaves {
         let key = format!("{:?}", leaf.staged);
-        let general = proofs.entry(key).or_insert_with(|| twothread::check(function, &leaf.staged, &tree.root_constraints, backend)).clone();
+        if !kernels.iter().any(|(k, _)| *k == key) {
+            kernels.push((key, &leaf.staged));
+        }
+    }
+    let general = parallel_map(&kernels, backend, |own, (_, kernel)| twothread::check(function, kernel, &tree.root_constraints, own));
+    let proofs: HashMap<&str, &StaticResult> = kernels.iter().map(|(k, _)| k.as_str()).zip(&general).collect();
+    let reports = parallel_map(&leaves, backend, |own, leaf| {
+        let general = proofs[format!("{:?}", leaf.staged).as_str()];
         let statik = match general.verdict {
-            Verdict::Proved => general,
-            _ => twothread::check(function, &leaf.staged, &leaf.constraints, backend),
+            Verdict::Proved => general.clone(),
+            _ => twothread::check(function, &leaf.staged, &leaf.constraints, own),
         };
-        let programs = Programs::new(function, schedule, &leaf.staged)?;
-        let seed = options.seed ^ (leaf.id as u64).wrapping_mul(0x9e37_79b9);
-        let (points, sampling) = match sample::points(function, &leaf.constraints, backend, options.points, options.points * 12, seed) {
-            Ok(p) => (p, None),
-            Err(e) => (Vec::new(), Some(e)),
-        };
-        let mut run = 0;
-        let mut failure = None;
-        for (i, p) in points.iter().enumerate() {
-            match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true }) {
-                Outcome::Passed(_) => run += 1,
-                Outcome::Unusable(_) => {}
-                other => {
-                    run += 1;
-                    failure = Some(PointFailure { point: p.clone(), outcome: other });
-                    break;
-                }
+        verify_leaf(function, schedule, tree, leaf, statik, own, options)
+    });
+    reports.into_iter().collect()
+}
+
+/// The differential runs of one leaf, completing its report.
+fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &crate::tree::Node, statik: StaticResult, backend: &Backend, options: Options) -> Result<LeafReport, String> {
+    let programs = Programs::new(function, schedule, &leaf.staged)?;
+    let seed = options.seed ^ (leaf.id as u64).wrapping_mul(0x9e37_79b9);
+    let (points, sampling) = match sample::points(function, &leaf.constraints, backend, options.points, (options.points * 12).max(48), seed) {
+        Ok(p) => (p, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let mut run = 0;
+    let mut failure = None;
+    for (i, p) in points.iter().enumerate() {
+        match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true }) {
+            Outcome::Passed(_) => run += 1,
+            Outcome::Unusable(_) => {}
+            other => {
+                run += 1;
+                failure = Some(PointFailure { point: p.clone(), outcome: other });
+                break;
             }
         }
-        out.push(LeafReport {
-            schedule: tree.schedule.clone(),
-            leaf: leaf.id,
-            kernel: crate::emit::tree_files::leaf_kernel_name(tree, leaf.id),
-            statik,
-            points: run,
-            failure,
-            sampling: sampling.or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
-        });
     }
-    Ok(out)
+    Ok(LeafReport {
+        schedule: tree.schedule.clone(),
+        leaf: leaf.id,
+        kernel: crate::emit::tree_files::leaf_kernel_name(tree, leaf.id),
+        statik,
+        points: run,
+        failure,
+        sampling: sampling.or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+    })
+}
+
+/// `f` over `items` on up to as many threads as the machine has cores, each thread with its
+/// own solver back end (Z3 contexts are per thread); results in `items`' order, and the
+/// workers' queries counted on `backend`.
+fn parallel_map<T: Sync, R: Send>(items: &[T], backend: &Backend, f: impl Fn(&Backend, &T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let timeout_ms = backend.timeout_ms();
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let own = Backend::new(timeout_ms);
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(&own, item)));
+                    }
+                    (done, own.queries())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                // A worker that panicked is a bug; propagate it rather than lose a result.
+                let (done, queries) = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                backend.add_queries(queries);
+                done
+            })
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The exit status for a set of reports: 0 all proved, 1 a defect, 2 something unverified.

@@ -5,8 +5,9 @@
 //! machine limits existentially: some device admits the leaf there). Candidates are drawn from
 //! a seeded generator: program parameters in 1..=`MAX_PROGRAM`, data parameters either anywhere
 //! in 1..=`MAX_DATA` (so sizes that are not multiples of the block occur wherever the facts
-//! allow them) or a multiple of the program parameters' product (so facts that demand
-//! divisibility can be met). Z3 `unknown` on a candidate skips it; it never admits a point.
+//! allow them) or a multiple, at most `MAX_DATA`, of the product of a random subset of the
+//! program parameters (so facts that demand divisibility can be met; the runs'
+//! cost grows with the data sizes, cubically for matrix multiplication). Z3 `unknown` on a candidate skips it; it never admits a point.
 
 use super::differential::SplitMix;
 use crate::dispatch::facts::FactSet;
@@ -16,7 +17,7 @@ use constraints::{Constraint, Poly, System};
 use std::collections::BTreeMap;
 
 pub const MAX_PROGRAM: i64 = 6;
-pub const MAX_DATA: i64 = 40;
+pub const MAX_DATA: i64 = 24;
 
 /// Up to `wanted` distinct points of `system` (within `attempts` candidates).
 pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wanted: usize, attempts: usize, seed: u64) -> Result<Vec<BTreeMap<String, i64>>, String> {
@@ -33,9 +34,12 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         for p in &program {
             point.insert(p.clone(), rng.range(1, MAX_PROGRAM));
         }
-        let product: i64 = program.iter().map(|p| point[p]).product::<i64>().max(1);
         for d in &data {
-            let v = if attempt % 2 == 1 && product <= MAX_DATA * 2 { product * rng.range(1, (MAX_DATA * 2 / product).max(1)) } else { rng.range(1, MAX_DATA) };
+            // A multiple of some program parameters' product (facts such as `n % (ub1 * s) == 0`
+            // need one), or any size; never above MAX_DATA: a run's cost grows with it
+            // (cubically for matrix multiplication).
+            let factor: i64 = program.iter().filter(|_| rng.range(0, 1) == 1).map(|p| point[p]).product::<i64>().max(1);
+            let v = if attempt % 2 == 1 && factor <= MAX_DATA { factor * rng.range(1, MAX_DATA / factor) } else { rng.range(1, MAX_DATA) };
             point.insert(d.clone(), v);
         }
         if out.contains(&point) || !facts.holds(&point) {
