@@ -44,14 +44,6 @@ fn every_example_leaf_matches_the_serial_program() {
                 let mut passed = 0;
                 for (i, p) in points.iter().enumerate() {
                     match run_point(&f, &programs, p, i as u64, RACES) {
-                        // Known defect of the caching strategy (issue 6 note): jacobi1d's tile
-                        // loads are clipped to the array, not to the guarded footprint, so a
-                        // block reads (and never uses) elements another block writes. The values
-                        // still match: checked without race detection.
-                        Outcome::Fault(Fault::Race { second, .. }) if path.ends_with("jacobi1d.mf") && second.1.starts_with("a[metafork_g") => {
-                            assert!(matches!(run_point(&f, &programs, p, i as u64, RunOptions::default()), Outcome::Passed(_)));
-                            passed += 1;
-                        }
                         Outcome::Passed(stats) => {
                             passed += 1;
                             assert!(stats.launches >= 1, "{path} leaf {}: nothing launched at {p:?}", leaf.id);
@@ -68,22 +60,25 @@ fn every_example_leaf_matches_the_serial_program() {
     assert!(leaves >= 60, "only {leaves} leaves");
 }
 
-/// The examples whose leaves Z3 proves free of races, barrier divergence and out-of-bounds
-/// accesses within the query time limit (the others are reported unverified; see issue 6).
+/// Every kernel leaf of every example is proved free of races, barrier divergence and
+/// out-of-bounds accesses for all parameter values its constraints admit (Z3 unsat on every
+/// query within the time limit), and passes its differential runs.
 #[test]
-fn example_leaves_are_proved() {
+fn every_example_leaf_is_proved() {
     let b = backend();
-    for name in ["matadd", "conv1d", "heat3d", "jacobi2d", "matmul_naive", "matvec", "rowmax", "saxpy", "softplus"] {
-        let path = format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap();
+    let mut leaves = 0;
+    for (path, text) in common::examples() {
         for (f, tree) in common::trees_of(&path, &text, &b) {
-            let reports = verify_tree(&f, &tree, &b, Options::default()).unwrap();
+            // One differential point each: the test above runs four.
+            let reports = verify_tree(&f, &tree, &b, Options { points: 1, ..Options::default() }).unwrap();
             for r in &reports {
-                assert_eq!(r.status(), Status::Proved, "{name} leaf {}: {:?}", r.leaf, r.status());
+                assert_eq!(r.status(), Status::Proved, "{path} leaf {}: {:?}", r.leaf, r.status());
                 assert!(r.points >= 1);
             }
+            leaves += reports.len();
         }
     }
+    assert!(leaves >= 60, "only {leaves} leaves");
 }
 
 // ---- broken kernels ----
@@ -117,8 +112,8 @@ fn caught(f: &KernelFunction, tree: &Tree, kernel: &Kernel, defect: &str) -> Wit
     *w
 }
 
-/// Caught by the execution engine at a sampled point of the leaf (for kernels whose race
-/// queries Z3 does not settle within the limit): the fault names the two threads.
+/// Caught by the execution engine at a sampled point of the leaf, independently of Z3: the
+/// fault names the two threads.
 fn caught_running(f: &KernelFunction, tree: &Tree, kernel: &Kernel, defect: &str) -> Fault {
     let b = backend();
     let programs = Programs::new(f, schedule_index(f, tree), kernel).unwrap();
@@ -170,6 +165,10 @@ fn granularity_with_a_wrong_stride() {
     // Each thread handles s elements, but strided by 1 instead of B: neighbours overlap.
     let (f, t) = tree_of("void f(int N, int B, int s, const float a[N], float c[N]) { assume(N >= 1 && B >= 1 && s >= 1); int d = N / (B * s);
       meta_schedule { meta_for (int v = 0; v < d; v++) meta_for (int u = 0; u < B; u++) for (int k = 0; k < s; k++) { int p = v * B * s + k + u; if (p < N) c[p] = a[p] + 1.0f; } } }");
+    // Statically (the subscripts' digits do not separate the threads), and on the engine at
+    // a sampled point.
+    let w = caught(&f, &t, &first_leaf(&t), "race");
+    assert_ne!(w.first, w.second.unwrap());
     match caught_running(&f, &t, &first_leaf(&t), "race") {
         Fault::Race { first, second, .. } => assert_ne!(first.0, second.0),
         other => panic!("{other}"),
@@ -214,9 +213,10 @@ fn e(kind: ExprKind) -> Expr {
 fn shared_tile_read_by_a_neighbour_without_a_barrier() {
     let (f, t, mut k) = staged_with_barriers("jacobi1d");
     map_stmts(&mut k.body, &mut |v| v.retain(|s| !matches!(s.kind, StmtKind::Barrier)));
-    // Z3 does not settle this kernel's race queries within the limit (it reports the leaf
-    // unverified, never proved); the execution engine catches the race with its two threads.
-    assert!(!matches!(check(&f, &k, &t.root_constraints, &backend()).verdict, Verdict::Proved));
+    // Statically: two threads of one block, one writing a tile element the other reads,
+    // in the same barrier interval; and on the engine at a sampled point.
+    let w = caught(&f, &t, &k, "race");
+    assert_eq!(w.first.block, w.second.unwrap().block);
     match caught_running(&f, &t, &k, "race") {
         Fault::Race { first, second, .. } => assert_eq!(first.0.block, second.0.block),
         other => panic!("{other}"),
@@ -272,6 +272,8 @@ fn store_without_the_thread_index() {
             }
         }
     });
+    let w = caught(&f, &t, &k, "race");
+    assert_eq!(w.first.block, w.second.unwrap().block);
     match caught_running(&f, &t, &k, "race") {
         Fault::Race { first, second, .. } => assert_eq!(first.0.block, second.0.block),
         other => panic!("{other}"),
