@@ -14,6 +14,7 @@ pub mod frontend;
 pub mod kernel;
 pub mod lower;
 pub mod output;
+pub mod perf;
 pub mod report;
 pub mod strategy;
 pub mod tree;
