@@ -249,6 +249,24 @@ impl Poly {
         (quotient, remainder)
     }
 
+    /// `self / divisor` when the division is exact (`quotient * divisor == self`), by long
+    /// division on the leading terms; `None` otherwise. The result is checked by multiplying
+    /// back, so the term order only decides whether a quotient is found, never its value.
+    pub fn divide_exact(&self, divisor: &Poly) -> Option<Poly> {
+        let (lead_m, lead_c) = divisor.terms.iter().next()?;
+        let mut rest = self.clone();
+        let mut quotient = Poly::zero();
+        while let Some((m, c)) = rest.terms.iter().next().map(|(m, c)| (m.clone(), c.clone())) {
+            let t = Poly::term(c / lead_c, m.divide(lead_m)?);
+            rest = rest - &t * divisor;
+            quotient = quotient + t;
+            if quotient.terms.len() > self.terms.len() + 1 {
+                return None; // not converging: the order does not suit this pair
+            }
+        }
+        (&quotient * divisor == *self).then_some(quotient)
+    }
+
     /// Replace every occurrence of `v` by `replacement`.
     pub fn substitute(&self, v: &Var, replacement: &Poly) -> Poly {
         let mut out = Poly::zero();
@@ -465,6 +483,15 @@ mod tests {
         let back = &q * &"2*N".parse::<Poly>().unwrap() + &r;
         assert_eq!(back, p);
         assert!(Monomial::var(Var::new("N")).divide(&Monomial::var(Var::new("B"))).is_none());
+    }
+
+    #[test]
+    fn exact_division_finds_the_quotient_or_says_none() {
+        let r: Poly = "B0 + 1".parse().unwrap();
+        let c: Poly = "k*B1*B0 + k*B1".parse().unwrap();
+        assert_eq!(c.divide_exact(&r), Some("k*B1".parse().unwrap()));
+        assert_eq!("B0 + 2".parse::<Poly>().unwrap().divide_exact(&r), None);
+        assert_eq!(Poly::zero().divide_exact(&r), Some(Poly::zero()));
     }
 
     #[test]

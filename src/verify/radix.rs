@@ -15,7 +15,7 @@
 //! are the coefficients of the subscript's thread-local variables (a single term such as `B1`,
 //! `B0*B1` or `N`), smallest degree first.
 
-use constraints::{Monomial, Poly, Rational, Var};
+use constraints::{Poly, Var};
 use num_traits::Signed;
 use std::collections::BTreeMap;
 
@@ -49,13 +49,13 @@ pub fn reduce_comparison(f: &Poly, e: &Poly, thread_local: &dyn Fn(&Var) -> bool
     let common = shared_uniform(f, e, thread_local);
     let (mut f, mut e) = (f - &common, e - &common);
     'peel: for _ in 0..MAX_DEPTH {
-        for (coeff, mono) in radices(&f, &Poly::zero(), thread_local) {
-            let (a, b) = f.split_by_term(&coeff, &mono);
-            let (big_a, rest) = e.split_by_term(&coeff, &mono);
-            if !rest.is_zero() || !a.vars().iter().any(thread_local) {
+        for radix in radices(&f, &Poly::zero(), thread_local) {
+            let (a, b) = divide(&f, &radix, thread_local);
+            let Some(big_a) = integer_quotient(&e, &radix) else { continue };
+            if !a.vars().iter().any(thread_local) {
                 continue;
             }
-            if in_range(&b, Side::First, &Poly::term(coeff.clone(), mono.clone())) {
+            if in_range(&b, Side::First, &radix) {
                 (f, e) = (a, big_a);
                 continue 'peel;
             }
@@ -101,17 +101,50 @@ pub fn fold_divisions(f: &Poly, divisions: &[(Var, Var, Poly, Poly)]) -> Poly {
     f
 }
 
+/// The converse of [`fold_divisions`]: where `f` holds a quotient `q` of `X` by `d` and all
+/// of `X`'s terms, write `d*q + r` for `X`. A padded tile's position `e + e / W` becomes
+/// `(W + 1)*q + r`, whose digits the arguments above see.
+pub fn unfold_divisions(f: &Poly, divisions: &[(Var, Var, Poly, Poly)]) -> Poly {
+    let mut f = f.clone();
+    for (q, r, dividend, divisor) in divisions {
+        let contains = dividend.terms().all(|(m, c)| f.terms().any(|(n, k)| n == m && k == c));
+        if f.vars().contains(q) && !dividend.is_zero() && contains {
+            f = &f - dividend + divisor * &Poly::from_var(q.clone()) + Poly::from_var(r.clone());
+        }
+    }
+    f
+}
+
+/// After a split, `q == q'` and `r == r'` for the quotient and remainder of one division by a
+/// divisor both threads share say `X == X'` for its dividend (and conversely): put that
+/// equality in their place, to be split in turn.
+pub fn merge_divisions(pairs: Vec<(Poly, Poly)>, divisions: &[(Var, Var, Poly, Poly)], thread_local: &dyn Fn(&Var) -> bool) -> Vec<(Poly, Poly)> {
+    let mut pairs = pairs;
+    for (q, r, dividend, divisor) in divisions {
+        if divisor.vars().iter().any(thread_local) {
+            continue;
+        }
+        let same = |v: &Var, p: &(Poly, Poly)| p.0.as_var() == Some(v) && p.1.as_var() == Some(v);
+        if let (Some(i), Some(j)) = (pairs.iter().position(|p| same(q, p)), pairs.iter().position(|p| same(r, p))) {
+            let (hi, lo) = (i.max(j), i.min(j));
+            pairs.remove(hi);
+            pairs.remove(lo);
+            pairs.push((dividend.clone(), dividend.clone()));
+        }
+    }
+    pairs
+}
+
 fn go(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dyn FnMut(&Poly, Side, &Poly) -> bool, depth: usize, out: &mut Vec<(Poly, Poly)>) {
     if depth > 0 {
-        for (coeff, mono) in radices(x, y, thread_local) {
-            let (ax, bx) = x.split_by_term(&coeff, &mono);
-            let (ay, by) = y.split_by_term(&coeff, &mono);
+        for radix in radices(x, y, thread_local) {
+            let (ax, bx) = divide(x, &radix, thread_local);
+            let (ay, by) = divide(y, &radix, thread_local);
             // A radix must separate something in both: a high part with a thread-local variable.
             let high = |a: &Poly| a.vars().iter().any(thread_local);
             if !high(&ax) || !high(&ay) {
                 continue;
             }
-            let radix = Poly::term(coeff.clone(), mono.clone());
             if in_range(&bx, Side::First, &radix) && in_range(&by, Side::Second, &radix) {
                 go(&ax, &ay, thread_local, in_range, depth - 1, out);
                 if !(bx.is_zero() && by.is_zero()) {
@@ -124,23 +157,56 @@ fn go(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dy
     out.push((x.clone(), y.clone()));
 }
 
-/// The candidate radices: for each term linear in a thread-local variable whose other factors
-/// are all parameters, the term without that variable (coefficient made positive); constants
-/// and 1 are left out. Sorted by degree, then text, so the least significant digit goes first.
-fn radices(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> Vec<(Rational, Monomial)> {
-    let mut found: BTreeMap<(u32, String), (Rational, Monomial)> = BTreeMap::new();
-    for (m, c) in x.terms().chain(y.terms()) {
-        let locals: Vec<&(Var, u32)> = m.factors().iter().filter(|(v, _)| thread_local(v)).collect();
-        let [(v, 1)] = locals.as_slice() else { continue };
-        let rest = m.without(v);
-        let coeff = if c.is_negative() { -c.clone() } else { c.clone() };
-        if rest.is_one() || !coeff.is_integer() {
-            continue;
+/// The candidate radices: the coefficients of the thread-local variables a subscript is
+/// linear in, when free of thread-local variables and not constant: a term (`B1`, `s*B1`) or a
+/// polynomial (`B0 + 1`, a padded row). Sorted by degree, then text, so the least significant
+/// digit goes first.
+fn radices(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> Vec<Poly> {
+    let mut found: BTreeMap<(u32, String), Poly> = BTreeMap::new();
+    for p in [x, y] {
+        for v in p.vars().into_iter().filter(|v| thread_local(v)) {
+            let Some(c) = coefficient(p, &v, thread_local) else { continue };
+            let c = if c.terms().next().is_some_and(|(_, k)| k.is_negative()) { -c } else { c };
+            if c.as_constant().is_some() || !c.terms().all(|(_, k)| k.is_integer()) {
+                continue;
+            }
+            found.entry((c.total_degree(), c.to_string())).or_insert(c);
         }
-        let key = (rest.degree(), Poly::term(coeff.clone(), rest.clone()).to_string());
-        found.entry(key).or_insert((coeff, rest));
     }
     found.into_values().collect()
+}
+
+/// The coefficient of `v` in `p` when `p` is linear in `v` and the coefficient is free of
+/// thread-local variables.
+fn coefficient(p: &Poly, v: &Var, thread_local: &dyn Fn(&Var) -> bool) -> Option<Poly> {
+    if p.terms().any(|(m, _)| m.exponent(v) > 1) {
+        return None;
+    }
+    let c = &p.substitute(v, &Poly::one()) - &p.substitute(v, &Poly::zero());
+    (!c.vars().iter().any(thread_local)).then_some(c)
+}
+
+/// `p / radix` with integer coefficients, when exact.
+fn integer_quotient(p: &Poly, radix: &Poly) -> Option<Poly> {
+    p.divide_exact(radix).filter(|q| q.terms().all(|(_, k)| k.is_integer()))
+}
+
+/// `p = a*radix + b`: `a` gathers each thread-local variable whose coefficient is an integer
+/// multiple of the radix, and the uniform part when it is one; `b` is the rest.
+fn divide(p: &Poly, radix: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> (Poly, Poly) {
+    let mut a = Poly::zero();
+    let mut uniform = p.clone();
+    for v in p.vars().into_iter().filter(|v| thread_local(v)) {
+        uniform = uniform.substitute(&v, &Poly::zero());
+        if let Some(q) = coefficient(p, &v, thread_local).and_then(|c| integer_quotient(&c, radix)) {
+            a = a + q * Poly::from_var(v);
+        }
+    }
+    if let Some(q) = integer_quotient(&uniform, radix) {
+        a = a + q;
+    }
+    let b = p - &(&a * radix);
+    (a, b)
 }
 
 #[cfg(test)]

@@ -112,7 +112,10 @@ struct Candidate {
     triggers: Vec<Var>,
 }
 
-fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> KernelModel<'b> {
+/// The access model of a kernel as launched: `system` plus the integer parameters, derived
+/// scalars, host loop counters and thread and block index ranges (the first `n` facts of the
+/// context, `n` returned), then the body walked. The performance counters use it too.
+pub fn launch_collector<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> (Collector<'b>, usize) {
     let mut col = Collector::new(backend, system.clone());
     let env = Env::new();
     let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
@@ -154,6 +157,12 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     let launch_facts = col.context.constraints().len();
     let mut env = Env::new();
     col.stmts(&kernel.body, &mut env, &[]);
+    (col, launch_facts)
+}
+
+fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> KernelModel<'b> {
+    let (col, launch_facts) = launch_collector(function, kernel, system, backend);
+    let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
     let mut shared_vars: BTreeSet<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
     shared_vars.extend(system.vars().iter().map(|v| v.name().to_string()));
     // A quotient or remainder of shared values (`N / 2`) is shared too.
@@ -496,7 +505,7 @@ impl Checker<'_, '_> {
                 };
                 // Each side reduced to its high digits where the subscript is mixed-radix.
                 let m = self.m;
-                let idx = &radix::fold_divisions(idx, &m.divisions);
+                let idx = &radix::unfold_divisions(&radix::fold_divisions(idx, &m.divisions), &m.divisions);
                 let mut in_range = |digit: &Poly, _: Side, radix: &Poly| self.digit(digit, &a.guards, radix);
                 let (lo_f, lo_e) = radix::reduce_comparison(idx, &Poly::zero(), &|v| m.thread_local(v), &mut in_range);
                 let (hi_f, hi_e) = radix::reduce_comparison(idx, extent, &|v| m.thread_local(v), &mut in_range);
@@ -537,8 +546,18 @@ impl Checker<'_, '_> {
                 (Some(x), Some(y)) => {
                     let m = self.m;
                     let mut in_range = |digit: &Poly, side: Side, radix: &Poly| self.digit(digit, if side == Side::First { &w.guards } else { &b.guards }, radix);
-                    let (x, y) = (radix::fold_divisions(x, &m.divisions), radix::fold_divisions(y, &m.divisions));
-                    for (p, q) in radix::split(&x, &y, &|v| m.thread_local(v), &mut in_range) {
+                    let prepare = |p: &Poly| radix::unfold_divisions(&radix::fold_divisions(p, &m.divisions), &m.divisions);
+                    let mut pairs = radix::split(&prepare(x), &prepare(y), &|v| m.thread_local(v), &mut in_range);
+                    // A quotient and remainder found equal are their dividend found equal:
+                    // split that too (once more per level of division).
+                    for _ in 0..2 {
+                        let merged = radix::merge_divisions(pairs.clone(), &m.divisions, &|v| m.thread_local(v));
+                        if merged == pairs {
+                            break;
+                        }
+                        pairs = merged.into_iter().flat_map(|(p, q)| radix::split(&p, &q, &|v| m.thread_local(v), &mut in_range)).collect();
+                    }
+                    for (p, q) in pairs {
                         base.add(Constraint::eq(&p, &self.m.rename_poly(&q)));
                     }
                 }
