@@ -63,6 +63,9 @@ pub struct Kernel {
     /// Common sub-expression elimination applied to the code that runs: 0 (none), 1 or 2
     /// (see `strategy::cse`).
     pub cse: u8,
+    /// Bank-conflict strategy: every staged tile of two or more dimensions gets one unused
+    /// element at the end of each row, so a column's elements fall in different banks.
+    pub pad_shared: bool,
     /// Arrays to stage in shared memory (the schedule's `cache(...)`). The kernel form stays
     /// logical: `strategy::caching::stage` builds the code with tiles, loads and write-backs.
     pub cache: Vec<String>,
@@ -150,7 +153,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, cache: schedule.cache.clone(), between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

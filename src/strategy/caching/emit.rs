@@ -31,7 +31,7 @@ impl Frame<'_> {
                         keys.len() - 1
                     }
                 };
-                sizes[id].push(t.elements());
+                sizes[id].push(t.storage());
                 users[id].insert(t.array.clone());
                 ids.push(id);
             }
@@ -190,8 +190,14 @@ impl Frame<'_> {
                 (coords.clone(), c)
             }
         };
+        // Element e of the tile sits at e in the slot, or, with rows padded by one, at
+        // e + e / W (W the row's length): (e / W)*(W + 1) + e % W.
+        let at = match (t.padded, t.extents.last()) {
+            (true, Some(w)) => bin(BinOp::Add, var("metafork_e"), bin(BinOp::Div, var("metafork_e"), poly_expr(w)?)),
+            _ => var("metafork_e"),
+        };
         let copy = st(StmtKind::Assign {
-            target: e(ExprKind::Index { array: ident(slot), indices: vec![var("metafork_e")] }),
+            target: e(ExprKind::Index { array: ident(slot), indices: vec![at] }),
             op: AssignOp::Set,
             value: e(ExprKind::Index { array: ident(&t.array), indices: index }),
         });

@@ -29,22 +29,44 @@ pub(super) struct Tile {
     /// are never used, and reading them would race with other blocks' writes.
     pub(super) footprint: Vec<(Option<Poly>, Option<Poly>)>,
     pub(super) accesses: Vec<TileAccess>,
+    /// Rows one element longer than the tile (the bank-conflict strategy, `Kernel::pad_shared`).
+    pub(super) padded: bool,
 }
 
 impl Tile {
+    /// The tile's elements (what the loads fill).
     pub(super) fn elements(&self) -> Poly {
         self.extents.iter().fold(Poly::one(), |a, x| a * x)
+    }
+    /// The extents as stored: the last one a row's length, padded or not.
+    pub(super) fn storage_extents(&self) -> Vec<Poly> {
+        let mut e = self.extents.clone();
+        if self.padded {
+            if let Some(last) = e.last_mut() {
+                *last = &*last + &Poly::one();
+            }
+        }
+        e
+    }
+    /// The elements the shared slot must hold.
+    pub(super) fn storage(&self) -> Poly {
+        self.storage_extents().iter().fold(Poly::one(), |a, x| a * x)
+    }
+    /// The row-major position in the slot of local coordinates.
+    pub(super) fn position_of(&self, coords: &[Poly]) -> Poly {
+        let extents = self.storage_extents();
+        let mut pos = Poly::zero();
+        for (d, c) in coords.iter().enumerate() {
+            pos = pos * &extents[d] + c;
+        }
+        pos
     }
     pub(super) fn read(&self) -> bool {
         self.accesses.iter().any(|a| !a.write)
     }
     /// The row-major position in the tile of an access.
     pub(super) fn position(&self, acc: &TileAccess) -> Poly {
-        let mut pos = Poly::zero();
-        for (d, off) in acc.offset.iter().enumerate() {
-            pos = pos * &self.extents[d] + off;
-        }
-        pos
+        self.position_of(&acc.offset)
     }
 }
 
@@ -144,7 +166,8 @@ impl Frame<'_> {
                 .into_iter()
                 .map(|(span, parts, index, write, _)| TileAccess { span, offset: (0..rank).map(|d| &parts[d] - &lo[d]).collect(), index, write })
                 .collect();
-            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, footprint, accesses });
+            let padded = self.kernel.pad_shared && rank >= 2;
+            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, footprint, accesses, padded });
         }
         Ok(tiles)
     }
