@@ -39,9 +39,36 @@ impl Concrete {
             .collect()
     }
 
+    /// The warp these lanes make.
+    pub fn warp(&self) -> Warp {
+        Warp { elements: self.lanes(), elem: self.elem }
+    }
+
+    pub fn sectors(&self) -> i64 {
+        self.warp().sectors()
+    }
+    pub fn used_bytes(&self) -> i64 {
+        self.warp().used_bytes()
+    }
+    pub fn coalescing(&self) -> f64 {
+        self.warp().coalescing()
+    }
+    pub fn bank_ways(&self) -> i64 {
+        self.warp().bank_ways()
+    }
+}
+
+/// One warp access: the element each lane touches, and the element's size in bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warp {
+    pub elements: Vec<i64>,
+    pub elem: i64,
+}
+
+impl Warp {
     /// Distinct 32-byte sectors the warp touches.
     pub fn sectors(&self) -> i64 {
-        let mut s: Vec<i64> = self.lanes().iter().map(|i| (i * self.elem).div_euclid(SECTOR)).collect();
+        let mut s: Vec<i64> = self.elements.iter().map(|i| (i * self.elem).div_euclid(SECTOR)).collect();
         s.sort_unstable();
         s.dedup();
         s.len() as i64
@@ -49,7 +76,7 @@ impl Concrete {
 
     /// Bytes the warp asks for: distinct elements times their size.
     pub fn used_bytes(&self) -> i64 {
-        let mut e = self.lanes();
+        let mut e = self.elements.clone();
         e.sort_unstable();
         e.dedup();
         e.len() as i64 * self.elem
@@ -57,13 +84,16 @@ impl Concrete {
 
     /// Global-memory efficiency: bytes used over bytes moved (sectors of 32 bytes), in (0, 1].
     pub fn coalescing(&self) -> f64 {
-        self.used_bytes() as f64 / (self.sectors() * SECTOR) as f64
+        match self.sectors() {
+            0 => 1.0,
+            n => self.used_bytes() as f64 / (n * SECTOR) as f64,
+        }
     }
 
     /// Shared-memory passes: the most distinct 4-byte words in one bank (1 is conflict-free).
     pub fn bank_ways(&self) -> i64 {
         let mut words: Vec<i64> = self
-            .lanes()
+            .elements
             .iter()
             .flat_map(|i| {
                 let first = (i * self.elem).div_euclid(WORD);

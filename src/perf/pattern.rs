@@ -1,14 +1,17 @@
 //! A kernel's memory accesses as warp patterns: the element index, row-major over the array's
 //! extents, written `ax*threadIdx.x + ay*threadIdx.y + az*threadIdx.z + c`.
 //!
-//! Contract: a [`Pattern`] exists for an access whose flat index is a polynomial of degree at
-//! most one in the thread indices, with strides free of them. The offset `c` is taken at the
-//! block `(0, 0, 0)` with every other thread-varying variable (loop counters, auxiliaries) at
-//! 0: the counters describe the first warp of the first block on the first iteration, which
-//! [`super::lanes`] and [`super::formula`] evaluate alike.
+//! Contract: a [`Pattern`] exists for every access whose subscripts the access model
+//! expresses (quotients and remainders included). [`Pattern::warp`] evaluates it lane by lane;
+//! [`Pattern::at`] gives strides and offset for the closed forms, and exists only when the
+//! index is of degree at most one in the thread indices, with strides free of them and no
+//! quotient that depends on a thread. Either way the counters describe the first warp of the
+//! block `(0, 0, 0)` on the first iteration: loop counters and other variables that are not
+//! parameters are 0.
 
 use super::lanes::Concrete;
-use crate::access::{builtin_var, Access, Collector, Env};
+use crate::access::{builtin_var, Access};
+use crate::frontend::model::KernelFunction;
 use crate::frontend::ast::Builtin;
 use crate::kernel::{Kernel, KernelParamKind};
 use constraints::solver::Backend;
@@ -22,8 +25,11 @@ pub struct Pattern {
     pub array: String,
     pub write: bool,
     pub shared: bool,
-    pub stride: [Poly; 3],
-    pub offset: Poly,
+    /// Strides and offset, when the index is affine in the thread indices.
+    pub affine: Option<([Poly; 3], Poly)>,
+    /// The flat element index, and the model's divisions it may use (name, definition).
+    pub index: Poly,
+    pub divisions: Vec<(String, crate::access::AuxDef)>,
     pub elem: i64,
 }
 
@@ -32,32 +38,66 @@ fn thread(d: u8) -> Var {
 }
 
 impl Pattern {
-    fn of(a: &Access, extents: &[Poly], elem: i64, shared: bool, params: &[String]) -> Option<Pattern> {
+    fn of(a: &Access, extents: &[Poly], elem: i64, shared: bool, params: &[String], divisions: &BTreeMap<String, crate::access::AuxDef>) -> Option<Pattern> {
         let mut flat = Poly::zero();
         for (i, e) in a.indices.iter().zip(extents) {
             flat = flat * e + i.as_ref()?;
         }
-        let mut rest = flat.clone();
-        let mut stride: [Poly; 3] = Default::default();
-        for d in 0..3u8 {
-            let t = thread(d);
-            if flat.terms().any(|(m, _)| m.exponent(&t) > 1) {
-                return None;
+        let used: Vec<(String, crate::access::AuxDef)> = divisions.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
+        let threaded = flat.vars().iter().any(|v| divisions.contains_key(v.name()));
+        let affine = if threaded { None } else { affine(&flat, params) };
+        Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, affine, index: flat, divisions: used, elem })
+    }
+
+    /// The element each lane of the first warp touches, evaluated lane by lane (quotients as
+    /// floor division); `None` when a value is missing or a division by zero occurs.
+    pub fn warp(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
+        let int = |v: i64| Rational::from_integer(v.into());
+        let is_division = |v: &Var| self.divisions.iter().any(|(n, _)| n == v.name());
+        // Divisions in dependency order, found once.
+        let mut order: Vec<&(String, crate::access::AuxDef)> = Vec::new();
+        while order.len() < self.divisions.len() {
+            let before = order.len();
+            for d in &self.divisions {
+                let ready = d.1.dividend.vars().iter().chain(d.1.divisor.vars().iter()).all(|v| !is_division(v) || order.iter().any(|(n, _)| n == v.name()));
+                if ready && !order.iter().any(|(n, _)| *n == d.0) {
+                    order.push(d);
+                }
             }
-            stride[d as usize] = &flat.substitute(&t, &Poly::one()) - &flat.substitute(&t, &Poly::zero());
-            rest = rest.substitute(&t, &Poly::zero());
-        }
-        if stride.iter().any(|s| (0..3).any(|d| s.vars().contains(&thread(d)))) {
-            return None;
-        }
-        // Everything but the parameters (blocks, counters, auxiliaries) at 0.
-        let mut offset = rest;
-        for v in offset.vars() {
-            if !params.iter().any(|p| p == v.name()) {
-                offset = offset.substitute(&v, &Poly::zero());
+            if order.len() == before {
+                return None; // circular definitions: not the model's
             }
         }
-        Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, stride, offset, elem })
+        // The parameters; every other variable that is not a thread index or a division at 0.
+        let mut base: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), int(*v))).collect();
+        let mentioned = self.index.vars().into_iter().chain(self.divisions.iter().flat_map(|(_, d)| d.dividend.vars().into_iter().chain(d.divisor.vars())));
+        for v in mentioned.collect::<Vec<_>>() {
+            if !base.contains_key(&v) && !is_division(&v) && !(0..3).any(|d| thread(d) == v) {
+                base.insert(v, int(0));
+            }
+        }
+        let eval = |p: &Poly, values: &BTreeMap<Var, Rational>| -> Option<i64> {
+            let r = p.eval(values).ok()?;
+            r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
+        };
+        let [bx, by, bz] = block;
+        let n = super::lanes::WARP.min(bx * by * bz).max(0);
+        let mut elements = Vec::with_capacity(n as usize);
+        for l in 0..n {
+            let mut values = base.clone();
+            for (d, t) in [l % bx, (l / bx) % by, l / (bx * by)].into_iter().enumerate() {
+                values.insert(thread(d as u8), int(t));
+            }
+            for (name, def) in &order {
+                let (x, d) = (eval(&def.dividend, &values)?, eval(&def.divisor, &values)?);
+                if d == 0 {
+                    return None;
+                }
+                values.insert(Var::new(name), int(if def.quotient { x.div_euclid(d) } else { x.rem_euclid(d) }));
+            }
+            elements.push(eval(&self.index, &values)?);
+        }
+        Some(super::lanes::Warp { elements, elem: self.elem })
     }
 
     /// The pattern with the parameters' values; `None` when one is missing or a value is not an
@@ -68,14 +108,41 @@ impl Pattern {
             let r = p.eval(&values).ok()?;
             r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
         };
-        Some(Concrete { stride: [eval(&self.stride[0])?, eval(&self.stride[1])?, eval(&self.stride[2])?], offset: eval(&self.offset)?, elem: self.elem, block })
+        let (stride, offset) = self.affine.as_ref()?;
+        Some(Concrete { stride: [eval(&stride[0])?, eval(&stride[1])?, eval(&stride[2])?], offset: eval(offset)?, elem: self.elem, block })
     }
 }
 
-/// The patterns of a kernel's accesses (those that have one).
-pub fn patterns(kernel: &Kernel, backend: &Backend) -> Vec<Pattern> {
-    let mut col = Collector::new(backend, System::new());
-    col.stmts(&kernel.body, &mut Env::new(), &[]);
+/// Strides per thread index and the offset, when `flat` is affine in the thread indices; the
+/// offset with every variable that is not a parameter at 0.
+fn affine(flat: &Poly, params: &[String]) -> Option<([Poly; 3], Poly)> {
+    let mut rest = flat.clone();
+    let mut stride: [Poly; 3] = Default::default();
+    for d in 0..3u8 {
+        let t = thread(d);
+        if flat.terms().any(|(m, _)| m.exponent(&t) > 1) {
+            return None;
+        }
+        stride[d as usize] = &flat.substitute(&t, &Poly::one()) - &flat.substitute(&t, &Poly::zero());
+        rest = rest.substitute(&t, &Poly::zero());
+    }
+    if stride.iter().any(|s| (0..3).any(|d| s.vars().contains(&thread(d)))) {
+        return None;
+    }
+    let mut offset = rest;
+    for v in offset.vars() {
+        if !params.iter().any(|p| p == v.name()) {
+            offset = offset.substitute(&v, &Poly::zero());
+        }
+    }
+    Some((stride, offset))
+}
+
+/// The patterns of a kernel's accesses (those the access model expresses), modelled as the
+/// verifier models the launch (`system`: the tree's root constraints, say), so that the tiles'
+/// cooperative loads, with their divisions, have patterns too.
+pub fn patterns(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &Backend) -> Vec<Pattern> {
+    let (col, _) = crate::verify::twothread::launch_collector(function, kernel, system, backend);
     let params: Vec<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
     let mut arrays: BTreeMap<String, (Vec<Poly>, i64, bool)> = BTreeMap::new();
     for p in &kernel.params {
@@ -86,5 +153,5 @@ pub fn patterns(kernel: &Kernel, backend: &Backend) -> Vec<Pattern> {
     for s in &kernel.shared {
         arrays.insert(s.name.clone(), (s.extents.clone(), s.elem.size_bytes() as i64, true));
     }
-    col.accesses.iter().filter_map(|a| arrays.get(&a.array).and_then(|(e, size, shared)| Pattern::of(a, e, *size, *shared, &params))).collect()
+    col.accesses.iter().filter_map(|a| arrays.get(&a.array).and_then(|(e, size, shared)| Pattern::of(a, e, *size, *shared, &params, &col.aux_defs))).collect()
 }

@@ -9,7 +9,10 @@
 //! their parameters are bound); the final filter is leaf selection
 //! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
 //! estimates. The score is the occupancy of the selected leaf ([`super::occupancy`]) from its
-//! counters at that point; ties keep the enumeration order, so the output is deterministic.
+//! counters at that point, times its memory efficiency there ([`crate::perf::efficiency`]:
+//! global bytes used over bytes moved, times shared accesses over shared passes, for the first
+//! warp of each access): a fully occupied kernel that moves eight times the bytes it uses
+//! scores 0.125. Ties keep the enumeration order, so the output is deterministic.
 
 use super::occupancy::occupancy;
 use super::space::Space;
@@ -43,7 +46,12 @@ pub struct Config {
     pub shared_memory_bytes: i64,
     pub threads_per_block: i64,
     pub occupancy: f64,
-    /// What configurations are ranked by (higher first): the occupancy, for now.
+    /// Global-memory bytes used over bytes moved (first warps), in (0, 1].
+    pub coalescing: f64,
+    /// Shared accesses over shared-memory passes (1: no bank conflicts), in (0, 1].
+    pub bank_efficiency: f64,
+    /// What configurations are ranked by (higher first): occupancy x coalescing x bank
+    /// efficiency.
     pub score: f64,
 }
 
@@ -125,6 +133,13 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     if let Some(e) = failure {
         return Err(e);
     }
+    // Each leaf's access patterns, once.
+    let backend = constraints::solver::Backend::default();
+    let mut patterns: BTreeMap<String, (Vec<crate::perf::pattern::Pattern>, Vec<constraints::Poly>)> = BTreeMap::new();
+    for node in tree.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)) {
+        let name = crate::emit::tree_files::leaf_kernel_name(tree, node.id);
+        patterns.entry(name).or_insert_with(|| (crate::perf::pattern::patterns(function, &node.staged, &tree.root_constraints, &backend), node.staged.block.clone()));
+    }
     let mut configs = Vec::with_capacity(admissible.len());
     for (i, &leaf) in chosen.iter().enumerate() {
         let row = admissible.row(i);
@@ -133,6 +148,14 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let value = |p: &constraints::Poly| p.eval(&point).ok().and_then(|q| i64::try_from(q.to_integer()).ok()).unwrap_or(i64::MAX);
         let (shared, threads) = (value(&rule.shared_bytes), value(&rule.threads_per_block));
         let occ = occupancy(device, rule.registers.into(), shared.max(0) as u64, threads.max(0) as u64);
+        let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
+        let memory = match patterns.get(&dispatcher.kernels[leaf]) {
+            Some((p, block)) => {
+                let dims: Vec<i64> = block.iter().map(&value).collect();
+                crate::perf::efficiency(p, &named, [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1)))
+            }
+            None => crate::perf::Efficiency { coalescing: 1.0, banks: 1.0 },
+        };
         configs.push(Config {
             parameters: dispatcher.params.iter().cloned().zip(row.iter().copied()).collect(),
             leaf: dispatcher.kernels[leaf].clone(),
@@ -140,7 +163,9 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             shared_memory_bytes: shared,
             threads_per_block: threads,
             occupancy: occ,
-            score: occ,
+            coalescing: memory.coalescing,
+            bank_efficiency: memory.banks,
+            score: occ * memory.coalescing * memory.banks,
         });
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
