@@ -5,6 +5,7 @@
 pub mod caching;
 pub mod cse;
 pub mod granularity;
+pub mod interchange;
 pub mod narrow;
 pub(crate) mod walk;
 
