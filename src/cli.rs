@@ -128,6 +128,11 @@ pub enum Command {
         /// Print a JSON array (kernel, estimate, shared_memory, ptxas, nvcc) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also report each access's memory counters at this point, NAME=VALUE (repeatable,
+        /// every integer parameter): global-memory coalescing (bytes used over 32-byte sectors
+        /// moved) and shared-memory bank passes, for the first warp of the first block.
+        #[arg(long = "at", value_name = "NAME=VALUE")]
+        at: Vec<String>,
     },
     /// Rank program-parameter values for a device, or build a standalone search space.
     ///
@@ -136,7 +141,8 @@ pub enum Command {
     /// threads per block; other program parameters: 1, 2, 4, ..., 32; or the values of --range
     /// or of a --space file), keeps the configurations that satisfy the program's facts and that
     /// some kernel leaf admits on the device for the given --size values, ranks them by occupancy
-    /// (from the leaf's counters), prints the top --top as a table and writes every admissible
+    /// times global-memory coalescing times shared-bank efficiency (from the leaf's counters and
+    /// its accesses at that point), prints the top --top as a table and writes every admissible
     /// configuration, with its leaf, counters and score, to --output (tune.yaml).
     /// --emit-harness DIR writes a CUDA program that times the top configurations on a GPU and
     /// writes wisdom.yaml. Without FILE, --space FILE.yaml builds the space(s) in the file
@@ -265,20 +271,38 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Counters { file, ptxas, json } => {
+        Command::Counters { file, ptxas, json, at } => {
             let program = load(&file, color)?;
+            let point: std::collections::BTreeMap<String, i64> = at.iter().map(|a| crate::tune::command::parse_size(a)).collect::<Result<_, _>>().map_err(|e| Failure::input(format!("error: --at {e}")))?;
+            let backend = constraints::solver::Backend::default();
             let mut rows = Vec::new();
+            let mut accesses = Vec::new();
             for k in &program.kernels {
                 for s in &k.schedules {
                     let kernel = Kernel::from_schedule(k, s).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
                     rows.push(count_with_cuda(Some(k), &kernel, &ptxas).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?);
+                    if !at.is_empty() {
+                        let r = crate::perf::report(k, &kernel, &backend, &point).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
+                        accesses.push((s.name.clone(), r));
+                    }
                 }
             }
             let text = if json {
-                let records: Vec<_> = rows.iter().map(|r| r.record()).collect();
+                let mut records: Vec<serde_json::Value> = rows.iter().map(|r| serde_json::to_value(r.record()).unwrap_or_default()).collect();
+                for (record, (_, r)) in records.iter_mut().zip(&accesses) {
+                    record["accesses"] = serde_json::to_value(r).unwrap_or_default();
+                }
                 serde_json::to_string_pretty(&records).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?
             } else {
-                counters_table(&rows, &ptxas)
+                let mut t = counters_table(&rows, &ptxas);
+                for (name, r) in &accesses {
+                    t.push_str(&format!("\n{name}: memory counters of the first warp at {}\n", point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")));
+                    for a in r {
+                        let value = if a.memory == "shared" { format!("{} bank pass{}", a.value, if a.value == 1.0 { "" } else { "es" }) } else { format!("coalescing {:.3}", a.value) };
+                        t.push_str(&format!("  {:<8} {:<50} {:<22} ({})\n", a.memory, a.access, value, a.case));
+                    }
+                }
+                t
             };
             emit(&text, None)
         }

@@ -175,3 +175,23 @@ fn interchange_trades_the_coalesced_access() {
         }
     }
 }
+
+/// `metafork counters --at`: each access's memory counter at a point, with the closed form's
+/// case; a missing value is a clear error.
+#[test]
+fn counters_at_a_point() {
+    let run = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
+    let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024", "--at", "B0=32", "--at", "B1=32", "--at", "s=1", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let accesses = json[0]["accesses"].as_array().unwrap();
+    let value = |text: &str| accesses.iter().find(|a| a["access"] == text).map(|a| (a["value"].as_f64().unwrap(), a["case"].as_str().unwrap().to_string()));
+    assert_eq!(value("a[j][i]"), Some((0.125, "one row".to_string())));
+    assert_eq!(value("c[i * N + j]"), Some((1.0, "one row".to_string())));
+    let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give `B1` with --at"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&["counters", "examples/transpose.mf", "--at", "N"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected NAME=VALUE"));
+}

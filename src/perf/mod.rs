@@ -41,3 +41,44 @@ pub fn efficiency(patterns: &[pattern::Pattern], point: &BTreeMap<String, i64>, 
     }
     Efficiency { coalescing: if moved == 0 { 1.0 } else { used as f64 / moved as f64 }, banks: if passes == 0.0 { 1.0 } else { shared / passes } }
 }
+
+/// One access's counter at one point, as `metafork counters --at` reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AccessReport {
+    pub access: String,
+    /// `global` or `shared`.
+    pub memory: &'static str,
+    /// Global: bytes used over bytes moved; shared: bank passes (1 is conflict-free).
+    pub value: f64,
+    /// The closed form's case, or `lanes` when no case applies and the lanes were counted.
+    pub case: String,
+}
+
+/// Each access of `kernel` at `point` (every integer parameter): the counter from the closed
+/// form where a case applies (checked equal to the lanes), else from the lanes.
+pub fn report(function: &crate::frontend::model::KernelFunction, kernel: &crate::kernel::Kernel, backend: &constraints::solver::Backend, point: &BTreeMap<String, i64>) -> Result<Vec<AccessReport>, String> {
+    let values: BTreeMap<constraints::Var, constraints::Rational> = point.iter().map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+    let mut block = [1i64; 3];
+    for (d, e) in kernel.block.iter().enumerate().take(3) {
+        let v = e.eval(&values).map_err(|v| format!("give `{v}` with --at (the block's extent `{e}` needs it)"))?;
+        block[d] = i64::try_from(v.to_integer()).ok().filter(|x| *x >= 1).ok_or_else(|| format!("the block's extent `{e}` is {v} there"))?;
+    }
+    let system = crate::strategy::base_context(function);
+    let mut out = Vec::new();
+    for p in pattern::patterns(function, kernel, &system, backend) {
+        let warp = p.warp(point, block).ok_or_else(|| format!("`{}` cannot be evaluated at that point (a missing value, or a division by zero)", p.text))?;
+        let concrete = p.at(point, block);
+        let (value, piece) = if p.shared {
+            (warp.bank_ways() as f64, concrete.as_ref().and_then(formula::bank_ways))
+        } else {
+            (warp.coalescing(), concrete.as_ref().and_then(formula::coalescing))
+        };
+        let case = match piece {
+            Some(piece) if piece.value == value => piece.case.to_string(),
+            Some(piece) => return Err(format!("internal error: the closed form ({}) gives {} for `{}`, the lanes {value}", piece.case, piece.value, p.text)),
+            None => "lanes".to_string(),
+        };
+        out.push(AccessReport { access: p.text.clone(), memory: if p.shared { "shared" } else { "global" }, value, case });
+    }
+    Ok(out)
+}
