@@ -11,8 +11,8 @@
 
 use super::lanes::Concrete;
 use crate::access::{builtin_var, Access};
-use crate::frontend::model::KernelFunction;
 use crate::frontend::ast::Builtin;
+use crate::frontend::model::KernelFunction;
 use crate::kernel::{Kernel, KernelParamKind};
 use constraints::solver::Backend;
 use constraints::{Poly, Rational, System, Var};
@@ -43,9 +43,20 @@ impl Pattern {
         for (i, e) in a.indices.iter().zip(extents) {
             flat = flat * e + i.as_ref()?;
         }
-        let used: Vec<(String, crate::access::AuxDef)> = divisions.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
-        let threaded = flat.vars().iter().any(|v| divisions.contains_key(v.name()));
-        let affine = if threaded { None } else { affine(&flat, params) };
+        // The divisions the index needs, directly or through other divisions.
+        let mut needed: Vec<String> = flat.vars().into_iter().map(|v| v.name().to_string()).filter(|n| divisions.contains_key(n)).collect();
+        let mut i = 0;
+        while i < needed.len() {
+            let def = &divisions[&needed[i]];
+            for v in def.dividend.vars().into_iter().chain(def.divisor.vars()) {
+                if divisions.contains_key(v.name()) && !needed.iter().any(|n| n == v.name()) {
+                    needed.push(v.name().to_string());
+                }
+            }
+            i += 1;
+        }
+        let affine = if needed.is_empty() { affine(&flat, params) } else { None };
+        let used: Vec<(String, crate::access::AuxDef)> = needed.into_iter().map(|n| (n.clone(), divisions[&n].clone())).collect();
         Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, affine, index: flat, divisions: used, elem })
     }
 
