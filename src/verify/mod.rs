@@ -100,17 +100,18 @@ pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, op
     let leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).collect();
     // Leaves often share code: the proof under the root's system holds for each of them; a
     // defect found there is re-checked under the leaf's own constraints.
-    let mut kernels: Vec<(String, &crate::kernel::Kernel)> = Vec::new();
-    for leaf in &leaves {
-        let key = format!("{:?}", leaf.staged);
-        if !kernels.iter().any(|(k, _)| *k == key) {
+    let keys: Vec<String> = leaves.iter().map(|leaf| format!("{:?}", leaf.staged)).collect();
+    let mut kernels: Vec<(&str, &crate::kernel::Kernel)> = Vec::new();
+    for (key, leaf) in keys.iter().zip(&leaves) {
+        if !kernels.iter().any(|(k, _)| k == key) {
             kernels.push((key, &leaf.staged));
         }
     }
     let general = parallel_map(&kernels, backend, |own, (_, kernel)| twothread::check(function, kernel, &tree.root_constraints, own));
-    let proofs: HashMap<&str, &StaticResult> = kernels.iter().map(|(k, _)| k.as_str()).zip(&general).collect();
-    let reports = parallel_map(&leaves, backend, |own, leaf| {
-        let general = proofs[format!("{:?}", leaf.staged).as_str()];
+    let proofs: HashMap<&str, &StaticResult> = kernels.iter().map(|(k, _)| *k).zip(&general).collect();
+    let jobs: Vec<(&crate::tree::Node, &str)> = leaves.iter().copied().zip(keys.iter().map(String::as_str)).collect();
+    let reports = parallel_map(&jobs, backend, |own, (leaf, key)| {
+        let general = proofs[key];
         let statik = match general.verdict {
             Verdict::Proved => general.clone(),
             _ => twothread::check(function, &leaf.staged, &leaf.constraints, own),
