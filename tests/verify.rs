@@ -127,6 +127,17 @@ fn caught_running(f: &KernelFunction, tree: &Tree, kernel: &Kernel, defect: &str
     panic!("no sampled point shows the {defect}");
 }
 
+/// A race between two threads of one block, found statically (witness replayed) and by the
+/// engine at a sampled point.
+fn race_within_a_block(f: &KernelFunction, tree: &Tree, kernel: &Kernel) {
+    let w = caught(f, tree, kernel, "race");
+    assert_eq!(w.first.block, w.second.unwrap().block);
+    match caught_running(f, tree, kernel, "race") {
+        Fault::Race { first, second, .. } => assert_eq!(first.0.block, second.0.block),
+        other => panic!("{other}"),
+    }
+}
+
 fn first_leaf(tree: &Tree) -> Kernel {
     kernel_leaves(tree)[0].staged.clone()
 }
@@ -215,12 +226,7 @@ fn shared_tile_read_by_a_neighbour_without_a_barrier() {
     map_stmts(&mut k.body, &mut |v| v.retain(|s| !matches!(s.kind, StmtKind::Barrier)));
     // Statically: two threads of one block, one writing a tile element the other reads,
     // in the same barrier interval; and on the engine at a sampled point.
-    let w = caught(&f, &t, &k, "race");
-    assert_eq!(w.first.block, w.second.unwrap().block);
-    match caught_running(&f, &t, &k, "race") {
-        Fault::Race { first, second, .. } => assert_eq!(first.0.block, second.0.block),
-        other => panic!("{other}"),
-    }
+    race_within_a_block(&f, &t, &k);
 }
 
 #[test]
@@ -272,12 +278,7 @@ fn store_without_the_thread_index() {
             }
         }
     });
-    let w = caught(&f, &t, &k, "race");
-    assert_eq!(w.first.block, w.second.unwrap().block);
-    match caught_running(&f, &t, &k, "race") {
-        Fault::Race { first, second, .. } => assert_eq!(first.0.block, second.0.block),
-        other => panic!("{other}"),
-    }
+    race_within_a_block(&f, &t, &k);
 }
 
 #[test]
