@@ -9,8 +9,9 @@ use metafork::perf::{formula, pattern};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Program parameters drawn so that blocks come in every shape the formulas split on (warp
-/// multiples, divisors of 32) and others (where the formulas may say `None`).
-const SIDES: [i64; 12] = [1, 2, 4, 8, 16, 32, 64, 3, 5, 12, 48, 96];
+/// multiples, divisors of 32; the multiples twice, as the divergence form needs them) and
+/// others (where the formulas may say `None`).
+const SIDES: [i64; 15] = [1, 2, 4, 8, 16, 32, 64, 3, 5, 12, 48, 96, 32, 64, 128];
 
 fn eval(p: &Poly, point: &BTreeMap<String, i64>) -> Option<i64> {
     let values: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
@@ -24,15 +25,18 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
     let mut rng = common::Rng(0x7065_7266);
     for (path, text) in common::examples() {
         let (mut coalescing, mut banks, mut shared_patterns) = (0, 0, 0);
+        let (mut divergence, mut branch_count) = (0, 0);
         for (f, tree) in common::trees_of(&path, &text, &b) {
             let mut seen = BTreeSet::new();
-            for leaf in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf)) {
-                if !seen.insert(format!("{:?}", leaf.staged)) {
-                    continue;
-                }
+            let leaves: Vec<&metafork::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf) && seen.insert(format!("{:?}", n.staged))).collect();
+            // Enough points per example whatever its number of distinct kernels.
+            let samples = (6000 / leaves.len().max(1)).clamp(600, 3000);
+            for leaf in leaves {
                 let patterns = pattern::patterns(&f, &leaf.staged, &tree.root_constraints, &b);
+                let branches = pattern::branches(&f, &leaf.staged, &tree.root_constraints, &b);
+                branch_count += branches.len();
                 shared_patterns += patterns.iter().filter(|p| p.shared).count();
-                for sample in 0..600 {
+                for sample in 0..samples {
                     let mut point = BTreeMap::new();
                     for p in f.program_parameters() {
                         point.insert(p, SIDES[rng.range(0, SIDES.len() as i64 - 1) as usize]);
@@ -42,8 +46,22 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
                     }
                     let block: Vec<i64> = leaf.staged.block.iter().map(|e| eval(e, &point).unwrap_or(0)).collect();
                     let block = [0, 1, 2].map(|d| block.get(d).copied().unwrap_or(1));
-                    if block.iter().any(|&x| x < 1) {
+                    // Launchable blocks only (CUDA's limit: 1024 threads).
+                    if block.iter().any(|&x| x < 1) || block.iter().product::<i64>() > 1024 {
                         continue;
+                    }
+                    for br in &branches {
+                        let Some((coeffs, constant)) = br.affine(&point) else { continue };
+                        let lanes = metafork::perf::divergence::by_lanes(coeffs, constant, br.condition.rel(), block);
+                        // The coefficients describe the condition exactly (one point in ten:
+                        // evaluating it through the model is slow).
+                        if sample % 10 == 0 {
+                            assert_eq!(br.count(&point, block), Some(lanes), "{path} `{}` at {point:?}", br.condition);
+                        }
+                        if let Some(formula) = metafork::perf::divergence::closed_form(coeffs, constant, br.condition.rel(), block) {
+                            assert_eq!(formula, lanes, "{path} `{}` at {point:?}", br.condition);
+                            divergence += 1;
+                        }
                     }
                     for p in &patterns {
                         let Some(c) = p.at(&point, block) else { continue };
@@ -65,7 +83,10 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
                 }
             }
         }
-        println!("{path}: coalescing formula checked at {coalescing} access points, bank formula at {banks}");
+        println!("{path}: coalescing formula checked at {coalescing} access points, bank formula at {banks}, divergence at {divergence} branch points");
+        if branch_count > 0 {
+            assert!(divergence >= 500, "{path}: only {divergence} points where the divergence formula applies");
+        }
         assert!(coalescing >= 500, "{path}: only {coalescing} points where the coalescing formula applies");
         if shared_patterns > 0 {
             assert!(banks >= 500, "{path}: only {banks} points where the bank formula applies");

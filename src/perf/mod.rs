@@ -6,9 +6,12 @@
 //! sectors moved in global memory, bank passes in shared memory); [`formula`] gives the same
 //! numbers in closed form, case by case, and `None` where no case applies. The formulas are
 //! tested against the lanes (`tests/perf.rs`). [`efficiency`] sums a kernel's accesses at one
-//! point for `tune`'s score. Not yet here: occupancy as a symbolic
-//! function, divergence, the strategies that raise the counters, and the tree's forks on them.
+//! point for `tune`'s score. [`divergence`] counts, for each thread-dependent condition, the
+//! warps whose lanes disagree (lanes, and a row-by-row closed form). Not yet here: occupancy as
+//! a symbolic function, the unroll / prefetch / merging strategies, and the tree's forks on the
+//! counters.
 
+pub mod divergence;
 pub mod formula;
 pub mod lanes;
 pub mod pattern;

@@ -27,24 +27,24 @@ pub struct Pattern {
     pub shared: bool,
     /// Strides and offset, when the index is affine in the thread indices.
     pub affine: Option<([Poly; 3], Poly)>,
-    /// The flat element index, and the model's divisions it may use (name, definition).
+    /// The flat element index, and how to evaluate it lane by lane.
     pub index: Poly,
-    pub divisions: Vec<(String, crate::access::AuxDef)>,
+    pub lanes: LaneValues,
     pub elem: i64,
 }
 
-fn thread(d: u8) -> Var {
-    Var::new(&builtin_var(Builtin::ThreadIdx(d)))
+/// Evaluates a polynomial of the access model for one lane: the parameters from a point, the
+/// thread indices of the lane, the model's divisions it needs (in dependency order, as floor
+/// division), and every other variable (block indices, loop counters) at 0.
+#[derive(Clone, Debug, Default)]
+pub struct LaneValues {
+    pub divisions: Vec<(String, crate::access::AuxDef)>,
 }
 
-impl Pattern {
-    fn of(a: &Access, extents: &[Poly], elem: i64, shared: bool, params: &[String], divisions: &BTreeMap<String, crate::access::AuxDef>) -> Option<Pattern> {
-        let mut flat = Poly::zero();
-        for (i, e) in a.indices.iter().zip(extents) {
-            flat = flat * e + i.as_ref()?;
-        }
-        // The divisions the index needs, directly or through other divisions.
-        let mut needed: Vec<String> = flat.vars().into_iter().map(|v| v.name().to_string()).filter(|n| divisions.contains_key(n)).collect();
+impl LaneValues {
+    /// The divisions `p` needs, directly or through other divisions, in dependency order.
+    pub fn for_poly(p: &Poly, divisions: &BTreeMap<String, crate::access::AuxDef>) -> LaneValues {
+        let mut needed: Vec<String> = p.vars().into_iter().map(|v| v.name().to_string()).filter(|n| divisions.contains_key(n)).collect();
         let mut i = 0;
         while i < needed.len() {
             let def = &divisions[&needed[i]];
@@ -55,59 +55,74 @@ impl Pattern {
             }
             i += 1;
         }
-        let affine = if needed.is_empty() { affine(&flat, params) } else { None };
-        let used: Vec<(String, crate::access::AuxDef)> = needed.into_iter().map(|n| (n.clone(), divisions[&n].clone())).collect();
-        Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, affine, index: flat, divisions: used, elem })
+        // Definitions before uses (the model's divisions never form a cycle; one that did
+        // would be left out, and its uses would fail to evaluate).
+        let mut ordered: Vec<(String, crate::access::AuxDef)> = Vec::new();
+        while !needed.is_empty() {
+            let ready = needed.iter().position(|n| {
+                let def = &divisions[n];
+                def.dividend.vars().into_iter().chain(def.divisor.vars()).all(|v| !divisions.contains_key(v.name()) || ordered.iter().any(|(o, _)| o == v.name()))
+            });
+            let Some(i) = ready else { break };
+            let n = needed.remove(i);
+            ordered.push((n.clone(), divisions[&n].clone()));
+        }
+        LaneValues { divisions: ordered }
+    }
+
+    /// `p` for the lane with thread indices `t`; `None` when a value is missing, not an
+    /// integer, or a division by zero occurs.
+    pub fn eval(&self, p: &Poly, point: &BTreeMap<String, i64>, t: [i64; 3]) -> Option<i64> {
+        let int = |v: i64| Rational::from_integer(v.into());
+        let mut values: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), int(*v))).collect();
+        for (d, v) in t.into_iter().enumerate() {
+            values.insert(thread(d as u8), int(v));
+        }
+        let is_division = |v: &Var| v.name().starts_with("aux_");
+        let exact = |p: &Poly, values: &mut BTreeMap<Var, Rational>| -> Option<i64> {
+            for v in p.vars() {
+                if !values.contains_key(&v) {
+                    if is_division(&v) {
+                        return None; // a division not computed: never guess it
+                    }
+                    values.insert(v, int(0));
+                }
+            }
+            let r = p.eval(values).ok()?;
+            r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
+        };
+        for (name, def) in &self.divisions {
+            let (x, d) = (exact(&def.dividend, &mut values)?, exact(&def.divisor, &mut values)?);
+            if d == 0 {
+                return None;
+            }
+            values.insert(Var::new(name), int(if def.quotient { x.div_euclid(d) } else { x.rem_euclid(d) }));
+        }
+        exact(p, &mut values)
+    }
+}
+
+pub(super) fn thread(d: u8) -> Var {
+    Var::new(&builtin_var(Builtin::ThreadIdx(d)))
+}
+
+impl Pattern {
+    fn of(a: &Access, extents: &[Poly], elem: i64, shared: bool, params: &[String], divisions: &BTreeMap<String, crate::access::AuxDef>) -> Option<Pattern> {
+        let mut flat = Poly::zero();
+        for (i, e) in a.indices.iter().zip(extents) {
+            flat = flat * e + i.as_ref()?;
+        }
+        let lanes = LaneValues::for_poly(&flat, divisions);
+        let affine = if lanes.divisions.is_empty() { affine(&flat, params) } else { None };
+        Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, affine, index: flat, lanes, elem })
     }
 
     /// The element each lane of the first warp touches, evaluated lane by lane (quotients as
     /// floor division); `None` when a value is missing or a division by zero occurs.
     pub fn warp(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
-        let int = |v: i64| Rational::from_integer(v.into());
-        let is_division = |v: &Var| self.divisions.iter().any(|(n, _)| n == v.name());
-        // Divisions in dependency order, found once.
-        let mut order: Vec<&(String, crate::access::AuxDef)> = Vec::new();
-        while order.len() < self.divisions.len() {
-            let before = order.len();
-            for d in &self.divisions {
-                let ready = d.1.dividend.vars().iter().chain(d.1.divisor.vars().iter()).all(|v| !is_division(v) || order.iter().any(|(n, _)| n == v.name()));
-                if ready && !order.iter().any(|(n, _)| *n == d.0) {
-                    order.push(d);
-                }
-            }
-            if order.len() == before {
-                return None; // circular definitions: not the model's
-            }
-        }
-        // The parameters; every other variable that is not a thread index or a division at 0.
-        let mut base: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), int(*v))).collect();
-        let mentioned = self.index.vars().into_iter().chain(self.divisions.iter().flat_map(|(_, d)| d.dividend.vars().into_iter().chain(d.divisor.vars())));
-        for v in mentioned.collect::<Vec<_>>() {
-            if !base.contains_key(&v) && !is_division(&v) && !(0..3).any(|d| thread(d) == v) {
-                base.insert(v, int(0));
-            }
-        }
-        let eval = |p: &Poly, values: &BTreeMap<Var, Rational>| -> Option<i64> {
-            let r = p.eval(values).ok()?;
-            r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
-        };
         let [bx, by, bz] = block;
         let n = super::lanes::WARP.min(bx * by * bz).max(0);
-        let mut elements = Vec::with_capacity(n as usize);
-        for l in 0..n {
-            let mut values = base.clone();
-            for (d, t) in [l % bx, (l / bx) % by, l / (bx * by)].into_iter().enumerate() {
-                values.insert(thread(d as u8), int(t));
-            }
-            for (name, def) in &order {
-                let (x, d) = (eval(&def.dividend, &values)?, eval(&def.divisor, &values)?);
-                if d == 0 {
-                    return None;
-                }
-                values.insert(Var::new(name), int(if def.quotient { x.div_euclid(d) } else { x.rem_euclid(d) }));
-            }
-            elements.push(eval(&self.index, &values)?);
-        }
+        let elements = (0..n).map(|l| self.lanes.eval(&self.index, point, [l % bx, (l / bx) % by, l / (bx * by)])).collect::<Option<Vec<i64>>>()?;
         Some(super::lanes::Warp { elements, elem: self.elem })
     }
 
@@ -165,4 +180,23 @@ pub fn patterns(function: &KernelFunction, kernel: &Kernel, system: &System, bac
         arrays.insert(s.name.clone(), (s.extents.clone(), s.elem.size_bytes() as i64, true));
     }
     col.accesses.iter().filter_map(|a| arrays.get(&a.array).and_then(|(e, size, shared)| Pattern::of(a, e, *size, *shared, &params, &col.aux_defs))).collect()
+}
+
+/// The kernel's thread-dependent conditions (distinct guards of its accesses that name a
+/// thread index), modelled as [`patterns`] models the accesses.
+pub fn branches(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &Backend) -> Vec<super::divergence::Branch> {
+    let (col, _) = crate::verify::twothread::launch_collector(function, kernel, system, backend);
+    let mut seen: Vec<constraints::Constraint> = Vec::new();
+    for g in col.accesses.iter().flat_map(|a| &a.guards) {
+        let lanes = LaneValues::for_poly(g.poly(), &col.aux_defs);
+        let mut vars = g.vars();
+        for (_, d) in &lanes.divisions {
+            vars.extend(d.dividend.vars().into_iter().chain(d.divisor.vars()));
+        }
+        let threaded = vars.iter().any(|v| (0..3).any(|d| thread(d) == *v));
+        if threaded && !seen.contains(g) {
+            seen.push(g.clone());
+        }
+    }
+    seen.into_iter().map(|c| super::divergence::Branch { lanes: LaneValues::for_poly(c.poly(), &col.aux_defs), condition: c }).collect()
 }

@@ -1,0 +1,195 @@
+//! Branch divergence: the fraction of a block's warps whose lanes disagree on a condition.
+//!
+//! Contract: a [`Branch`] is a condition of the access model's guards (an `if`, a loop bound)
+//! that names a thread index, `g(tx, ty, tz) REL 0`. [`Branch::count`] counts, lane by lane,
+//! the warps of the block `(0, 0, 0)` on the first iteration (loop counters 0) in which some
+//! lanes hold the condition and others do not; [`closed_form`] gives the same count, row by
+//! row, for a condition affine in the thread indices when `Bx` is a multiple of 32 (each warp
+//! then lies in one row, where the condition switches at most once), and `None` otherwise.
+//! `tests/perf.rs` checks the two agree.
+
+use super::lanes::WARP;
+use super::pattern::{thread, LaneValues};
+use constraints::{Constraint, Poly, Rel};
+use std::collections::BTreeMap;
+
+/// A thread-dependent condition of the kernel.
+#[derive(Clone, Debug)]
+pub struct Branch {
+    pub condition: Constraint,
+    pub lanes: LaneValues,
+}
+
+/// Diverging warps and warps, for the first block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count {
+    pub diverged: i64,
+    pub warps: i64,
+}
+
+impl Count {
+    /// The counter: the fraction of warps that diverge, in [0, 1].
+    pub fn fraction(&self) -> f64 {
+        if self.warps == 0 {
+            0.0
+        } else {
+            self.diverged as f64 / self.warps as f64
+        }
+    }
+}
+
+fn holds(rel: Rel, v: i64) -> bool {
+    match rel {
+        Rel::Lt => v < 0,
+        Rel::Le => v <= 0,
+        Rel::Eq => v == 0,
+        Rel::Ne => v != 0,
+    }
+}
+
+/// Diverging warps of a block, given each lane's truth (lanes in linear thread order).
+fn count_warps(block: [i64; 3], truth: &mut dyn FnMut(i64, [i64; 3]) -> Option<bool>) -> Option<Count> {
+    let [bx, by, bz] = block;
+    let threads = bx * by * bz;
+    let warps = (threads + WARP - 1) / WARP;
+    let mut diverged = 0;
+    for w in 0..warps {
+        let (mut some_true, mut some_false) = (false, false);
+        for l in w * WARP..(w * WARP + WARP).min(threads) {
+            if truth(l, [l % bx, (l / bx) % by, l / (bx * by)])? {
+                some_true = true;
+            } else {
+                some_false = true;
+            }
+        }
+        diverged += i64::from(some_true && some_false);
+    }
+    Some(Count { diverged, warps })
+}
+
+/// Lane by lane, for a condition affine in the thread indices (integer arithmetic).
+pub fn by_lanes(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -> Count {
+    let mut truth = |_: i64, t: [i64; 3]| Some(holds(rel, coeffs[0] * t[0] + coeffs[1] * t[1] + coeffs[2] * t[2] + constant));
+    count_warps(block, &mut truth).unwrap_or(Count { diverged: 0, warps: 0 })
+}
+
+impl Branch {
+    /// Lane by lane over every warp of the block, evaluating the condition through the
+    /// model's divisions; `None` where a value is missing.
+    pub fn count(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<Count> {
+        let mut truth = |_: i64, t: [i64; 3]| self.lanes.eval(self.condition.poly(), point, t).map(|v| holds(self.condition.rel(), v));
+        count_warps(block, &mut truth)
+    }
+
+    /// The condition's coefficients per thread index and its constant, at `point`, when it is
+    /// affine in the thread indices and uses no division.
+    pub fn affine(&self, point: &BTreeMap<String, i64>) -> Option<([i64; 3], i64)> {
+        if !self.lanes.divisions.is_empty() {
+            return None;
+        }
+        let p = self.condition.poly();
+        let mut coeffs = [0i64; 3];
+        for d in 0..3u8 {
+            let t = thread(d);
+            if p.terms().any(|(m, _)| m.exponent(&t) > 1) {
+                return None;
+            }
+            let c = &p.substitute(&t, &Poly::one()) - &p.substitute(&t, &Poly::zero());
+            if (0..3).any(|e| c.vars().contains(&thread(e))) {
+                return None;
+            }
+            coeffs[d as usize] = self.lanes.eval(&c, point, [0, 0, 0])?;
+        }
+        Some((coeffs, self.lanes.eval(p, point, [0, 0, 0])?))
+    }
+}
+
+fn floor_div(a: i64, b: i64) -> i64 {
+    let q = a / b;
+    if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+fn ceil_div(a: i64, b: i64) -> i64 {
+    -floor_div(-a, b)
+}
+
+/// The first index `t > 0` whose truth differs from index 0's, for `g*t + r REL 0` with
+/// `g != 0` and `REL` one of `<`, `<=` (monotone in `t`); 0 or less when there is none.
+fn switch(g: i64, r: i64, rel: Rel) -> i64 {
+    match (rel, g > 0) {
+        (Rel::Lt, true) => ceil_div(-r, g),       // true while t < -r/g: first false
+        (Rel::Lt, false) => floor_div(-r, g) + 1, // true once t > -r/g: first true
+        (Rel::Le, true) => floor_div(-r, g) + 1,  // true while t <= -r/g
+        (Rel::Le, false) => ceil_div(-r, g),      // true once t >= -r/g
+        _ => 0,
+    }
+}
+
+/// The closed form, row by row: in a row the condition switches at most once (at `t*`), and
+/// the warp containing the switch diverges unless it falls on a warp boundary; `==` and `!=`
+/// diverge in the warp holding the one lane where `g = 0`, if that lane exists.
+pub fn closed_form(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -> Option<Count> {
+    let [bx, by, bz] = block;
+    if bx % WARP != 0 {
+        return None;
+    }
+    let [gx, gy, gz] = coeffs;
+    let mut diverged = 0;
+    for tz in 0..bz {
+        for ty in 0..by {
+            let r = gy * ty + gz * tz + constant;
+            if gx == 0 {
+                continue;
+            }
+            let splits = match rel {
+                Rel::Lt | Rel::Le => {
+                    let s = switch(gx, r, rel);
+                    0 < s && s < bx && s % WARP != 0
+                }
+                // One lane t with gx*t + r == 0, when it is an integer in the row.
+                Rel::Eq | Rel::Ne => (-r) % gx == 0 && (0..bx).contains(&(-r / gx)),
+            };
+            diverged += i64::from(splits);
+        }
+    }
+    Some(Count { diverged, warps: bx / WARP * by * bz })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The closed form against direct counting on a grid of conditions `gx*tx + gy*ty + c REL 0`.
+    #[test]
+    fn closed_form_counts_what_the_lanes_show() {
+        let mut checked = 0;
+        for bx in [32, 64, 96] {
+            for by in [1, 2, 3] {
+                for gx in [-3, -1, 0, 1, 2, 5] {
+                    for gy in [0, 1, -7] {
+                        for c in [-100, -40, -33, -32, -1, 0, 5, 31] {
+                            for rel in [Rel::Lt, Rel::Le, Rel::Eq, Rel::Ne] {
+                                let block = [bx, by, 1];
+                                let warps = bx * by / WARP;
+                                let mut diverged = 0;
+                                for w in 0..warps {
+                                    let truths: Vec<bool> = (w * WARP..w * WARP + WARP).map(|l| holds(rel, gx * (l % bx) + gy * (l / bx) + c)).collect();
+                                    diverged += i64::from(truths.contains(&true) && truths.contains(&false));
+                                }
+                                let formula = closed_form([gx, gy, 0], c, rel, block).unwrap();
+                                assert_eq!(formula, Count { diverged, warps }, "{gx}*tx + {gy}*ty + {c} {rel:?} 0 in {block:?}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 2000);
+        assert_eq!(closed_form([1, 0, 0], 0, Rel::Lt, [16, 2, 1]), None);
+    }
+}
