@@ -94,19 +94,39 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
     }
 }
 
+/// Transposition: the checked program, its first tree, and the point N = 1024, 32 x 32 blocks.
+fn transpose(b: &Backend) -> (metafork::frontend::CheckedProgram, metafork::tree::Tree, BTreeMap<String, i64>) {
+    let path = format!("{}/examples/transpose.mf", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let program = metafork::frontend::check_source(&path, &text).unwrap();
+    let tree = common::trees_of(&path, &text, b).remove(0).1;
+    let point = [("N", 1024), ("B0", 32), ("B1", 32), ("s", 1)].map(|(k, v)| (k.to_string(), v)).into();
+    (program, tree, point)
+}
+
+/// The kernel is proved (no race, no divergence, in bounds) and equals the serial program at
+/// each of `points` (transposition's N, B0, B1, s).
+fn proved_and_equal(f: &metafork::frontend::model::KernelFunction, tree: &metafork::tree::Tree, kernel: &metafork::kernel::Kernel, b: &Backend, points: &[[(&str, i64); 4]]) {
+    let r = metafork::verify::twothread::check(f, kernel, &tree.root_constraints, b);
+    assert!(matches!(r.verdict, metafork::verify::twothread::Verdict::Proved), "{:?}", r.verdict);
+    let programs = metafork::verify::differential::Programs::new(f, 0, kernel).unwrap();
+    for (i, p) in points.iter().enumerate() {
+        let point: BTreeMap<String, i64> = p.map(|(k, v)| (k.to_string(), v)).into();
+        let outcome = metafork::verify::differential::run_point(f, &programs, &point, i as u64, metafork::verify::machine::RunOptions { detect_races: true });
+        assert!(matches!(outcome, metafork::verify::differential::Outcome::Passed(_)), "{point:?}: {outcome:?}");
+    }
+}
+
 /// Transposition before caching, 32 x 32 blocks: the write `c[i*N + j]` (j follows
 /// threadIdx.x) is fully coalesced; the read `a[j][i]` walks a column, a sector per lane.
 #[test]
 fn transpose_reads_a_column_and_writes_a_row() {
     let b = Backend::default();
-    let path = format!("{}/examples/transpose.mf", env!("CARGO_MANIFEST_DIR"));
-    let program = metafork::frontend::check_source(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (program, tree, point) = transpose(&b);
     let f = &program.kernels[0];
     let kernel = metafork::kernel::Kernel::from_schedule(f, &f.schedules[0]).unwrap();
-    let point: BTreeMap<String, i64> = [("N", 1024), ("B0", 32), ("B1", 32), ("s", 1)].map(|(k, v)| (k.to_string(), v)).into();
     let mut found = BTreeMap::new();
-    let root = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0).1.root_constraints;
-    for p in pattern::patterns(f, &kernel, &root, &b) {
+    for p in pattern::patterns(f, &kernel, &tree.root_constraints, &b) {
         let c = p.at(&point, [32, 32, 1]).unwrap();
         let piece = formula::coalescing(&c).unwrap();
         assert_eq!(piece.value, c.coalescing());
@@ -116,19 +136,15 @@ fn transpose_reads_a_column_and_writes_a_row() {
     assert_eq!(found.get("a[j][i]"), Some(&(4.0 / 32.0)), "{found:?}");
 }
 
-
 /// Padding the shared tiles' rows (the bank-conflict strategy): transposition's staged read of
 /// `a`, a column of its tile, goes from 32 passes to 1 at 32 x 32 blocks; the padded kernel is
 /// still proved (no race, no divergence, in bounds) and computes what the serial program does.
 #[test]
 fn padding_removes_transposes_bank_conflicts() {
     let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
-    let path = format!("{}/examples/transpose.mf", env!("CARGO_MANIFEST_DIR"));
-    let program = metafork::frontend::check_source(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (program, tree, point) = transpose(&b);
     let f = &program.kernels[0];
     let logical = metafork::kernel::Kernel::from_schedule(f, &f.schedules[0]).unwrap();
-    let point: BTreeMap<String, i64> = [("N", 1024), ("B0", 32), ("B1", 32), ("s", 1)].map(|(k, v)| (k.to_string(), v)).into();
-    let tree = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0).1;
     let worst = |k: &metafork::kernel::Kernel| pattern::patterns(f, k, &tree.root_constraints, &b).iter().filter(|p| p.shared).map(|p| p.warp(&point, [32, 32, 1]).unwrap().bank_ways()).max().unwrap();
     let plain = metafork::strategy::caching::stage(f, &logical, &b).unwrap().kernel;
     let padded = metafork::strategy::caching::stage(f, &metafork::kernel::Kernel { pad_shared: true, ..logical.clone() }, &b).unwrap().kernel;
@@ -144,22 +160,8 @@ fn padding_removes_transposes_bank_conflicts() {
         by_formula += 1;
     }
     assert!(by_formula >= 2);
-    // Proved, and equal to the serial program at sampled points.
-    let r = metafork::verify::twothread::check(f, &padded, &tree.root_constraints, &b);
-    assert!(matches!(r.verdict, metafork::verify::twothread::Verdict::Proved), "{:?}", r.verdict);
-    let programs = metafork::verify::differential::Programs::new(f, 0, &padded).unwrap();
-    let mut ran = 0;
-    for (i, p) in [[("N", 13), ("B0", 4), ("B1", 3), ("s", 2)], [("N", 24), ("B0", 2), ("B1", 5), ("s", 1)], [("N", 7), ("B0", 3), ("B1", 3), ("s", 3)]].iter().enumerate() {
-        let point: BTreeMap<String, i64> = p.map(|(k, v)| (k.to_string(), v)).into();
-        match metafork::verify::differential::run_point(f, &programs, &point, i as u64, metafork::verify::machine::RunOptions { detect_races: true }) {
-            metafork::verify::differential::Outcome::Passed(_) => ran += 1,
-            other => panic!("{point:?}: {other:?}"),
-        }
-    }
-    assert_eq!(ran, 3);
+    proved_and_equal(f, &tree, &padded, &b, &[[("N", 13), ("B0", 4), ("B1", 3), ("s", 2)], [("N", 24), ("B0", 2), ("B1", 5), ("s", 1)], [("N", 7), ("B0", 3), ("B1", 3), ("s", 3)]]);
 }
-
-
 
 /// Interchange (which block loop follows threadIdx.x): transposition's write `c[i*N + j]` is
 /// fully coalesced and its read `a[j][i]` poor; interchanged, the read is full and the write
@@ -169,13 +171,10 @@ fn padding_removes_transposes_bank_conflicts() {
 #[test]
 fn interchange_trades_the_coalesced_access() {
     let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
-    let path = format!("{}/examples/transpose.mf", env!("CARGO_MANIFEST_DIR"));
-    let program = metafork::frontend::check_source(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (program, tree, point) = transpose(&b);
     let f = &program.kernels[0];
-    let tree = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0).1;
     let logical = metafork::kernel::Kernel { cache: Vec::new(), ..metafork::kernel::Kernel::from_schedule(f, &f.schedules[0]).unwrap() };
     let swapped = metafork::strategy::interchange::interchange(&logical).unwrap();
-    let point: BTreeMap<String, i64> = [("N", 1024), ("B0", 32), ("B1", 32), ("s", 1)].map(|(k, v)| (k.to_string(), v)).into();
     let coalescing = |k: &metafork::kernel::Kernel| -> BTreeMap<String, f64> {
         pattern::patterns(f, k, &tree.root_constraints, &b).iter().map(|p| (p.text.clone(), p.warp(&point, [32, 32, 1]).unwrap().coalescing())).collect()
     };
@@ -186,14 +185,7 @@ fn interchange_trades_the_coalesced_access() {
     // Interchanging twice is the identity.
     assert_eq!(metafork::strategy::interchange::interchange(&swapped).unwrap(), logical);
     for k in [&logical, &swapped] {
-        let r = metafork::verify::twothread::check(f, k, &tree.root_constraints, &b);
-        assert!(matches!(r.verdict, metafork::verify::twothread::Verdict::Proved), "{:?}", r.verdict);
-        let programs = metafork::verify::differential::Programs::new(f, 0, k).unwrap();
-        for (i, p) in [[("N", 13), ("B0", 4), ("B1", 3), ("s", 2)], [("N", 24), ("B0", 2), ("B1", 5), ("s", 1)]].iter().enumerate() {
-            let point: BTreeMap<String, i64> = p.map(|(k, v)| (k.to_string(), v)).into();
-            let outcome = metafork::verify::differential::run_point(f, &programs, &point, i as u64, metafork::verify::machine::RunOptions { detect_races: true });
-            assert!(matches!(outcome, metafork::verify::differential::Outcome::Passed(_)), "{point:?}: {outcome:?}");
-        }
+        proved_and_equal(f, &tree, k, &b, &[[("N", 13), ("B0", 4), ("B1", 3), ("s", 2)], [("N", 24), ("B0", 2), ("B1", 5), ("s", 1)]]);
     }
 }
 

@@ -9,8 +9,8 @@
 //! `tests/perf.rs` checks the two agree.
 
 use super::lanes::WARP;
-use super::pattern::{thread, LaneValues};
-use constraints::{Constraint, Poly, Rel};
+use super::pattern::{thread_strides, LaneValues};
+use constraints::{Constraint, Rel};
 use std::collections::BTreeMap;
 
 /// A thread-dependent condition of the kernel.
@@ -88,17 +88,10 @@ impl Branch {
             return None;
         }
         let p = self.condition.poly();
+        let strides = thread_strides(p)?;
         let mut coeffs = [0i64; 3];
-        for d in 0..3u8 {
-            let t = thread(d);
-            if p.terms().any(|(m, _)| m.exponent(&t) > 1) {
-                return None;
-            }
-            let c = &p.substitute(&t, &Poly::one()) - &p.substitute(&t, &Poly::zero());
-            if (0..3).any(|e| c.vars().contains(&thread(e))) {
-                return None;
-            }
-            coeffs[d as usize] = self.lanes.eval(&c, point, [0, 0, 0])?;
+        for (c, s) in coeffs.iter_mut().zip(&strides) {
+            *c = self.lanes.eval(s, point, [0, 0, 0])?;
         }
         Some((coeffs, self.lanes.eval(p, point, [0, 0, 0])?))
     }

@@ -142,26 +142,28 @@ impl Pattern {
 /// Strides per thread index and the offset, when `flat` is affine in the thread indices; the
 /// offset with every variable that is not a parameter at 0.
 fn affine(flat: &Poly, params: &[String]) -> Option<([Poly; 3], Poly)> {
-    let mut rest = flat.clone();
-    let mut stride: [Poly; 3] = Default::default();
-    for d in 0..3u8 {
-        let t = thread(d);
-        if flat.terms().any(|(m, _)| m.exponent(&t) > 1) {
-            return None;
-        }
-        stride[d as usize] = &flat.substitute(&t, &Poly::one()) - &flat.substitute(&t, &Poly::zero());
-        rest = rest.substitute(&t, &Poly::zero());
-    }
-    if stride.iter().any(|s| (0..3).any(|d| s.vars().contains(&thread(d)))) {
-        return None;
-    }
-    let mut offset = rest;
+    let stride = thread_strides(flat)?;
+    let mut offset = flat.clone();
     for v in offset.vars() {
         if !params.iter().any(|p| p == v.name()) {
-            offset = offset.substitute(&v, &Poly::zero());
+            offset = offset.substitute(&v, &Poly::zero()); // thread indices included
         }
     }
     Some((stride, offset))
+}
+
+/// The coefficient of each thread index in `p`, when `p` is of degree at most one in them and
+/// the coefficients are free of them.
+pub(super) fn thread_strides(p: &Poly) -> Option<[Poly; 3]> {
+    let mut stride: [Poly; 3] = Default::default();
+    for d in 0..3u8 {
+        let t = thread(d);
+        if p.terms().any(|(m, _)| m.exponent(&t) > 1) {
+            return None;
+        }
+        stride[d as usize] = &p.substitute(&t, &Poly::one()) - &p.substitute(&t, &Poly::zero());
+    }
+    (!stride.iter().any(|s| (0..3).any(|d| s.vars().contains(&thread(d))))).then_some(stride)
 }
 
 /// The patterns of a kernel's accesses (those the access model expresses), modelled as the
