@@ -295,6 +295,8 @@ impl PathSolver {
                 Rel::Le => lhs.le(&zero),
                 Rel::Eq => lhs.eq(&zero),
                 Rel::Ne => lhs.eq(&zero).not(),
+                Rel::Dvd(m) => lhs.modulo(&Int::from_u64(m.into())).eq(&zero),
+                Rel::NotDvd(m) => lhs.modulo(&Int::from_u64(m.into())).eq(&zero).not(),
             }
         } else {
             let lhs = real_poly(c.poly(), &terms);
@@ -304,6 +306,9 @@ impl PathSolver {
                 Rel::Le => lhs.le(&zero),
                 Rel::Eq => lhs.eq(&zero),
                 Rel::Ne => lhs.eq(&zero).not(),
+                // Over the reals: `p / m` is an integer.
+                Rel::Dvd(m) => lhs.div(&Real::from_rational(m.into(), 1)).is_int(),
+                Rel::NotDvd(m) => lhs.div(&Real::from_rational(m.into(), 1)).is_int().not(),
             }
         }
     }

@@ -182,3 +182,35 @@ fn a_witness_that_solves_the_system_answers_without_a_query_and_one_that_does_no
     fractional.values.insert(Var::new("B"), constraints::Rational::new(1.into(), 2.into()));
     assert_eq!(fits.holds_at(&fractional.values), Ok(false));
 }
+
+/// Divisibility conditions (the performance counters' residue cases) are encoded exactly:
+/// padding a row of even length by one makes it odd, whatever its length.
+#[test]
+fn divisibility_conditions_are_decided_exactly() {
+    use constraints::Poly;
+    let b = Backend::default();
+    let b0 = Poly::var("B0");
+    let mut even = system(&["1 <= B0"]);
+    even.add(Constraint::divides(2, &b0));
+    let mut padded_even = even.clone();
+    padded_even.add(Constraint::divides(2, &(&b0 + &Poly::one())));
+    assert!(b.check(&padded_even).is_unsat());
+    // Witnesses satisfy the divisibility conditions they were asked for.
+    let mut odd_multiple = system(&["1 <= B0", "B0 <= 100"]);
+    odd_multiple.add(Constraint::not_divides(2, &b0));
+    odd_multiple.add(Constraint::divides(3, &b0));
+    match b.check(&odd_multiple) {
+        CheckResult::Sat(m) => {
+            let v = m.get("B0").unwrap().to_integer().to_i64().unwrap();
+            assert!(v % 2 == 1 && v % 3 == 0, "B0 = {v}");
+            assert!(odd_multiple.holds_at(&m.values).unwrap());
+        }
+        other => panic!("expected sat, got {other:?}"),
+    }
+    // Over a real variable, divisibility means an integer quotient.
+    let mut real = System::new();
+    real.add(Constraint::divides(4, &Poly::var("x")));
+    real.add(parse_constraints("1 < x").unwrap().remove(0));
+    real.add(parse_constraints("x < 4").unwrap().remove(0));
+    assert!(b.check(&real).is_unsat());
+}

@@ -344,6 +344,8 @@ impl FastConstraint {
             Rel::Le => v <= 0,
             Rel::Eq => v == 0,
             Rel::Ne => v != 0,
+            Rel::Dvd(m) => v.rem_euclid(m.into()) == 0,
+            Rel::NotDvd(m) => v.rem_euclid(m.into()) != 0,
         })
     }
 }

@@ -55,7 +55,8 @@ static inline long long metafork_int_ll(long long a, int *ok) { if (a < INT_MIN 
 typedef struct metafork_factor { int var; int exponent; } metafork_factor;
 typedef struct metafork_term { long long coeff; int first_factor; int factor_count; } metafork_term;
 typedef struct metafork_poly { int first_term; int term_count; } metafork_poly;
-typedef struct metafork_constraint { int rel; metafork_poly poly; } metafork_constraint;
+/* rel: 0 `<`, 1 `<=`, 2 `==`, 3 `!=` (poly against 0); 4 `% modulus == 0`, 5 `% modulus != 0`. */
+typedef struct metafork_constraint { int rel; long long modulus; metafork_poly poly; } metafork_constraint;
 /* A leaf: a kernel (index >= 0) or none (-1, with the counter that could not be lowered). */
 typedef struct metafork_rule {
   int kernel;
@@ -98,7 +99,9 @@ static inline int metafork_select_rules(const metafork_rule *rules, int rule_cou
       case 0: holds = v < 0; break;
       case 1: holds = v <= 0; break;
       case 2: holds = v == 0; break;
-      default: holds = v != 0; break;
+      case 3: holds = v != 0; break;
+      case 4: holds = v % constraints[c].modulus == 0; break;
+      default: holds = v % constraints[c].modulus != 0; break;
       }
     }
     if (!holds) continue;

@@ -44,6 +44,8 @@ fn holds(rel: Rel, v: i64) -> bool {
         Rel::Le => v <= 0,
         Rel::Eq => v == 0,
         Rel::Ne => v != 0,
+        Rel::Dvd(m) => v.rem_euclid(m.into()) == 0,
+        Rel::NotDvd(m) => v.rem_euclid(m.into()) != 0,
     }
 }
 
@@ -145,6 +147,8 @@ pub fn closed_form(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -
                 }
                 // One lane t with gx*t + r == 0, when it is an integer in the row.
                 Rel::Eq | Rel::Ne => (-r) % gx == 0 && (0..bx).contains(&(-r / gx)),
+                // A residue condition switches every few lanes: no row-by-row form.
+                Rel::Dvd(_) | Rel::NotDvd(_) => return None,
             };
             diverged += i64::from(splits);
         }
