@@ -7,11 +7,13 @@
 //! numbers in closed form, case by case, and `None` where no case applies. The formulas are
 //! tested against the lanes (`tests/perf.rs`). [`efficiency`] sums a kernel's accesses at one
 //! point for `tune`'s score. [`divergence`] counts, for each thread-dependent condition, the
-//! warps whose lanes disagree (lanes, and a row-by-row closed form). Not yet here: occupancy as
-//! a symbolic function, the unroll / prefetch / merging strategies, and the tree's forks on the
-//! counters.
+//! warps whose lanes disagree (lanes, and a row-by-row closed form). [`fork`] states, per
+//! access, the constraints under which coalescing and bank counters reach their thresholds:
+//! what the tree forks on. Not yet here: occupancy as a symbolic function, forks on divergence,
+//! and the unroll / prefetch / merging strategies.
 
 pub mod divergence;
+pub mod fork;
 pub mod formula;
 pub mod lanes;
 pub mod pattern;

@@ -27,6 +27,10 @@ pub struct Pattern {
     pub shared: bool,
     /// Strides and offset, when the index is affine in the thread indices.
     pub affine: Option<([Poly; 3], Poly)>,
+    /// The strides alone, also when the index has divisions that no thread index reaches
+    /// (the same for every lane of a warp, so they only move its offset), as long as the
+    /// strides themselves are free of divisions.
+    pub strides: Option<[Poly; 3]>,
     /// The flat element index, and how to evaluate it lane by lane.
     pub index: Poly,
     pub lanes: LaneValues,
@@ -114,7 +118,13 @@ impl Pattern {
         }
         let lanes = LaneValues::for_poly(&flat, divisions);
         let affine = if lanes.divisions.is_empty() { affine(&flat, params) } else { None };
-        Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, affine, index: flat, lanes, elem })
+        let uniform = lanes.divisions.iter().all(|(_, d)| !d.dividend.vars().iter().chain(d.divisor.vars().iter()).any(|v| (0..3).any(|t| thread(t) == *v)));
+        let strides = match &affine {
+            Some((s, _)) => Some(s.clone()),
+            None if uniform => thread_strides(&flat).filter(|s| s.iter().all(|x| x.vars().iter().all(|v| !lanes.divisions.iter().any(|(n, _)| n == v.name())))),
+            None => None,
+        };
+        Some(Pattern { text: a.text.clone(), array: a.array.clone(), write: a.write, shared, affine, strides, index: flat, lanes, elem })
     }
 
     /// The element each lane of the first warp touches, evaluated lane by lane (quotients as
