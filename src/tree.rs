@@ -8,12 +8,20 @@
 //! applicable only when the register estimate of its code is lower. A refuse child with no
 //! applicable strategy is an *infeasible* leaf: no kernel exists there, and dispatch reports why. Children whose system
 //! Z3 proves inconsistent are dropped; an `unknown` answer keeps the child and marks it.
+//! After the resource counters come the performance counters (coalescing, bank conflicts),
+//! forked access by access on `perf::fork`'s conditions: a `case` edge where an access's closed
+//! form applies, an `outside` edge where it does not (no fork there), then accept and refuse.
+//! A performance refusal applies the first strategy left that raises the counter (padding,
+//! interchange) and evaluates every counter again; with none the code stays, since a kernel
+//! that falls short of a performance threshold still runs.
 //! Each refusal consumes a strategy and each acceptance a counter, so the height is at most
-//! (counters) x (strategies + 1): the paper's w(s + t) bound.
+//! (counters) x (strategies + 1): the paper's w(s + t) bound, where each access's condition
+//! counts as a counter with its cases ([`Tree::height_bound`]).
 
 use crate::counters::count;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
+use crate::perf::fork::{Condition, Kind as PerfKind};
 use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, narrow};
 use constraints::solver::{Backend, CheckResult, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
@@ -56,17 +64,23 @@ impl MachineSymbols {
     }
 }
 
-/// The resource counters, in the order the tree evaluates them.
+/// The counters, in the order the tree evaluates them: the resource counters (a refusal with
+/// no strategy leaves no kernel), then the performance counters (a refusal with no strategy
+/// keeps the code: it runs, only slower).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Counter {
     SharedMemory,
     Registers,
     ThreadsPerBlock,
     RegistersPerBlock,
+    /// Global-memory coalescing, access by access (`perf::fork`).
+    Coalescing,
+    /// Shared-memory bank conflicts, access by access (`perf::fork`).
+    BankConflicts,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 4] = [Counter::SharedMemory, Counter::Registers, Counter::ThreadsPerBlock, Counter::RegistersPerBlock];
+    pub const ALL: [Counter; 6] = [Counter::SharedMemory, Counter::Registers, Counter::ThreadsPerBlock, Counter::RegistersPerBlock, Counter::Coalescing, Counter::BankConflicts];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -74,6 +88,17 @@ impl Counter {
             Counter::Registers => "registers per thread",
             Counter::ThreadsPerBlock => "threads per block",
             Counter::RegistersPerBlock => "registers per block",
+            Counter::Coalescing => "coalescing (more than half of the bytes moved used)",
+            Counter::BankConflicts => "bank conflicts (conflict-free shared access)",
+        }
+    }
+
+    /// The performance counter's kind in `perf::fork`, or `None` for a resource counter.
+    pub fn performance(self) -> Option<PerfKind> {
+        match self {
+            Counter::Coalescing => Some(PerfKind::Coalescing),
+            Counter::BankConflicts => Some(PerfKind::BankConflicts),
+            _ => None,
         }
     }
 }
@@ -101,6 +126,10 @@ pub enum Strategy {
     /// Common sub-expression elimination at [`CSE_LEVEL`], applied at the root when it
     /// changes the code; refusing registers may lead to `ReduceCse`.
     EliminateCommonSubexpressions,
+    /// Pad each shared tile's rows by one element (bank conflicts; `Kernel::pad_shared`).
+    PadSharedRows,
+    /// Trade the block loops on `threadIdx.x` and `threadIdx.y` (coalescing).
+    Interchange,
 }
 
 /// The CSE level the root applies (the highest of `strategy::cse`).
@@ -112,13 +141,15 @@ pub const REGISTER_CAP: u32 = llvm_passes::registers::OCCUPANCY_FREE_REGISTERS_S
 
 impl Strategy {
     /// The strategies a refusal may apply, in the order tried: cheapest in performance first.
-    pub const ALL: [Strategy; 6] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::ReduceRegisterPressure1,
         Strategy::ReduceGranularity,
         Strategy::ReduceCse,
         Strategy::ReduceRegisterPressure2,
         Strategy::ReduceRegisterPressure3,
         Strategy::DropCaching,
+        Strategy::PadSharedRows,
+        Strategy::Interchange,
     ];
 
     pub fn name(self) -> &'static str {
@@ -131,16 +162,20 @@ impl Strategy {
             Strategy::DropCaching => "do not cache in shared memory",
             Strategy::CacheInSharedMemory => "cache in shared memory",
             Strategy::EliminateCommonSubexpressions => "common sub-expression elimination",
+            Strategy::PadSharedRows => "pad shared tiles' rows by one element",
+            Strategy::Interchange => "interchange the loops on threadIdx.x and threadIdx.y",
         }
     }
 
-    /// The counters this strategy can lower.
+    /// The counters this strategy can improve (lower a resource, raise a performance counter).
     pub fn lowers(self, c: Counter) -> bool {
         let registers = matches!(c, Counter::Registers | Counter::RegistersPerBlock);
         match self {
             Strategy::ReduceRegisterPressure1 | Strategy::ReduceCse | Strategy::ReduceRegisterPressure2 | Strategy::ReduceRegisterPressure3 => registers,
             Strategy::ReduceGranularity => registers || c == Counter::SharedMemory,
             Strategy::DropCaching => c == Counter::SharedMemory,
+            Strategy::PadSharedRows => c == Counter::BankConflicts,
+            Strategy::Interchange => c == Counter::Coalescing,
             Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions => false,
         }
     }
@@ -175,13 +210,15 @@ impl CounterValues {
             Counter::Registers => Poly::int(self.registers as i64),
             Counter::ThreadsPerBlock => self.threads_per_block.clone(),
             Counter::RegistersPerBlock => Poly::int(self.registers as i64) * &self.threads_per_block,
+            Counter::Coalescing | Counter::BankConflicts => unreachable!("performance counters fork access by access"),
         }
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct Edge {
-    /// `accept` or `refuse`.
+    /// `accept` or `refuse`; for a performance counter also `case` and `outside`: where the
+    /// access's closed form applies (then accept or refuse follows), or not (no fork).
     pub kind: &'static str,
     pub counter: Counter,
     pub constraint: Constraint,
@@ -209,6 +246,9 @@ pub struct Node {
     pub applied: Vec<Strategy>,
     pub strategies_left: Vec<Strategy>,
     pub counters_left: Vec<Counter>,
+    /// How many conditions (accesses) of the first counter left are settled: performance
+    /// counters fork access by access.
+    pub perf_done: usize,
     pub constraints: System,
     /// Human-readable decisions from the root: `accept registers per thread: 18 <= R`, ...
     pub decisions: Vec<String>,
@@ -231,6 +271,9 @@ pub struct Tree {
     pub root_constraints: System,
     pub nodes: Vec<Node>,
     pub queries: u64,
+    /// The most levels the performance conditions of one code add: per access not settled by
+    /// its constant strides, one for the counter and one per case of its closed form.
+    pub perf_levels: usize,
 }
 
 impl Tree {
@@ -246,6 +289,13 @@ impl Tree {
     pub fn height(&self) -> usize {
         self.nodes.iter().map(|n| n.depth).max().unwrap_or(0)
     }
+
+    /// The paper's bound w(s + t) on the height: between two strategies every resource counter
+    /// takes one level and the performance counters at most [`Tree::perf_levels`], and each
+    /// strategy is applied at most once on a path.
+    pub fn height_bound(&self) -> usize {
+        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1)
+    }
 }
 
 struct Builder<'a> {
@@ -260,6 +310,12 @@ struct Builder<'a> {
     applied: HashMap<(Strategy, String), Option<Kernel>>,
     /// Granularity-reduced code by the code without unrolling flag and cached arrays.
     reduced: HashMap<String, Option<Kernel>>,
+    /// The root system: the context in which accesses are modelled for the performance counters.
+    root: System,
+    /// Performance conditions by (code that runs, counter).
+    conditions: HashMap<(String, PerfKind), Vec<Condition>>,
+    /// The most levels one code's performance conditions can add (see [`Tree::height_bound`]).
+    perf_levels: usize,
 }
 
 /// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
@@ -302,7 +358,7 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
     let schedule_name = kernel.name.clone();
     let root = root_constraints(function, &machine);
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new() };
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
     // Granularity reduction depends only on the code without its unrolling flag and cached
     // arrays, which every node shares until granularity itself is reduced; it is needed on
     // most trees and independent of staging the root. Run it on a second thread (with its own
@@ -350,6 +406,7 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
         applied,
         strategies_left: Strategy::ALL.to_vec(),
         counters_left: Counter::ALL.to_vec(),
+        perf_done: 0,
         constraints: root.clone(),
         decisions,
         counters: ev.counters,
@@ -360,7 +417,7 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
         witness: None,
     });
     b.expand(0)?;
-    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes: b.nodes, queries: backend.queries() - before })
+    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes: b.nodes, queries: backend.queries() - before, perf_levels: b.perf_levels })
 }
 
 impl Builder<'_> {
@@ -420,6 +477,7 @@ impl Builder<'_> {
             Counter::Registers => &self.machine.registers_per_thread,
             Counter::ThreadsPerBlock => &self.machine.threads_per_block,
             Counter::RegistersPerBlock => &self.machine.registers_per_block,
+            Counter::Coalescing | Counter::BankConflicts => unreachable!("performance counters have no machine limit"),
         })
     }
 
@@ -485,6 +543,8 @@ impl Builder<'_> {
                 (code.max_registers.is_none() && node.counters.registers > REGISTER_CAP).then(|| Kernel { max_registers: Some(REGISTER_CAP), ..code.clone() })
             }
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
+            Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
+            Strategy::Interchange => crate::strategy::interchange::interchange(code),
             Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions => None,
         };
         self.applied.insert(key, r.clone());
@@ -496,6 +556,9 @@ impl Builder<'_> {
             self.nodes[id].kind = NodeKind::Leaf;
             return Ok(());
         };
+        if let Some(kind) = counter.performance() {
+            return self.expand_performance(id, counter, kind);
+        }
         let value = self.nodes[id].counters.value(counter);
         let limit = self.limit(counter);
         let parent = self.nodes[id].clone();
@@ -517,6 +580,131 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// The performance conditions of a code that runs (memoised; both kinds from one set of
+    /// patterns).
+    fn conditions(&mut self, staged: &Kernel, kind: PerfKind) -> Vec<Condition> {
+        let code = format!("{staged:?}");
+        if let Some(c) = self.conditions.get(&(code.clone(), kind)) {
+            return c.clone();
+        }
+        let patterns = crate::perf::pattern::patterns(self.function, staged, &self.root, self.backend);
+        let mut levels = 0;
+        for k in [PerfKind::Coalescing, PerfKind::BankConflicts] {
+            let c = crate::perf::fork::conditions(&patterns, staged, k);
+            levels += c.iter().filter(|c| c.accept.truth_if_constant() != Some(true)).map(|c| 1 + c.shape.len()).sum::<usize>();
+            self.conditions.insert((code.clone(), k), c);
+        }
+        self.perf_levels = self.perf_levels.max(levels);
+        self.conditions[&(code, kind)].clone()
+    }
+
+    /// Whether `node`'s system implies `c` (its negation is inconsistent there; an unknown
+    /// answer is not an implication).
+    fn implied(&self, node: &Node, c: &Constraint) -> bool {
+        let mut sys = node.constraints.clone();
+        sys.add(c.negate());
+        matches!(self.backend.check_with_witness(&sys, None), CheckResult::Unsat)
+    }
+
+    /// The performance counter `counter`, access by access from `perf_done`: where an access's
+    /// closed form may or may not apply, a `case` child (it applies; the same access next) and
+    /// an `outside` child (the next access); where it applies, accept and refuse children as
+    /// for a resource counter. Accesses whose condition the system decides fork nothing.
+    fn expand_performance(&mut self, id: usize, counter: Counter, kind: PerfKind) -> Result<(), String> {
+        let conditions = self.conditions(&self.nodes[id].staged.clone(), kind);
+        let parent = self.nodes[id].clone();
+        for (i, cond) in conditions.iter().enumerate().skip(parent.perf_done) {
+            if cond.accept.truth_if_constant() == Some(true) {
+                continue;
+            }
+            let undecided_shape = cond.shape.iter().find(|s| !self.implied(&parent, s));
+            if let Some(shape) = undecided_shape {
+                let inside = self.branch(&parent, shape, format!("case {} of `{}`: {shape}", counter.name(), cond.access));
+                let Some(inside) = inside else { continue };
+                let outside = shape.negate();
+                let out = self.branch(&parent, &outside, format!("outside {} of `{}`: {outside}", counter.name(), cond.access));
+                let c = self.child(id, ("case", counter, shape.clone()), inside);
+                self.expand(c)?;
+                if let Some(mut out) = out {
+                    out.perf_done = i + 1;
+                    let c = self.child(id, ("outside", counter, outside), out);
+                    self.expand(c)?;
+                }
+                return Ok(());
+            }
+            let refuse = cond.refuse();
+            let Some(refused) = self.branch(&parent, &refuse, format!("refuse {} of `{}`: {refuse}", counter.name(), cond.access)) else { continue };
+            if let Some(mut accepted) = self.branch(&parent, &cond.accept, format!("accept {} of `{}`: {}", counter.name(), cond.access, cond.accept)) {
+                accepted.perf_done = i + 1;
+                let c = self.child(id, ("accept", counter, cond.accept.clone()), accepted);
+                self.expand(c)?;
+            }
+            return self.refuse_performance(id, (counter, kind, i), &refuse, refused);
+        }
+        let node = &mut self.nodes[id];
+        node.counters_left.remove(0);
+        node.perf_done = 0;
+        self.expand(id)
+    }
+
+    /// Whether `code` (that runs) settles access `i` of `kind` (accepts it wherever its closed
+    /// form applies within `node`'s region), without unsettling an access that `node`'s code
+    /// settles: the strategy raises the counter. Accesses are matched by position; one the closed forms do not model in either
+    /// code is not compared.
+    fn raises(&mut self, node: &Node, code: &Kernel, kind: PerfKind, i: usize) -> bool {
+        let before = self.conditions(&node.staged, kind);
+        let after = self.conditions(code, kind);
+        // Accepted wherever its closed form applies within the node's region.
+        let settled = |b: &Self, c: &Condition| {
+            if c.accept.truth_if_constant() == Some(true) {
+                return true;
+            }
+            let mut sys = node.constraints.clone();
+            c.shape.iter().for_each(|s| sys.add(s.clone()));
+            sys.add(c.refuse());
+            matches!(b.backend.check_with_witness(&sys, None), CheckResult::Unsat)
+        };
+        let target = before[i].position;
+        let Some(fixed) = after.iter().find(|a| a.position == target && a.array == before[i].array) else { return false };
+        if !settled(self, fixed) {
+            return false;
+        }
+        before.iter().filter(|b| b.position != target).all(|b| match after.iter().find(|a| a.position == b.position && a.array == b.array) {
+            Some(a) => a == b || !settled(self, b) || settled(self, a),
+            None => true,
+        })
+    }
+
+    /// The refuse child of a performance counter's access `i` (with `node`'s system): the first
+    /// strategy left that raises the counter is applied and every counter evaluated again;
+    /// with none, the code stays (it runs, only slower) and the next access follows.
+    fn refuse_performance(&mut self, parent: usize, (counter, kind, i): (Counter, PerfKind, usize), refuse: &Constraint, node: Node) -> Result<(), String> {
+        let mut node = node;
+        let candidates: Vec<Strategy> = node.strategies_left.iter().copied().filter(|s| s.lowers(counter)).collect();
+        for s in candidates {
+            let Some(code) = self.apply(s, &node)? else { continue };
+            let ev = self.evaluate(&code)?;
+            if !self.raises(&node, &ev.staged, kind, i) {
+                continue;
+            }
+            node.counters = ev.counters;
+            node.staged = ev.staged;
+            node.cached = ev.cached;
+            node.code = code;
+            node.applied.push(s);
+            node.strategies_left.retain(|x| *x != s);
+            node.counters_left = Counter::ALL.to_vec();
+            node.perf_done = 0;
+            node.decisions.push(format!("apply {}", s.name()));
+            let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
+            return self.expand(c);
+        }
+        node.perf_done = i + 1;
+        node.decisions.push("no strategy left raises it: the code stays".to_string());
+        let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
+        self.expand(c)
+    }
+
     /// The refuse child of `parent` (with `node`'s system): the first of `candidates` that
     /// applies is applied and the child expanded; with none, the child is an infeasible leaf.
     fn refuse(&mut self, parent: usize, (counter, refuse): (Counter, &Constraint), node: Node, candidates: &[Strategy]) -> Result<(), String> {
@@ -536,6 +724,7 @@ impl Builder<'_> {
             node.applied.push(s);
             node.strategies_left.retain(|x| *x != s);
             node.counters_left = Counter::ALL.to_vec();
+            node.perf_done = 0;
             node.decisions.push(format!("apply {}", s.name()));
             let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
             return self.expand(c);

@@ -208,3 +208,126 @@ fn counters_at_a_point() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected NAME=VALUE"));
 }
+
+/// Each performance condition the tree forks on (`perf::fork`) says what the lanes count:
+/// where its shape holds, an accepted access is conflict-free (bank passes 1) or uses more
+/// than half the bytes it moves, and a refused one is not. Checked on every example's
+/// distinct leaf codes at sampled points.
+#[test]
+fn performance_conditions_agree_with_the_lanes() {
+    use metafork::perf::fork::{conditions, Kind, COALESCING_THRESHOLD};
+    let b = Backend::default();
+    let mut rng = common::Rng(0x666f_726b);
+    let mut total = [0usize; 2];
+    for (path, text) in common::examples() {
+        let mut checked = [0usize; 2];
+        let mut forked = [false; 2];
+        for (f, tree) in common::trees_of(&path, &text, &b) {
+            let mut seen = BTreeSet::new();
+            for leaf in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf) && seen.insert(format!("{:?}", n.staged))) {
+                let patterns = pattern::patterns(&f, &leaf.staged, &tree.root_constraints, &b);
+                for (k, kind) in [Kind::Coalescing, Kind::BankConflicts].into_iter().enumerate() {
+                    let conds: Vec<_> = conditions(&patterns, &leaf.staged, kind).into_iter().filter(|c| c.accept.truth_if_constant() != Some(true)).collect();
+                    if conds.is_empty() {
+                        continue;
+                    }
+                    forked[k] = true;
+                    for _ in 0..1500 {
+                        let mut point = BTreeMap::new();
+                        for p in f.program_parameters() {
+                            point.insert(p, SIDES[rng.range(0, SIDES.len() as i64 - 1) as usize]);
+                        }
+                        for p in f.data_parameters() {
+                            point.insert(p, if rng.range(0, 9) == 0 { 1 } else { rng.range(1, 4096) });
+                        }
+                        let block = [0, 1, 2].map(|d| leaf.staged.block.get(d).map_or(Some(1), |e| eval(e, &point)).unwrap_or(0));
+                        if block.iter().any(|&x| x < 1) || block.iter().product::<i64>() > 1024 {
+                            continue;
+                        }
+                        let values: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+                        for c in &conds {
+                            if !c.shape.iter().all(|s| s.holds_at(&values).unwrap()) {
+                                continue;
+                            }
+                            let warp = patterns[c.position].warp(&point, block).unwrap();
+                            let meets = match kind {
+                                Kind::BankConflicts => warp.bank_ways() == 1,
+                                Kind::Coalescing => warp.coalescing() > COALESCING_THRESHOLD,
+                            };
+                            assert_eq!(c.accept.holds_at(&values).unwrap(), meets, "{path} `{}` ({kind:?}, {}) at {point:?}", c.access, c.accept);
+                            checked[k] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        println!("{path}: coalescing conditions checked at {} points, bank conditions at {}", checked[0], checked[1]);
+        for k in 0..2 {
+            if forked[k] {
+                assert!(checked[k] >= 500, "{path}: only {} points where a condition's shape holds", checked[k]);
+            }
+            total[k] += checked[k];
+        }
+    }
+    assert!(total.iter().all(|&t| t >= 500), "{total:?}");
+}
+
+/// The transposition tree refuses the bank-conflict counter on the staged read of `a`'s tile
+/// (a column of the tile: rows of B0 words, conflicted when B0 is even) and pads the tiles:
+/// the padded leaf's read is conflict-free wherever the leaf applies, the unpadded code's read
+/// is not, and the padded leaf is proved and matches the serial program.
+#[test]
+fn transposition_tree_has_a_padded_leaf_without_bank_conflicts() {
+    use metafork::tree::{Counter, NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let (program, tree, _) = transpose(&b);
+    let f = &program.kernels[0];
+    let padded: Vec<&metafork::tree::Node> = tree
+        .leaves()
+        .filter(|n| matches!(n.kind, NodeKind::Leaf) && n.applied.contains(&Strategy::PadSharedRows) && n.staged.shared.len() == 2)
+        .collect();
+    assert!(!padded.is_empty(), "no padded leaf with tiles");
+    let refused = tree.nodes.iter().flat_map(|n| n.children.iter().map(move |e| (n, e))).find(|(_, e)| e.counter == Counter::BankConflicts && e.kind == "refuse").expect("a bank-conflict refusal");
+    assert_eq!(refused.1.constraint.to_string(), "B0 % 2 == 0");
+    let leaf = padded[0];
+    let unpadded = &refused.0.staged;
+    let values = |p: &BTreeMap<String, i64>| p.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect::<BTreeMap<Var, Rational>>();
+    let mut checked = 0;
+    for b0 in [2, 4, 8, 16, 32, 64] {
+        for b1 in [32, 64] {
+            let point: BTreeMap<String, i64> = [("N", 4096), ("B0", b0), ("B1", b1), ("s", 1)].map(|(k, v)| (k.to_string(), v)).into();
+            // Inside the leaf's region as far as the parameters go (B1 >= 32, B0 even).
+            let region_params: Vec<_> = leaf.constraints.constraints().iter().filter(|c| c.vars().iter().all(|v| point.contains_key(v.name()))).collect();
+            assert!(region_params.iter().all(|c| c.holds_at(&values(&point)).unwrap()), "{point:?} is outside leaf {}", leaf.id);
+            let ways = |k: &metafork::kernel::Kernel| pattern::patterns(f, k, &tree.root_constraints, &b).iter().filter(|p| p.shared && p.text.starts_with("a_tile0") && !p.write).map(|p| p.warp(&point, [b1, b0, 1]).unwrap().bank_ways()).max().unwrap();
+            assert_eq!(ways(&leaf.staged), 1, "padded read at {point:?}");
+            assert!(ways(unpadded) >= 2, "unpadded read at {point:?}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12);
+    proved_and_equal(f, &tree, &leaf.staged, &b, &[[("N", 13), ("B0", 4), ("B1", 3), ("s", 2)], [("N", 24), ("B0", 2), ("B1", 5), ("s", 1)]]);
+}
+
+/// A column-first mapping (examples/colscale.mf: threadIdx.x walks down a column) is refused
+/// on coalescing and the tree interchanges the block loops: the interchanged leaf's accesses
+/// are fully coalesced where the original's use an eighth of what they move, and it is proved.
+#[test]
+fn colscale_tree_interchanges_its_column_walk() {
+    use metafork::tree::{Counter, NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let path = format!("{}/examples/colscale.mf", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (f, tree) = common::trees_of(&path, &text, &b).remove(0);
+    let leaf = tree.leaves().find(|n| matches!(n.kind, NodeKind::Leaf) && n.applied.contains(&Strategy::Interchange)).expect("an interchanged leaf");
+    let refused = tree.nodes.iter().flat_map(|n| n.children.iter().map(move |e| (n, e))).find(|(_, e)| e.counter == Counter::Coalescing && e.kind == "refuse").expect("a coalescing refusal");
+    let point: BTreeMap<String, i64> = [("N", 1024), ("B0", 32), ("B1", 32)].map(|(k, v)| (k.to_string(), v)).into();
+    let global = |k: &metafork::kernel::Kernel| -> Vec<(String, f64)> { pattern::patterns(&f, k, &tree.root_constraints, &b).iter().filter(|p| !p.shared && p.array != "w").map(|p| (p.text.clone(), p.warp(&point, [32, 32, 1]).unwrap().coalescing())).collect() };
+    let before = global(&refused.0.staged);
+    let after = global(&leaf.staged);
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|(_, c)| *c == 0.125), "{before:?}");
+    assert!(after.iter().all(|(_, c)| *c == 1.0), "{after:?}");
+    let r = metafork::verify::twothread::check(&f, &leaf.staged, &tree.root_constraints, &b);
+    assert!(matches!(r.verdict, metafork::verify::twothread::Verdict::Proved), "{:?}", r.verdict);
+}

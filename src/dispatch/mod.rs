@@ -125,14 +125,22 @@ impl Dispatcher {
             let outcome = match &node.kind {
                 NodeKind::Leaf => {
                     let name = crate::emit::tree_files::leaf_kernel_name(tree, leaf);
-                    kernels.push(name.clone());
-                    Outcome::Kernel { index: kernels.len() - 1, name }
+                    let index = kernels.iter().position(|k| *k == name).unwrap_or_else(|| {
+                        kernels.push(name.clone());
+                        kernels.len() - 1
+                    });
+                    Outcome::Kernel { index, name }
                 }
                 NodeKind::Infeasible { counter } => Outcome::NoKernel { counter: *counter },
                 NodeKind::Inner => unreachable!("leaf_paths yields leaves"),
             };
-            // A kernel leaf's own counters are the accepts after the last refusal.
-            let own_from = edges.iter().rposition(|e| e.kind == "refuse").map_or(0, |i| i + 1);
+            // A kernel leaf's own counters are the accepts after the last refusal that changed
+            // the code (a performance refusal with no strategy left keeps it).
+            let changed_code = |k: usize| {
+                let before = if k == 0 { 0 } else { edges[k - 1].child };
+                edges[k].kind == "refuse" && tree.nodes[edges[k].child].applied.len() > tree.nodes[before].applied.len()
+            };
+            let own_from = (0..edges.len()).rev().find(|&k| changed_code(k)).map_or(0, |i| i + 1);
             let path = edges
                 .iter()
                 .enumerate()

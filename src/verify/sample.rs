@@ -8,6 +8,10 @@
 //! allow them) or a multiple, at most `MAX_DATA`, of the product of a random subset of the
 //! program parameters (so facts that demand divisibility can be met; the runs'
 //! cost grows with the data sizes, cubically for matrix multiplication). Z3 `unknown` on a candidate skips it; it never admits a point.
+//! A leaf that admits no such small point (a warp-shaped region, `32 <= B1`, say) gets a wide
+//! round (program parameters also 32, 33 or 64; data up to `WIDE_DATA`, often 1), and when
+//! that finds none, Z3's own point (program parameters at most `WIDE_PROGRAM`, data at most
+//! `WIDE_DATA`, made smaller a few times).
 
 use super::differential::SplitMix;
 use crate::dispatch::facts::FactSet;
@@ -18,6 +22,9 @@ use std::collections::BTreeMap;
 
 pub const MAX_PROGRAM: i64 = 6;
 pub const MAX_DATA: i64 = 24;
+/// Bounds of the second round (Z3's points): program parameters and data.
+pub const WIDE_PROGRAM: i64 = 64;
+pub const WIDE_DATA: i64 = 96;
 
 /// Up to `wanted` distinct points of `system` (within `attempts` candidates).
 pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wanted: usize, attempts: usize, seed: u64) -> Result<Vec<BTreeMap<String, i64>>, String> {
@@ -26,20 +33,31 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
     let data = function.data_parameters();
     let mut rng = SplitMix(seed);
     let mut out: Vec<BTreeMap<String, i64>> = Vec::new();
-    for attempt in 0..attempts {
-        if out.len() >= wanted {
+    // Small points first; a region with none (`32 <= B1`, `N == 1`) gets a round with
+    // warp-sized program parameters and data up to WIDE_DATA, then Z3's own points.
+    for attempt in 0..3 * attempts {
+        let wide = attempt >= attempts;
+        if out.len() >= wanted || (wide && attempt == attempts && !out.is_empty()) {
             break;
         }
         let mut point = BTreeMap::new();
         for p in &program {
-            point.insert(p.clone(), rng.range(1, MAX_PROGRAM));
+            let v = if wide && rng.range(0, 1) == 1 { [32, 33, 64][rng.range(0, 2) as usize] } else { rng.range(1, MAX_PROGRAM) };
+            point.insert(p.clone(), v);
         }
+        let most = if wide { WIDE_DATA } else { MAX_DATA };
         for d in &data {
             // A multiple of some program parameters' product (facts such as `n % (ub1 * s) == 0`
-            // need one), or any size; never above MAX_DATA: a run's cost grows with it
+            // need one), or any size; never above the round's bound: a run's cost grows with it
             // (cubically for matrix multiplication).
             let factor: i64 = program.iter().filter(|_| rng.range(0, 1) == 1).map(|p| point[p]).product::<i64>().max(1);
-            let v = if attempt % 2 == 1 && factor <= MAX_DATA { factor * rng.range(1, MAX_DATA / factor) } else { rng.range(1, MAX_DATA) };
+            let v = if wide && rng.range(0, 3) == 0 {
+                1
+            } else if attempt % 2 == 1 && factor <= most {
+                factor * rng.range(1, most / factor)
+            } else {
+                rng.range(1, most)
+            };
             point.insert(d.clone(), v);
         }
         if out.contains(&point) || !facts.holds(&point) {
@@ -53,5 +71,39 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             out.push(point);
         }
     }
+    if out.is_empty() {
+        out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(1).collect();
+    }
     Ok(out)
+}
+
+/// Points of `system` with program parameters in 1..=`WIDE_PROGRAM` and data in
+/// 1..=`WIDE_DATA`, from Z3 models, each with a smaller sum of the parameters than the one
+/// before (the differential run's cost grows with them); integer values only; none when there
+/// is no such point or Z3 cannot tell.
+fn bounded_models(system: &System, program: &[String], data: &[String], backend: &Backend) -> Vec<BTreeMap<String, i64>> {
+    let mut bounded = system.clone();
+    for (names, hi) in [(program, WIDE_PROGRAM), (data, WIDE_DATA)] {
+        for n in names {
+            bounded.add(Constraint::le(&Poly::one(), &Poly::var(n)));
+            bounded.add(Constraint::le(&Poly::var(n), &Poly::int(hi)));
+        }
+    }
+    let sum = program.iter().chain(data).fold(Poly::zero(), |acc, n| acc + Poly::var(n));
+    let mut found = Vec::new();
+    for _ in 0..4 {
+        let CheckResult::Sat(model) = backend.check(&bounded) else { break };
+        let point: Option<BTreeMap<String, i64>> = program
+            .iter()
+            .chain(data)
+            .map(|n| {
+                let v = model.get(n)?;
+                v.is_integer().then(|| i64::try_from(v.to_integer()).ok()).flatten().map(|v| (n.clone(), v))
+            })
+            .collect();
+        let Some(point) = point else { break };
+        bounded.add(Constraint::lt(&sum, &Poly::int(point.values().sum())));
+        found.push(point);
+    }
+    found
 }
