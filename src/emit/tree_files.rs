@@ -82,8 +82,13 @@ fn kind_name(k: &NodeKind) -> String {
 }
 
 /// The kernel name of a leaf.
+/// The kernel a kernel leaf runs, named after the first leaf (in node order) with the same
+/// code: leaves that differ only in their region (an access accepted in one, refused with no
+/// strategy left in another) share one kernel, emitted and compiled once.
 pub fn leaf_kernel_name(tree: &Tree, id: usize) -> String {
-    format!("{}_leaf{id}", tree.schedule_name())
+    let code = &tree.nodes[id].staged;
+    let first = tree.leaves().find(|n| matches!(n.kind, NodeKind::Leaf) && n.staged == *code).map_or(id, |n| n.id);
+    format!("{}_leaf{first}", tree.schedule_name())
 }
 
 pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool) -> Result<Generated, String> {
@@ -115,9 +120,15 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
                     format!("Valid where, besides the program's facts, all of these hold ({}: registers per thread, {}: shared memory per block in bytes, {}: threads per block, {}: registers per block):", tree.machine.registers_per_thread, tree.machine.shared_per_block, tree.machine.threads_per_block, tree.machine.registers_per_block),
                 ];
                 header.extend(path.iter().map(|c| format!("  {c}")));
+                let sharing: Vec<String> = tree.leaves().filter(|o| o.id != n.id && matches!(o.kind, NodeKind::Leaf) && leaf_kernel_name(tree, o.id) == name).map(|o| o.id.to_string()).collect();
+                if !sharing.is_empty() {
+                    header.push(format!("The same code also runs for {} {} (regions in tree.yaml).", if sharing.len() == 1 { "leaf" } else { "leaves" }, sharing.join(", ")));
+                }
                 header.push(format!("Strategies applied: {}.", if n.applied.is_empty() { "none".to_string() } else { n.applied.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ") }));
                 let file = format!("{name}.cu");
-                files.insert(file.clone(), emit_kernel(function, &code, &header)?);
+                if name == format!("{}_leaf{}", tree.schedule_name(), n.id) {
+                    files.insert(file.clone(), emit_kernel(function, &code, &header)?);
+                }
                 (Some(file), Some(name))
             } else {
                 (None, None)
