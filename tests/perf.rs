@@ -331,3 +331,56 @@ fn colscale_tree_interchanges_its_column_walk() {
     let r = metafork::verify::twothread::check(&f, &leaf.staged, &tree.root_constraints, &b);
     assert!(matches!(r.verdict, metafork::verify::twothread::Verdict::Proved), "{:?}", r.verdict);
 }
+
+/// Occupancy as a piecewise rational function (`perf::occupancy`) equals the standard
+/// calculation (`tune::occupancy`) on every example's leaf codes, on every built-in device, at
+/// sampled points (at least 500 per example), and every limiting resource occurs somewhere.
+#[test]
+fn symbolic_occupancy_equals_the_calculation() {
+    use metafork::perf::occupancy::Occupancy;
+    let b = Backend::default();
+    let mut rng = common::Rng(0x6f63_6375);
+    let devices: Vec<_> = ["v100", "a100", "h100", "l4"].iter().map(|d| constraints::device::DeviceProfile::load(d).unwrap()).collect();
+    let mut limiters = BTreeSet::new();
+    for (path, text) in common::examples() {
+        let mut checked = 0;
+        for (f, tree) in common::trees_of(&path, &text, &b) {
+            let mut seen = BTreeSet::new();
+            for leaf in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf) && seen.insert(format!("{:?}", n.staged))) {
+                let c = &leaf.counters;
+                for device in &devices {
+                    let occ = Occupancy::of(device, c.registers.into(), &c.threads_per_block, &c.shared_bytes);
+                    for _ in 0..150 {
+                        let mut point = BTreeMap::new();
+                        for p in f.program_parameters() {
+                            point.insert(p, SIDES[rng.range(0, SIDES.len() as i64 - 1) as usize]);
+                        }
+                        for p in f.data_parameters() {
+                            point.insert(p, rng.range(1, 4096));
+                        }
+                        let (Some(threads), Some(shared)) = (eval(&c.threads_per_block, &point), eval(&c.shared_bytes, &point)) else { continue };
+                        let expected = metafork::tune::occupancy::occupancy(device, c.registers.into(), shared.max(0) as u64, threads.max(0) as u64);
+                        let (value, limiter) = occ.at(&point).unwrap();
+                        assert!((value - expected).abs() < 1e-12, "{path} leaf {} on {}: {value} ({limiter:?}) but the calculation says {expected} at {point:?}", leaf.id, device.name);
+                        limiters.insert(limiter.unwrap_or("does not fit"));
+                        // The definitions as polynomial constraints: Z3 finds the same piece.
+                        if let (0, Some(l)) = (checked % 50, limiter) {
+                            let piece = occ.pieces.iter().find(|p| p.limiter == l && p.guard[0].holds_at(&point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect()).unwrap()).unwrap();
+                            let mut sys = occ.system(piece);
+                            for (k, v) in &point {
+                                sys.add(constraints::Constraint::eq(&Poly::var(k), &Poly::int(*v)));
+                            }
+                            let r = b.check(&sys);
+                            assert!(r.is_sat(), "{path}: Z3 rejects the {l} piece at {point:?}: {r:?}\n{sys}");
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked >= 500, "{path}: only {checked} points");
+    }
+    for l in ["warps", "blocks", "registers", "shared memory", "does not fit"] {
+        assert!(limiters.contains(l), "no point limited by {l}: {limiters:?}");
+    }
+}

@@ -9,13 +9,15 @@
 //! point for `tune`'s score. [`divergence`] counts, for each thread-dependent condition, the
 //! warps whose lanes disagree (lanes, and a row-by-row closed form). [`fork`] states, per
 //! access, the constraints under which coalescing and bank counters reach their thresholds:
-//! what the tree forks on. Not yet here: occupancy as a symbolic function, forks on divergence,
+//! what the tree forks on. [`occupancy`] writes occupancy as a piecewise rational function of
+//! the parameters for one device. Not yet here: the tree's forks on occupancy and divergence,
 //! and the unroll / prefetch / merging strategies.
 
 pub mod divergence;
 pub mod fork;
 pub mod formula;
 pub mod lanes;
+pub mod occupancy;
 pub mod pattern;
 
 use std::collections::BTreeMap;
