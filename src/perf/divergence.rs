@@ -5,7 +5,8 @@
 //! the warps of the block `(0, 0, 0)` on the first iteration (loop counters 0) in which some
 //! lanes hold the condition and others do not; [`closed_form`] gives the same count, row by
 //! row, for a condition affine in the thread indices when `Bx` is a multiple of 32 (each warp
-//! then lies in one row, where the condition switches at most once), and `None` otherwise.
+//! then lies in one row, where the condition switches at most once) or divides 32 (each warp
+//! holds `32 / Bx` whole rows), and `None` otherwise.
 //! `tests/perf.rs` checks the two agree.
 
 use super::lanes::WARP;
@@ -126,34 +127,64 @@ fn switch(g: i64, r: i64, rel: Rel) -> i64 {
 
 /// The closed form, row by row: in a row the condition switches at most once (at `t*`), and
 /// the warp containing the switch diverges unless it falls on a warp boundary; `==` and `!=`
-/// diverge in the warp holding the one lane where `g = 0`, if that lane exists.
+/// diverge in the warp holding the one lane where `g = 0`, if that lane exists. For `Bx`
+/// dividing 32 a warp holds `32 / Bx` rows and diverges when one switches or two disagree.
+/// `None` for other block widths and for residue conditions.
 pub fn closed_form(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -> Option<Count> {
     let [bx, by, bz] = block;
-    if bx % WARP != 0 {
+    if bx < 1 || (bx % WARP != 0 && WARP % bx != 0) || matches!(rel, Rel::Dvd(_) | Rel::NotDvd(_)) {
+        // A residue condition switches every few lanes: no row-by-row form.
         return None;
     }
     let [gx, gy, gz] = coeffs;
-    let mut diverged = 0;
-    for tz in 0..bz {
-        for ty in 0..by {
-            let r = gy * ty + gz * tz + constant;
-            if gx == 0 {
-                continue;
-            }
-            let splits = match rel {
-                Rel::Lt | Rel::Le => {
-                    let s = switch(gx, r, rel);
-                    0 < s && s < bx && s % WARP != 0
-                }
-                // One lane t with gx*t + r == 0, when it is an integer in the row.
-                Rel::Eq | Rel::Ne => (-r) % gx == 0 && (0..bx).contains(&(-r / gx)),
-                // A residue condition switches every few lanes: no row-by-row form.
-                Rel::Dvd(_) | Rel::NotDvd(_) => return None,
-            };
-            diverged += i64::from(splits);
+    // Each row (fixed ty, tz): the truth of its first lane, and whether it switches within.
+    let row = |ty: i64, tz: i64| -> (bool, bool) {
+        let r = gy * ty + gz * tz + constant;
+        let first = holds(rel, r);
+        if gx == 0 || bx == 1 {
+            return (first, false);
         }
+        let splits = match rel {
+            Rel::Lt | Rel::Le => {
+                let s = switch(gx, r, rel);
+                0 < s && s < bx
+            }
+            // One lane t with gx*t + r == 0, when it is an integer in the row.
+            _ => (-r) % gx == 0 && (0..bx).contains(&(-r / gx)),
+        };
+        (first, splits)
+    };
+    if bx % WARP == 0 {
+        // Rows of whole warps: a row's warp diverges where it switches, unless on a boundary.
+        let mut diverged = 0;
+        for tz in 0..bz {
+            for ty in 0..by {
+                let r = gy * ty + gz * tz + constant;
+                let on_boundary = matches!(rel, Rel::Lt | Rel::Le) && gx != 0 && switch(gx, r, rel) % WARP == 0;
+                let (_, splits) = row(ty, tz);
+                diverged += i64::from(splits && !on_boundary);
+            }
+        }
+        return Some(Count { diverged, warps: bx / WARP * by * bz });
     }
-    Some(Count { diverged, warps: bx / WARP * by * bz })
+    // `Bx` divides 32: each warp holds 32 / Bx consecutive rows (the last maybe fewer); it
+    // diverges when one of them switches or two of them disagree.
+    let per_warp = WARP / bx;
+    let rows = by * bz;
+    let mut diverged = 0;
+    let mut start = 0;
+    while start < rows {
+        let mut truths = Vec::new();
+        let mut splits = false;
+        for k in start..(start + per_warp).min(rows) {
+            let (first, s) = row(k % by, k / by);
+            splits |= s;
+            truths.push(first);
+        }
+        diverged += i64::from(splits || truths.iter().any(|&t| t != truths[0]));
+        start += per_warp;
+    }
+    Some(Count { diverged, warps: (rows + per_warp - 1) / per_warp })
 }
 
 #[cfg(test)]
@@ -164,21 +195,15 @@ mod tests {
     #[test]
     fn closed_form_counts_what_the_lanes_show() {
         let mut checked = 0;
-        for bx in [32, 64, 96] {
-            for by in [1, 2, 3] {
+        for bx in [32, 64, 96, 1, 2, 4, 8, 16] {
+            for by in [1, 2, 3, 17, 64] {
                 for gx in [-3, -1, 0, 1, 2, 5] {
                     for gy in [0, 1, -7] {
                         for c in [-100, -40, -33, -32, -1, 0, 5, 31] {
                             for rel in [Rel::Lt, Rel::Le, Rel::Eq, Rel::Ne] {
                                 let block = [bx, by, 1];
-                                let warps = bx * by / WARP;
-                                let mut diverged = 0;
-                                for w in 0..warps {
-                                    let truths: Vec<bool> = (w * WARP..w * WARP + WARP).map(|l| holds(rel, gx * (l % bx) + gy * (l / bx) + c)).collect();
-                                    diverged += i64::from(truths.contains(&true) && truths.contains(&false));
-                                }
                                 let formula = closed_form([gx, gy, 0], c, rel, block).unwrap();
-                                assert_eq!(formula, Count { diverged, warps }, "{gx}*tx + {gy}*ty + {c} {rel:?} 0 in {block:?}");
+                                assert_eq!(formula, by_lanes([gx, gy, 0], c, rel, block), "{gx}*tx + {gy}*ty + {c} {rel:?} 0 in {block:?}");
                                 checked += 1;
                             }
                         }
@@ -187,6 +212,7 @@ mod tests {
             }
         }
         assert!(checked > 2000);
-        assert_eq!(closed_form([1, 0, 0], 0, Rel::Lt, [16, 2, 1]), None);
+        assert_eq!(closed_form([1, 0, 0], 0, Rel::Lt, [3, 2, 1]), None);
+        assert_eq!(closed_form([1, 0, 0], 0, Rel::Dvd(2), [32, 2, 1]), None);
     }
 }
