@@ -497,14 +497,24 @@ impl Builder<'_> {
         let mut sys = parent.constraints.clone();
         sys.add(added.clone());
         let (unknown, witness) = self.consistent(&sys, parent.witness.as_ref())?;
-        let mut node = parent.clone();
+        let mut node = self.branch_known(parent, added, decision);
         node.witness = witness;
+        node.unknown |= unknown;
+        Some(node)
+    }
+
+    /// As [`Builder::branch`], for a system already known consistent (the caller sets the
+    /// witness).
+    fn branch_known(&self, parent: &Node, added: &Constraint, decision: String) -> Node {
+        let mut sys = parent.constraints.clone();
+        sys.add(added.clone());
+        let mut node = parent.clone();
+        node.witness = None;
         node.children = Vec::new();
         node.constraints = sys;
         node.depth += 1;
-        node.unknown |= unknown;
         node.decisions.push(decision);
-        Some(node)
+        node
     }
 
     fn child(&mut self, parent: usize, edge: (&'static str, Counter, Constraint), node: Node) -> usize {
@@ -599,11 +609,16 @@ impl Builder<'_> {
     }
 
     /// Whether `node`'s system implies `c` (its negation is inconsistent there; an unknown
-    /// answer is not an implication).
-    fn implied(&self, node: &Node, c: &Constraint) -> bool {
+    /// answer is not an implication). When it does not, a solution of the system with `c`
+    /// false, if known: the node's own witness when it already falsifies `c`.
+    fn implied(&self, node: &Node, c: &Constraint) -> Result<(), Option<Model>> {
         let mut sys = node.constraints.clone();
         sys.add(c.negate());
-        matches!(self.backend.check_with_witness(&sys, None), CheckResult::Unsat)
+        match self.backend.check_with_witness(&sys, node.witness.as_ref()) {
+            CheckResult::Unsat => Ok(()),
+            CheckResult::Sat(m) => Err(Some(m)),
+            CheckResult::Unknown(_) => Err(None),
+        }
     }
 
     /// The performance counter `counter`, access by access from `perf_done`: where an access's
@@ -617,12 +632,20 @@ impl Builder<'_> {
             if cond.accept.truth_if_constant() == Some(true) {
                 continue;
             }
-            let undecided_shape = cond.shape.iter().find(|s| !self.implied(&parent, s));
-            if let Some(shape) = undecided_shape {
+            let undecided_shape = cond.shape.iter().find_map(|s| self.implied(&parent, s).err().map(|m| (s, m)));
+            if let Some((shape, outside_witness)) = undecided_shape {
                 let inside = self.branch(&parent, shape, format!("case {} of `{}`: {shape}", counter.name(), cond.access));
                 let Some(inside) = inside else { continue };
                 let outside = shape.negate();
-                let out = self.branch(&parent, &outside, format!("outside {} of `{}`: {outside}", counter.name(), cond.access));
+                // The implication's counterexample is a solution of the outside child's system.
+                let out = match outside_witness {
+                    Some(m) => {
+                        let mut node = self.branch_known(&parent, &outside, format!("outside {} of `{}`: {outside}", counter.name(), cond.access));
+                        node.witness = Some(m);
+                        Some(node)
+                    }
+                    None => self.branch(&parent, &outside, format!("outside {} of `{}`: {outside}", counter.name(), cond.access)),
+                };
                 let c = self.child(id, ("case", counter, shape.clone()), inside);
                 self.expand(c)?;
                 if let Some(mut out) = out {
@@ -662,7 +685,7 @@ impl Builder<'_> {
             let mut sys = node.constraints.clone();
             c.shape.iter().for_each(|s| sys.add(s.clone()));
             sys.add(c.refuse());
-            matches!(b.backend.check_with_witness(&sys, None), CheckResult::Unsat)
+            matches!(b.backend.check_with_witness(&sys, node.witness.as_ref()), CheckResult::Unsat)
         };
         let target = before[i].position;
         let Some(fixed) = after.iter().find(|a| a.position == target && a.array == before[i].array) else { return false };
