@@ -593,7 +593,8 @@ impl Builder<'_> {
     /// The performance conditions of a code that runs (memoised; both kinds from one set of
     /// patterns).
     fn conditions(&mut self, staged: &Kernel, kind: PerfKind) -> Vec<Condition> {
-        let code = format!("{staged:?}");
+        // Unrolling and the register cap act in LLVM and ptxas, not on the body's accesses.
+        let code = format!("{:?}", Kernel { no_unroll: false, max_registers: None, ..staged.clone() });
         if let Some(c) = self.conditions.get(&(code.clone(), kind)) {
             return c.clone();
         }
