@@ -153,9 +153,11 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
     })
 }
 
-/// `f` over `items` on up to as many threads as the machine has cores, each thread with its
-/// own solver back end (Z3 contexts are per thread); results in `items`' order, and the
-/// workers' queries counted on `backend`.
+/// `f` over `items` on up to as many threads as the machine has cores; results in `items`'
+/// order, and the workers' queries counted on `backend`. Each item runs on a thread of its
+/// own with its own solver back end: the z3 crate keeps one Z3 context per thread, and a
+/// context that served other items first can answer near the resource limit differently, so
+/// sharing one would make a verdict depend on the scheduling.
 fn parallel_map<T: Sync, R: Send>(items: &[T], backend: &Backend, f: impl Fn(&Backend, &T) -> R + Sync) -> Vec<R> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -164,14 +166,24 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], backend: &Backend, f: impl Fn(&Ba
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
-                    let own = Backend::new(timeout_ms);
                     let mut done = Vec::new();
+                    let mut queries = 0;
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(item) = items.get(i) else { break };
-                        done.push((i, f(&own, item)));
+                        let (r, q) = std::thread::scope(|fresh| {
+                            fresh
+                                .spawn(|| {
+                                    let own = Backend::new(timeout_ms);
+                                    (f(&own, item), own.queries())
+                                })
+                                .join()
+                                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+                        });
+                        queries += q;
+                        done.push((i, r));
                     }
-                    (done, own.queries())
+                    (done, queries)
                 })
             })
             .collect();

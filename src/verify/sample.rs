@@ -60,7 +60,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             };
             point.insert(d.clone(), v);
         }
-        if out.contains(&point) || !facts.holds(&point) {
+        if out.contains(&point) || !facts.holds(&point) || !parameter_constraints_hold(system, &point) {
             continue;
         }
         let mut pinned = system.clone();
@@ -106,4 +106,11 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
         found.push(point);
     }
     found
+}
+
+/// Whether the constraints of `system` over the parameters alone hold at `point`: a necessary
+/// condition, checked exactly and without Z3, that rejects most candidates of a narrow region.
+fn parameter_constraints_hold(system: &System, point: &BTreeMap<String, i64>) -> bool {
+    let values: BTreeMap<constraints::Var, constraints::Rational> = point.iter().map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+    system.constraints().iter().all(|c| c.holds_at(&values).unwrap_or(true))
 }
