@@ -21,7 +21,7 @@ use crate::var::Var;
 use crate::Rational;
 use num_bigint::BigInt;
 use num_traits::Zero;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use z3::ast::{Bool, Int, Real};
 use z3::{Params, SatResult, Solver};
@@ -95,11 +95,15 @@ pub struct Samples {
     pub unknown: Option<String>,
 }
 
-/// Stateless entry point; counts the queries it sends (for benchmarks and reports).
+/// Entry point to Z3: counts the queries it sends (for benchmarks and reports) and memoises
+/// implications.
 #[derive(Debug)]
 pub struct Backend {
     timeout_ms: u32,
     queries: Cell<u64>,
+    /// Answers of [`Backend::implies`] by (system, constraint): strategies, the access model
+    /// and the tree ask the same implication again for codes that differ only in flags.
+    implications: RefCell<std::collections::HashMap<String, Implication>>,
 }
 
 impl Default for Backend {
@@ -110,7 +114,7 @@ impl Default for Backend {
 
 impl Backend {
     pub fn new(timeout_ms: u32) -> Backend {
-        Backend { timeout_ms, queries: Cell::new(0) }
+        Backend { timeout_ms, queries: Cell::new(0), implications: RefCell::new(std::collections::HashMap::new()) }
     }
 
     pub fn timeout_ms(&self) -> u32 {
@@ -158,14 +162,22 @@ impl Backend {
     }
 
     /// Does every solution of `system` satisfy `c`? (Asks whether `system and not c` is sat.)
+    /// Answers are memoised per back end (the same question gets the same answer, and no
+    /// second query).
     pub fn implies(&self, system: &System, c: &Constraint) -> Implication {
+        let key = format!("{system:?}|{c:?}");
+        if let Some(known) = self.implications.borrow().get(&key) {
+            return known.clone();
+        }
         let mut ps = self.path(system);
         ps.assert(&c.negate());
-        match self.run(&mut ps) {
+        let answer = match self.run(&mut ps) {
             CheckResult::Unsat => Implication::Proved,
             CheckResult::Sat(m) => Implication::Refuted(m),
             CheckResult::Unknown(r) => Implication::Unknown(r),
-        }
+        };
+        self.implications.borrow_mut().insert(key, answer.clone());
+        answer
     }
 
     /// Remove, one at a time in order, each constraint implied by the ones still kept.
