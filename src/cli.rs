@@ -133,6 +133,10 @@ pub enum Command {
         /// moved) and shared-memory bank passes, for the first warp of the first block.
         #[arg(long = "at", value_name = "NAME=VALUE")]
         at: Vec<String>,
+        /// With --at: also the occupancy on this device (a built-in profile or a .yaml file) at
+        /// that point, from the estimated registers, and the resource that limits it.
+        #[arg(long, value_name = "NAME", requires = "at")]
+        device: Option<String>,
     },
     /// Rank program-parameter values for a device, or build a standalone search space.
     ///
@@ -271,8 +275,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Counters { file, ptxas, json, at } => {
+        Command::Counters { file, ptxas, json, at, device } => {
             let program = load(&file, color)?;
+            let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
             let point: std::collections::BTreeMap<String, i64> = at.iter().map(|a| crate::tune::command::parse_size(a)).collect::<Result<_, _>>().map_err(|e| Failure::input(format!("error: --at {e}")))?;
             let backend = constraints::solver::Backend::default();
             let mut rows = Vec::new();
@@ -292,6 +297,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                 for (record, (_, r)) in records.iter_mut().zip(&accesses) {
                     record["accesses"] = serde_json::to_value(r).unwrap_or_default();
                 }
+                if let Some(d) = &device {
+                    for (record, row) in records.iter_mut().zip(&rows) {
+                        let (value, limiter) = occupancy_at(d, row, &point).map_err(Failure::input)?;
+                        record["occupancy"] = serde_json::json!({ "device": d.name, "value": value, "limited_by": limiter });
+                    }
+                }
                 serde_json::to_string_pretty(&records).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?
             } else {
                 let mut t = counters_table(&rows, &ptxas);
@@ -300,6 +311,12 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     for a in r {
                         let value = if a.memory == "shared" { format!("{} bank pass{}", a.value, if a.value == 1.0 { "" } else { "es" }) } else { format!("coalescing {:.3}", a.value) };
                         t.push_str(&format!("  {:<8} {:<50} {:<22} ({})\n", a.memory, a.access, value, a.case));
+                    }
+                }
+                if let Some(d) = &device {
+                    for row in &rows {
+                        let (value, limiter) = occupancy_at(d, row, &point).map_err(Failure::input)?;
+                        t.push_str(&format!("\n{}: occupancy on {} {value:.3} (limited by {limiter}; {} registers estimated)\n", row.kernel, d.name, row.registers.registers));
                     }
                 }
                 t
@@ -346,6 +363,21 @@ fn devices_table(profiles: &[constraints::device::DeviceProfile]) -> String {
         );
     }
     text_table(&table)
+}
+
+/// A kernel's occupancy on `device` at `point`, from the piecewise form (`perf::occupancy`),
+/// checked against the standard calculation, with the resource that limits it.
+fn occupancy_at(device: &constraints::device::DeviceProfile, row: &crate::counters::Counters, point: &std::collections::BTreeMap<String, i64>) -> Result<(f64, &'static str), String> {
+    let registers = u64::from(row.registers.registers);
+    let occ = crate::perf::occupancy::Occupancy::of(device, registers, &row.threads_per_block, &row.shared_bytes);
+    let (value, limiter) = occ.at(point).ok_or_else(|| format!("error: {}: give every parameter of `{}` and `{}` with --at", row.kernel, row.threads_per_block, row.shared_bytes))?;
+    let values: std::collections::BTreeMap<constraints::Var, constraints::Rational> = point.iter().map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+    let int = |p: &constraints::Poly| p.eval(&values).ok().and_then(|r| u64::try_from(r.to_integer()).ok()).unwrap_or(0);
+    let expected = crate::tune::occupancy::occupancy(device, registers, int(&row.shared_bytes), int(&row.threads_per_block));
+    if (value - expected).abs() > 1e-12 {
+        return Err(format!("internal error: {}: the piecewise occupancy {value} differs from the calculation {expected}", row.kernel));
+    }
+    Ok((value, limiter.unwrap_or("nothing: the block does not fit")))
 }
 
 fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> String {

@@ -207,6 +207,23 @@ fn counters_at_a_point() {
     let o = run(&["counters", "examples/transpose.mf", "--at", "N"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected NAME=VALUE"));
+    // Occupancy on a device: the piecewise form, with what limits it, equal to the calculation.
+    let estimate = json[0]["estimate"].as_u64().unwrap();
+    for (b0, b1) in [(32, 32), (8, 8), (1, 1)] {
+        let (b0s, b1s) = (format!("B0={b0}"), format!("B1={b1}"));
+        let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024", "--at", &b0s, "--at", &b1s, "--at", "s=1", "--device", "h100", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let occ = &json[0]["occupancy"];
+        let h100 = constraints::device::DeviceProfile::load("h100").unwrap();
+        let expected = metafork::tune::occupancy::occupancy(&h100, estimate, 0, (b0 * b1) as u64);
+        assert_eq!(occ["value"].as_f64(), Some(expected), "{occ}");
+        assert!(["warps", "blocks", "registers"].contains(&occ["limited_by"].as_str().unwrap()), "{occ}");
+    }
+    let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024", "--at", "B0=1", "--at", "B1=1", "--at", "s=1", "--device", "h100"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("occupancy on h100 0.500 (limited by blocks"), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = run(&["counters", "examples/transpose.mf", "--device", "h100"]);
+    assert_eq!(o.status.code(), Some(2), "--device needs --at");
 }
 
 /// Each performance condition the tree forks on (`perf::fork`) says what the lanes count:
