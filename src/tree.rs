@@ -711,15 +711,7 @@ impl Builder<'_> {
             if !self.raises(&node, &ev.staged, kind, i) {
                 continue;
             }
-            node.counters = ev.counters;
-            node.staged = ev.staged;
-            node.cached = ev.cached;
-            node.code = code;
-            node.applied.push(s);
-            node.strategies_left.retain(|x| *x != s);
-            node.counters_left = Counter::ALL.to_vec();
-            node.perf_done = 0;
-            node.decisions.push(format!("apply {}", s.name()));
+            take(&mut node, s, code, ev);
             let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
             return self.expand(c);
         }
@@ -741,15 +733,7 @@ impl Builder<'_> {
             if matches!(counter, Counter::Registers | Counter::RegistersPerBlock) && ev.counters.registers >= node.counters.registers {
                 continue;
             }
-            node.counters = ev.counters;
-            node.staged = ev.staged;
-            node.cached = ev.cached;
-            node.code = code;
-            node.applied.push(s);
-            node.strategies_left.retain(|x| *x != s);
-            node.counters_left = Counter::ALL.to_vec();
-            node.perf_done = 0;
-            node.decisions.push(format!("apply {}", s.name()));
+            take(&mut node, s, code, ev);
             let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
             return self.expand(c);
         }
@@ -757,6 +741,20 @@ impl Builder<'_> {
         self.child(parent, ("refuse", counter, refuse.clone()), node);
         Ok(())
     }
+}
+
+/// `node` after strategy `s` made `code` (evaluated as `ev`) of its code: every counter is
+/// evaluated again on the new code.
+fn take(node: &mut Node, s: Strategy, code: Kernel, ev: Evaluated) {
+    node.counters = ev.counters;
+    node.staged = ev.staged;
+    node.cached = ev.cached;
+    node.code = code;
+    node.applied.push(s);
+    node.strategies_left.retain(|x| *x != s);
+    node.counters_left = Counter::ALL.to_vec();
+    node.perf_done = 0;
+    node.decisions.push(format!("apply {}", s.name()));
 }
 
 /// A kernel and its variants under the implemented strategies, named by suffix (`""`,
