@@ -40,6 +40,19 @@ impl Rel {
         }
     }
 
+    /// Whether an integer value stands in this relation to 0 (the dispatcher's and the
+    /// lane counters' integer evaluation).
+    pub fn holds_int(self, v: i128) -> bool {
+        match self {
+            Rel::Lt => v < 0,
+            Rel::Le => v <= 0,
+            Rel::Eq => v == 0,
+            Rel::Ne => v != 0,
+            Rel::Dvd(m) => v.rem_euclid(m.into()) == 0,
+            Rel::NotDvd(m) => v.rem_euclid(m.into()) != 0,
+        }
+    }
+
     /// The modulus of a divisibility relation.
     pub fn modulus(self) -> Option<u32> {
         match self {

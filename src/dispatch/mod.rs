@@ -346,15 +346,7 @@ pub struct FastConstraint {
 impl FastConstraint {
     /// Whether it holds, or `None` on overflow.
     pub fn holds(&self, values: &[i64]) -> Option<bool> {
-        let v = self.poly.value(values)?;
-        Some(match self.rel {
-            Rel::Lt => v < 0,
-            Rel::Le => v <= 0,
-            Rel::Eq => v == 0,
-            Rel::Ne => v != 0,
-            Rel::Dvd(m) => v.rem_euclid(m.into()) == 0,
-            Rel::NotDvd(m) => v.rem_euclid(m.into()) != 0,
-        })
+        Some(self.rel.holds_int(self.poly.value(values)?))
     }
 }
 

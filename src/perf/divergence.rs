@@ -40,14 +40,7 @@ impl Count {
 }
 
 fn holds(rel: Rel, v: i64) -> bool {
-    match rel {
-        Rel::Lt => v < 0,
-        Rel::Le => v <= 0,
-        Rel::Eq => v == 0,
-        Rel::Ne => v != 0,
-        Rel::Dvd(m) => v.rem_euclid(m.into()) == 0,
-        Rel::NotDvd(m) => v.rem_euclid(m.into()) != 0,
-    }
+    rel.holds_int(v.into())
 }
 
 /// Diverging warps of a block, given each lane's truth (lanes in linear thread order).
