@@ -371,7 +371,7 @@ fn occupancy_at(device: &constraints::device::DeviceProfile, row: &crate::counte
     let registers = u64::from(row.registers.registers);
     let occ = crate::perf::occupancy::Occupancy::of(device, registers, &row.threads_per_block, &row.shared_bytes);
     let (value, limiter) = occ.at(point).ok_or_else(|| format!("error: {}: give every parameter of `{}` and `{}` with --at", row.kernel, row.threads_per_block, row.shared_bytes))?;
-    let values: std::collections::BTreeMap<constraints::Var, constraints::Rational> = point.iter().map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+    let values = constraints::exact_point(point);
     let int = |p: &constraints::Poly| p.eval(&values).ok().and_then(|r| u64::try_from(r.to_integer()).ok()).unwrap_or(0);
     let expected = crate::tune::occupancy::occupancy(device, registers, int(&row.shared_bytes), int(&row.threads_per_block));
     if (value - expected).abs() > 1e-12 {

@@ -27,3 +27,8 @@ pub use var::Var;
 
 /// Exact rational numbers, as used for coefficients and model values.
 pub type Rational = num_rational::BigRational;
+
+/// An integer point by name (a parameter assignment) as exact values for evaluation.
+pub fn exact_point(point: &std::collections::BTreeMap<String, i64>) -> std::collections::BTreeMap<Var, Rational> {
+    point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect()
+}

@@ -181,7 +181,7 @@ impl Dispatcher {
         if let Some(s) = self.check_facts(params) {
             return Ok(s);
         }
-        let mut point: BTreeMap<Var, Rational> = params.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+        let mut point = constraints::exact_point(params);
         for (sym, value) in self.machine.iter().zip(self.machine_values(dev)) {
             point.insert(sym.clone(), Rational::from_integer(value.into()));
         }

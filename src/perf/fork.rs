@@ -48,8 +48,6 @@ pub struct Condition {
     pub shape: Vec<Constraint>,
     /// The counter reaches its threshold (conflict-free; more than half the bytes used).
     pub accept: Constraint,
-    /// The lanes' stride, in elements.
-    pub stride: Poly,
 }
 
 impl Condition {
@@ -64,17 +62,9 @@ impl Condition {
 fn lane_stride(p: &Pattern, kernel: &Kernel, kind: Kind) -> Option<(Poly, Vec<Constraint>)> {
     let strides = p.strides.as_ref()?;
     // As the lanes count: variables that are not parameters (loop counters) at 0.
-    let params: Vec<&str> = kernel.params.iter().map(|q| q.name.as_str()).collect();
-    let first_iteration = |s: &Poly| {
-        let mut s = s.clone();
-        for v in s.vars() {
-            if !params.contains(&v.name()) {
-                s = s.substitute(&v, &Poly::zero());
-            }
-        }
-        s
-    };
-    let [ax, ay, az] = [first_iteration(&strides[0]), first_iteration(&strides[1]), first_iteration(&strides[2])];
+    let params: Vec<String> = kernel.params.iter().map(|q| q.name.clone()).collect();
+    let first_iteration = |s: &Poly| super::pattern::first_iteration(s, &params);
+    let [ax, ay, az] = strides.each_ref().map(first_iteration);
     let extent = |d: usize| kernel.block.get(d).cloned().unwrap_or_else(Poly::one);
     let (bx, by, bz) = (extent(0), extent(1), extent(2));
     let warp = Poly::int(super::lanes::WARP);
@@ -110,7 +100,7 @@ pub fn conditions(patterns: &[Pattern], kernel: &Kernel, kind: Kind) -> Vec<Cond
             Kind::BankConflicts => Constraint::not_divides(2, &stride),
             Kind::Coalescing => Constraint::eq(&stride, &Poly::one()),
         };
-        out.push(Condition { position, access: p.text.clone(), array: p.array.clone(), shape, accept, stride });
+        out.push(Condition { position, access: p.text.clone(), array: p.array.clone(), shape, accept });
     }
     out
 }

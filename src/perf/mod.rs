@@ -64,7 +64,7 @@ pub struct AccessReport {
 /// Each access of `kernel` at `point` (every integer parameter): the counter from the closed
 /// form where a case applies (checked equal to the lanes), else from the lanes.
 pub fn report(function: &crate::frontend::model::KernelFunction, kernel: &crate::kernel::Kernel, backend: &constraints::solver::Backend, point: &BTreeMap<String, i64>) -> Result<Vec<AccessReport>, String> {
-    let values: BTreeMap<constraints::Var, constraints::Rational> = point.iter().map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+    let values = constraints::exact_point(point);
     let mut block = [1i64; 3];
     for (d, e) in kernel.block.iter().enumerate().take(3) {
         let v = e.eval(&values).map_err(|v| format!("give `{v}` with --at (the block's extent `{e}` needs it)"))?;

@@ -123,7 +123,7 @@ impl Occupancy {
     /// The value at `point` (every variable of `T` and `Z`), with the piece that gave it
     /// (`None`: the block does not fit, occupancy 0); `None` overall when a value is missing.
     pub fn at(&self, point: &BTreeMap<String, i64>) -> Option<(f64, Option<&'static str>)> {
-        let mut values: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+        let mut values = constraints::exact_point(point);
         for f in &self.floors {
             let (n, d) = (f.numerator.eval(&values).ok()?, f.denominator.eval(&values).ok()?);
             let q = if d > Rational::from_integer(0.into()) { (n / d).floor() } else { Rational::from_integer(0.into()) };

@@ -139,7 +139,7 @@ impl Pattern {
     /// The pattern with the parameters' values; `None` when one is missing or a value is not an
     /// integer.
     pub fn at(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<Concrete> {
-        let values: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+        let values = constraints::exact_point(point);
         let eval = |p: &Poly| -> Option<i64> {
             let r = p.eval(&values).ok()?;
             r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
@@ -152,14 +152,19 @@ impl Pattern {
 /// Strides per thread index and the offset, when `flat` is affine in the thread indices; the
 /// offset with every variable that is not a parameter at 0.
 fn affine(flat: &Poly, params: &[String]) -> Option<([Poly; 3], Poly)> {
-    let stride = thread_strides(flat)?;
-    let mut offset = flat.clone();
-    for v in offset.vars() {
-        if !params.iter().any(|p| p == v.name()) {
-            offset = offset.substitute(&v, &Poly::zero()); // thread indices included
+    Some((thread_strides(flat)?, first_iteration(flat, params)))
+}
+
+/// `p` on the first iteration of the first block's lane 0: every variable that is not one of
+/// `params` (thread and block indices, loop counters) at 0.
+pub(super) fn first_iteration(p: &Poly, params: &[String]) -> Poly {
+    let mut p = p.clone();
+    for v in p.vars() {
+        if !params.iter().any(|q| q == v.name()) {
+            p = p.substitute(&v, &Poly::zero());
         }
     }
-    Some((stride, offset))
+    p
 }
 
 /// The coefficient of each thread index in `p`, when `p` is of degree at most one in them and

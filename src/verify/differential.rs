@@ -13,7 +13,6 @@ use super::value::Value;
 use crate::frontend::ast::ScalarType;
 use crate::frontend::model::{KernelFunction, Role};
 use crate::kernel::Kernel;
-use constraints::{Rational, Var};
 use std::collections::BTreeMap;
 
 /// A seeded generator (SplitMix64): a few lines, fully determined by the seed on every
@@ -93,7 +92,7 @@ impl<'k> Programs<'k> {
 /// The arrays' extents and the scalar arguments at `point` (integer parameters by name).
 fn inputs(function: &KernelFunction, point: &BTreeMap<String, i64>, rng: &mut SplitMix) -> Result<(Vec<Value>, Vec<Buffer>), String> {
     let mut args = Vec::new();
-    let exact: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+    let exact = constraints::exact_point(point);
     for p in &function.params {
         match p.role {
             Role::Array => {}
