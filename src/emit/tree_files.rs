@@ -120,7 +120,7 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
                     format!("Valid where, besides the program's facts, all of these hold ({}: registers per thread, {}: shared memory per block in bytes, {}: threads per block, {}: registers per block):", tree.machine.registers_per_thread, tree.machine.shared_per_block, tree.machine.threads_per_block, tree.machine.registers_per_block),
                 ];
                 header.extend(path.iter().map(|c| format!("  {c}")));
-                let sharing: Vec<String> = tree.leaves().filter(|o| o.id != n.id && matches!(o.kind, NodeKind::Leaf) && leaf_kernel_name(tree, o.id) == name).map(|o| o.id.to_string()).collect();
+                let sharing: Vec<String> = tree.leaves().filter(|o| o.id != n.id && matches!(o.kind, NodeKind::Leaf) && o.staged == n.staged).map(|o| o.id.to_string()).collect();
                 if !sharing.is_empty() {
                     header.push(format!("The same code also runs for {} {} (regions in tree.yaml).", if sharing.len() == 1 { "leaf" } else { "leaves" }, sharing.join(", ")));
                 }
