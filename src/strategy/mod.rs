@@ -7,6 +7,8 @@ pub mod cse;
 pub mod granularity;
 pub mod interchange;
 pub mod narrow;
+pub mod prefetch;
+pub mod unroll;
 pub(crate) mod walk;
 
 use crate::frontend::model::{FactKind, KernelFunction};

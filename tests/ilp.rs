@@ -1,0 +1,121 @@
+//! Unrolling by a factor (with its trip-count condition) and prefetching a reused global
+//! value into a register: where they apply, the code they make, and that the verifier proves
+//! it and finds it equal to the serial program, exactly where the condition holds.
+
+mod common;
+
+use constraints::solver::Backend;
+use metafork::frontend::check_source;
+use metafork::kernel::Kernel;
+use metafork::strategy::prefetch::prefetch;
+use metafork::strategy::unroll::{unroll, FACTOR};
+use metafork::verify::differential::{run_point, Outcome, Programs};
+use metafork::verify::machine::RunOptions;
+use metafork::verify::twothread::{check, Verdict};
+use std::collections::BTreeMap;
+
+fn example(name: &str) -> (metafork::frontend::model::KernelFunction, Kernel) {
+    let path = format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"));
+    let mut p = check_source(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+    let k = p.kernels.remove(0);
+    let kernel = Kernel::from_schedule(&k, &k.schedules[0]).unwrap();
+    (k, kernel)
+}
+
+fn point(values: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    values.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+fn passes(f: &metafork::frontend::model::KernelFunction, kernel: &Kernel, at: &BTreeMap<String, i64>) -> bool {
+    let programs = Programs::new(f, 0, kernel).unwrap();
+    matches!(run_point(f, &programs, at, 7, RunOptions { detect_races: true }), Outcome::Passed(_))
+}
+
+/// The two-thread check under the root facts plus `extra`.
+fn proved(f: &metafork::frontend::model::KernelFunction, kernel: &Kernel, extra: &[constraints::Constraint], b: &Backend) -> bool {
+    let mut context = metafork::strategy::base_context(f);
+    extra.iter().for_each(|c| context.add(c.clone()));
+    let r = check(f, kernel, &context, b);
+    matches!(r.verdict, Verdict::Proved) || panic!("{:?}", r.verdict)
+}
+
+#[test]
+fn unrolls_the_innermost_serial_loop_with_its_trip_count_condition() {
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    // (example, the condition, a point where it holds, one where it does not)
+    let cases: [(&str, &str, &[(&str, i64)], &[(&str, i64)]); 5] = [
+        ("transpose", "s % 4 == 0", &[("N", 8), ("B0", 2), ("B1", 1), ("s", 4)], &[("N", 6), ("B0", 3), ("B1", 1), ("s", 2)]),
+        ("matvec", "N % 4 == 0", &[("N", 12), ("B", 5)], &[("N", 10), ("B", 5)]),
+        ("conv1d", "K % 4 == 0", &[("N", 9), ("K", 8), ("B", 4)], &[("N", 9), ("K", 6), ("B", 4)]),
+        ("matmul", "B0 % 4 == 0", &[("n", 8), ("B0", 4), ("ub1", 2), ("s", 2)], &[("n", 6), ("B0", 2), ("ub1", 3), ("s", 1)]),
+        ("jacobi1d", "s % 4 == 0", &[("N", 20), ("T", 3), ("B", 2), ("s", 4)], &[("N", 20), ("T", 3), ("B", 2), ("s", 2)]),
+    ];
+    for (name, condition, holds, fails) in cases {
+        let (f, k) = example(name);
+        let u = unroll(&f, &k).unwrap_or_else(|| panic!("{name}: not unrolled"));
+        assert_eq!(u.trip_count.to_string(), condition, "{name}");
+        let text = metafork::emit::cuda::emit_kernel(&f, &u.kernel, &[]).unwrap();
+        assert!(text.contains(&format!("{} += {FACTOR})", u.counter)), "{name}: {text}");
+        assert!(proved(&f, &u.kernel, &[u.trip_count.clone()], &b), "{name}");
+        assert!(passes(&f, &u.kernel, &point(holds)), "{name} at {holds:?}");
+        // Without the condition the last iterations are missing: the condition is needed.
+        assert!(!passes(&f, &u.kernel, &point(fails)), "{name} at {fails:?} should differ");
+    }
+}
+
+#[test]
+fn does_not_unroll_without_a_polynomial_trip_count() {
+    // No serial loop in the body; heat3d's only serial loop sits between the grid and the
+    // block loops (where staging puts its barriers).
+    for name in ["jacobi2d", "matadd", "softplus", "heat3d"] {
+        let (f, k) = example(name);
+        assert!(unroll(&f, &k).is_none(), "{name}");
+    }
+    // A trip count that depends on the thread is no condition on the parameters.
+    let src = "void tri(int N, int B, float y[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        for (int k = 0; k < j; k++)\n          y[i * B + j] += 1.0f;\n  }\n}\n";
+    let mut p = check_source("tri.mf", src).unwrap();
+    let f = p.kernels.remove(0);
+    let k = Kernel::from_schedule(&f, &f.schedules[0]).unwrap();
+    assert!(unroll(&f, &k).is_none());
+}
+
+#[test]
+fn prefetches_matmuls_accumulated_coefficient() {
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let (f, k) = example("matmul");
+    let p = prefetch(&f, &k, &b).expect("matmul's c[p][q + w * ub1] is reused across z");
+    let text = metafork::emit::cuda::emit_kernel(&f, &p, &[]).unwrap();
+    assert!(text.contains("float c_reg = c[") && text.contains("c_reg += a["), "{text}");
+    assert_eq!(text.matches("c[").count(), 2, "one load and one write-back of c: {text}");
+    assert!(proved(&f, &p, &[], &b));
+    for at in [[("n", 8), ("B0", 4), ("ub1", 2), ("s", 2)], [("n", 6), ("B0", 3), ("ub1", 3), ("s", 1)]] {
+        assert!(passes(&f, &p, &point(&at)), "{at:?}");
+    }
+    // Unrolling the prefetched code still works, and the two compose.
+    let u = unroll(&f, &p).unwrap();
+    assert!(proved(&f, &u.kernel, &[u.trip_count.clone()], &b));
+    assert!(passes(&f, &u.kernel, &point(&[("n", 8), ("B0", 4), ("ub1", 2), ("s", 2)])));
+}
+
+#[test]
+fn does_not_prefetch_what_the_loop_indexes_or_guards() {
+    let b = Backend::default();
+    // matvec, conv1d, rowmax: every global access walks the loop's counter.
+    for name in ["matvec", "conv1d", "rowmax", "jacobi1d", "transpose"] {
+        let (f, k) = example(name);
+        assert!(prefetch(&f, &k, &b).is_none(), "{name}");
+    }
+    // A loop that may not run: the load would happen where the original never reads.
+    let src = "void maybe(int N, int M, int B, float y[N]) {\n  assume(N >= 1 && M >= 0 && B >= 1);\n  meta_schedule {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        for (int k = 0; k < M; k++)\n          y[i * B + j] += 1.0f;\n  }\n}\n";
+    let mut p = check_source("maybe.mf", src).unwrap();
+    let f = p.kernels.remove(0);
+    let k = Kernel::from_schedule(&f, &f.schedules[0]).unwrap();
+    assert!(prefetch(&f, &k, &b).is_none());
+    // With M >= 1 it applies.
+    let src = src.replace("M >= 0", "M >= 1");
+    let mut p = check_source("surely.mf", &src).unwrap();
+    let f = p.kernels.remove(0);
+    let k = Kernel::from_schedule(&f, &f.schedules[0]).unwrap();
+    let pf = prefetch(&f, &k, &b).expect("applies once the loop surely runs");
+    assert!(passes(&f, &pf, &point(&[("N", 12), ("M", 3), ("B", 4)])));
+}
