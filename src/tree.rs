@@ -183,16 +183,7 @@ impl Strategy {
 
 /// Register pressure, level 1: the same code with unrolling disabled, when it has a loop.
 fn no_unroll(kernel: &Kernel) -> Option<Kernel> {
-    fn has_loop(s: &crate::frontend::ast::Stmt) -> bool {
-        use crate::frontend::ast::StmtKind;
-        match &s.kind {
-            StmtKind::For(_) => true,
-            StmtKind::Block(items) => items.iter().any(has_loop),
-            StmtKind::If { then_branch, else_branch, .. } => has_loop(then_branch) || else_branch.as_ref().is_some_and(|e| has_loop(e)),
-            _ => false,
-        }
-    }
-    (!kernel.no_unroll && kernel.body.iter().any(has_loop)).then(|| Kernel { no_unroll: true, ..kernel.clone() })
+    (!kernel.no_unroll && kernel.body.iter().any(crate::strategy::walk::contains_loop)).then(|| Kernel { no_unroll: true, ..kernel.clone() })
 }
 
 /// The counters' values for one code, as polynomials.

@@ -110,6 +110,13 @@ pub(crate) fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
     }
 }
 
+/// Whether `s` is or contains a loop (serial or parallel).
+pub(crate) fn contains_loop(s: &Stmt) -> bool {
+    let mut found = false;
+    walk_stmts(std::slice::from_ref(s), &mut |x| found |= matches!(x.kind, StmtKind::For(_) | StmtKind::MetaFor(_)));
+    found
+}
+
 pub(crate) fn has_index(x: &Expr) -> bool {
     let mut found = false;
     walk_expr(x, &mut |y| found |= matches!(y.kind, ExprKind::Index { .. }));
