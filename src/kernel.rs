@@ -69,6 +69,10 @@ pub struct Kernel {
     /// Arrays to stage in shared memory (the schedule's `cache(...)`). The kernel form stays
     /// logical: `strategy::caching::stage` builds the code with tiles, loads and write-backs.
     pub cache: Vec<String>,
+    /// Unrolling strategy: the innermost serial loop of the code that runs is unrolled by 4
+    /// (`strategy::unroll`) when its trip-count condition is this constraint, which the tree
+    /// has added on this code's side; a code whose loop has another condition is not unrolled.
+    pub unroll: Option<constraints::Constraint>,
     /// How many serial loops sit between the prologue (the grid and block counters) and the
     /// schedule's body, each the only statement of its parent (matrix multiplication's `t`).
     pub between: usize,
@@ -153,7 +157,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

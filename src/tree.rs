@@ -22,7 +22,7 @@ use crate::counters::count;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use crate::perf::fork::{Condition, Kind as PerfKind};
-use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, narrow};
+use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, narrow, prefetch::prefetch, unroll::unroll};
 use constraints::solver::{Backend, CheckResult, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeSet, HashMap};
@@ -77,6 +77,10 @@ pub enum Counter {
     Coalescing,
     /// Shared-memory bank conflicts, access by access (`perf::fork`).
     BankConflicts,
+    /// Not evaluated like the others: the label of the fork, once every counter is settled, on
+    /// the trip-count condition of the loop the tree unrolls (`t % 4 == 0`: a `case` edge to the unrolled code, an `outside`
+    /// edge to the code as it was).
+    TripCount,
 }
 
 impl Counter {
@@ -90,6 +94,7 @@ impl Counter {
             Counter::RegistersPerBlock => "registers per block",
             Counter::Coalescing => "coalescing (more than half of the bytes moved used)",
             Counter::BankConflicts => "bank conflicts (conflict-free shared access)",
+            Counter::TripCount => "trip count of the loop unrolled by 4",
         }
     }
 
@@ -130,6 +135,12 @@ pub enum Strategy {
     PadSharedRows,
     /// Trade the block loops on `threadIdx.x` and `threadIdx.y` (coalescing).
     Interchange,
+    /// Hold a global element that a serial loop reuses in a register (`strategy::prefetch`),
+    /// applied at the root when it applies.
+    Prefetch,
+    /// Unroll the innermost serial loop by 4 (`strategy::unroll`), applied once every counter
+    /// is settled, on the side of its trip-count condition.
+    Unroll,
 }
 
 /// The CSE level the root applies (the highest of `strategy::cse`).
@@ -164,6 +175,8 @@ impl Strategy {
             Strategy::EliminateCommonSubexpressions => "common sub-expression elimination",
             Strategy::PadSharedRows => "pad shared tiles' rows by one element",
             Strategy::Interchange => "interchange the loops on threadIdx.x and threadIdx.y",
+            Strategy::Prefetch => "prefetch reused global elements into registers",
+            Strategy::Unroll => "unroll the innermost serial loop by 4",
         }
     }
 
@@ -176,14 +189,15 @@ impl Strategy {
             Strategy::DropCaching => c == Counter::SharedMemory,
             Strategy::PadSharedRows => c == Counter::BankConflicts,
             Strategy::Interchange => c == Counter::Coalescing,
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions => false,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll => false,
         }
     }
 }
 
-/// Register pressure, level 1: the same code with unrolling disabled, when it has a loop.
+/// Register pressure, level 1: the same code with unrolling disabled (by LLVM, nvcc and ptxas,
+/// and the tool's own unrolling by 4 undone), when it has a loop.
 fn no_unroll(kernel: &Kernel) -> Option<Kernel> {
-    (!kernel.no_unroll && kernel.body.iter().any(crate::strategy::walk::contains_loop)).then(|| Kernel { no_unroll: true, ..kernel.clone() })
+    (!kernel.no_unroll && kernel.body.iter().any(crate::strategy::walk::contains_loop)).then(|| Kernel { no_unroll: true, unroll: None, ..kernel.clone() })
 }
 
 /// The counters' values for one code, as polynomials.
@@ -201,7 +215,7 @@ impl CounterValues {
             Counter::Registers => Poly::int(self.registers as i64),
             Counter::ThreadsPerBlock => self.threads_per_block.clone(),
             Counter::RegistersPerBlock => Poly::int(self.registers as i64) * &self.threads_per_block,
-            Counter::Coalescing | Counter::BankConflicts => unreachable!("performance counters fork access by access"),
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount => unreachable!("performance counters fork access by access; the trip count is a condition"),
         }
     }
 }
@@ -285,7 +299,9 @@ impl Tree {
     /// takes one level and the performance counters at most [`Tree::perf_levels`], and each
     /// strategy is applied at most once on a path.
     pub fn height_bound(&self) -> usize {
-        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1)
+        // Then, once per path, the fork on the trip count of the loop it unrolls and the two
+        // register counters again.
+        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 3
     }
 }
 
@@ -339,9 +355,9 @@ fn plain_code(code: &Kernel) -> Kernel {
 }
 
 /// The code as staging sees it: the flags that act on the staged code (unrolling, 32-bit
-/// indices, the register cap, CSE) cleared.
+/// indices, the register cap, CSE, the unrolling by 4) cleared.
 fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
-    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, ..code.clone() }
+    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, ..code.clone() }
 }
 
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
@@ -350,29 +366,11 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
     let root = root_constraints(function, &machine);
     let before = backend.queries();
     let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
-    // Granularity reduction depends only on the code without its unrolling flag and cached
-    // arrays, which every node shares until granularity itself is reduced; it is needed on
-    // most trees and independent of staging the root. Run it on a second thread (with its own
-    // solver back end) while the root is staged; an error there is left for the node that
-    // needs the reduction to report.
-    let plain = plain_code(&kernel);
-    let timeout_ms = backend.timeout_ms();
-    let (ev, speculative) = std::thread::scope(|scope| {
-        let helper = scope.spawn(|| {
-            let own = Backend::new(timeout_ms);
-            let reduced = reduce_granularity(function, &plain, &own);
-            (reduced, own.queries())
-        });
-        let ev = b.evaluate(&kernel);
-        (ev, helper.join())
-    });
-    if let Ok((reduced, queries)) = speculative {
-        backend.add_queries(queries);
-        if let Ok(reduced) = reduced {
-            b.reduced.insert(format!("{plain:?}"), reduced);
-        }
-    }
-    let ev = ev?;
+    // Everything runs on this thread, in one order: Z3 contexts working on other threads at
+    // the same time change this one's models (and so the number of queries the tree reports)
+    // from run to run; a speculative granularity reduction on a second thread made `gen`'s
+    // output differ between runs, and was measured no faster (bench/RESULTS.md).
+    let ev = b.evaluate(&kernel)?;
     let mut applied = Vec::new();
     let mut decisions = Vec::new();
     if !ev.cached.is_empty() {
@@ -388,6 +386,20 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
         (with_cse, ev_cse)
     } else {
         (kernel, ev)
+    };
+    // Prefetching at the root, kept when it changes the code that runs.
+    let (kernel, ev) = match prefetch(function, &kernel, backend) {
+        Some(p) => {
+            let ev_p = b.evaluate(&p)?;
+            if ev_p.staged.body != ev.staged.body {
+                applied.push(Strategy::Prefetch);
+                decisions.push(format!("apply {}", Strategy::Prefetch.name()));
+                (p, ev_p)
+            } else {
+                (kernel, ev)
+            }
+        }
+        None => (kernel, ev),
     };
     b.nodes.push(Node {
         id: 0,
@@ -412,6 +424,46 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
 }
 
 impl Builder<'_> {
+    /// A path whose counters are all settled: where its code's innermost serial loop can be
+    /// unrolled (once per path), a `case` child on the trip-count condition takes the unrolled
+    /// code and an `outside` child is the kernel as it is (no fork where the system decides
+    /// the condition). Unrolling changes neither the block, nor shared memory, nor any access's
+    /// lane strides (a copy's counter is the original's plus a constant), so only the register
+    /// counters are evaluated again on the unrolled code.
+    fn settle(&mut self, id: usize) -> Result<(), String> {
+        let node = self.nodes[id].clone();
+        let unrolled = match node.applied.contains(&Strategy::Unroll) {
+            true => None,
+            false => unroll(self.function, &node.staged),
+        };
+        let Some(u) = unrolled.filter(|u| self.implied(&node, &u.trip_count.negate()).is_err()) else {
+            self.nodes[id].kind = NodeKind::Leaf;
+            return Ok(());
+        };
+        let code = Kernel { unroll: Some(u.trip_count.clone()), ..node.code.clone() };
+        let ev = self.evaluate(&code)?;
+        let registers = vec![Counter::Registers, Counter::RegistersPerBlock];
+        if self.implied(&node, &u.trip_count).is_ok() {
+            let n = &mut self.nodes[id];
+            take(n, Strategy::Unroll, code, ev);
+            n.counters_left = registers;
+            return self.expand(id);
+        }
+        let counter = Counter::TripCount;
+        let outside = u.trip_count.negate();
+        if let Some(mut case) = self.branch(&node, &u.trip_count, format!("case {} (`{}`): {}", counter.name(), u.counter, u.trip_count)) {
+            take(&mut case, Strategy::Unroll, code, ev);
+            case.counters_left = registers;
+            let c = self.child(id, ("case", counter, u.trip_count.clone()), case);
+            self.expand(c)?;
+        }
+        if let Some(mut out) = self.branch(&node, &outside, format!("outside {} (`{}`): {outside}", counter.name(), u.counter)) {
+            out.kind = NodeKind::Leaf;
+            self.child(id, ("outside", counter, outside), out);
+        }
+        Ok(())
+    }
+
     fn evaluate(&mut self, kernel: &Kernel) -> Result<Evaluated, String> {
         let key = format!("{kernel:?}");
         if let Some(v) = self.cache.get(&key) {
@@ -436,6 +488,12 @@ impl Builder<'_> {
         }
         staged.kernel = eliminate(&staged.kernel, kernel.cse);
         staged.kernel.cse = kernel.cse;
+        if let Some(condition) = &kernel.unroll {
+            if let Some(u) = unroll(self.function, &staged.kernel).filter(|u| u.trip_count == *condition) {
+                staged.kernel = u.kernel;
+            }
+            staged.kernel.unroll = kernel.unroll.clone();
+        }
         let c = count(&staged.kernel, &[])?;
         let v = Evaluated {
             staged: staged.kernel,
@@ -459,7 +517,7 @@ impl Builder<'_> {
                 r
             }
         };
-        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), ..r }))
+        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), unroll: code.unroll.clone(), ..r }))
     }
 
     fn limit(&self, c: Counter) -> Poly {
@@ -468,7 +526,7 @@ impl Builder<'_> {
             Counter::Registers => &self.machine.registers_per_thread,
             Counter::ThreadsPerBlock => &self.machine.threads_per_block,
             Counter::RegistersPerBlock => &self.machine.registers_per_block,
-            Counter::Coalescing | Counter::BankConflicts => unreachable!("performance counters have no machine limit"),
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount => unreachable!("performance counters and the trip count have no machine limit"),
         })
     }
 
@@ -546,7 +604,7 @@ impl Builder<'_> {
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions => None,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll => None,
         };
         self.applied.insert(key, r.clone());
         Ok(r)
@@ -554,8 +612,7 @@ impl Builder<'_> {
 
     fn expand(&mut self, id: usize) -> Result<(), String> {
         let Some(&counter) = self.nodes[id].counters_left.first() else {
-            self.nodes[id].kind = NodeKind::Leaf;
-            return Ok(());
+            return self.settle(id);
         };
         if let Some(kind) = counter.performance() {
             return self.expand_performance(id, counter, kind);

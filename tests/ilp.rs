@@ -119,3 +119,39 @@ fn does_not_prefetch_what_the_loop_indexes_or_guards() {
     let pf = prefetch(&f, &k, &b).expect("applies once the loop surely runs");
     assert!(passes(&f, &pf, &point(&[("N", 12), ("M", 3), ("B", 4)])));
 }
+
+/// The tree unrolls once every counter is settled: matrix-vector's leaves fork on `N % 4 == 0`,
+/// the `case` leaves run the unrolled loop and the `outside` ones the loop as written, every
+/// register counter is evaluated again on the unrolled code, and every leaf is proved.
+#[test]
+fn the_tree_unrolls_on_the_side_of_the_trip_count_condition() {
+    use metafork::tree::{Counter, NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let path = format!("{}/examples/matvec.mf", env!("CARGO_MANIFEST_DIR"));
+    let (f, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
+    let forks: Vec<_> = tree.nodes.iter().flat_map(|n| n.children.iter().map(move |e| (n, e))).filter(|(_, e)| e.counter == Counter::TripCount).collect();
+    assert!(!forks.is_empty(), "no fork on the trip count");
+    for (_, e) in &forks {
+        let child = &tree.nodes[e.child];
+        let text = metafork::emit::cuda::emit_kernel(&f, &child.staged, &[]).unwrap();
+        match e.kind {
+            "case" => {
+                assert_eq!(e.constraint.to_string(), "N % 4 == 0");
+                assert!(child.applied.contains(&Strategy::Unroll));
+                assert!(text.contains("k += 4)"), "{text}");
+            }
+            "outside" => {
+                assert_eq!(e.constraint.to_string(), "N % 4 != 0");
+                assert!(matches!(child.kind, NodeKind::Leaf) && !text.contains("k += 4)"), "{text}");
+            }
+            other => panic!("edge {other}"),
+        }
+    }
+    // Below a case edge, the register counters of the unrolled code are forked on again.
+    let case = forks.iter().find(|(_, e)| e.kind == "case").unwrap().1.child;
+    let below = &tree.nodes[case].children;
+    assert!(!below.is_empty() && below.iter().all(|e| e.counter == Counter::Registers), "{below:?}");
+    assert!(tree.height() <= tree.height_bound());
+    let reports = metafork::verify::verify_tree(&f, &tree, &b, metafork::verify::Options::default()).unwrap();
+    assert!(reports.iter().all(|r| r.status() == metafork::verify::Status::Proved), "{}", metafork::verify::render(&reports));
+}

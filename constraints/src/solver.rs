@@ -149,11 +149,33 @@ impl Backend {
     /// Like [`Backend::check`], but first tries `witness` (a model of a related system, such as
     /// the parent of a branch): when it is an exact solution of `system`, the answer is `Sat`
     /// with it and no solver query is made. Exact rational evaluation makes this a proof.
+    /// When the witness fails only a divisibility of one variable (a tree's fork on a trip
+    /// count, `s % 4 == 0`), the witness with that variable moved to the nearest values that
+    /// satisfy it is tried too: Z3's integer search is slow on such systems, and these points
+    /// often solve them (an exact check, so still a proof).
     pub fn check_with_witness(&self, system: &System, witness: Option<&Model>) -> CheckResult {
-        match witness {
-            Some(m) if m.approximate.is_empty() && system.holds_at(&m.values) == Ok(true) => CheckResult::Sat(m.clone()),
-            _ => self.check(system),
+        let Some(m) = witness.filter(|m| m.approximate.is_empty()) else { return self.check(system) };
+        if system.holds_at(&m.values) == Ok(true) {
+            return CheckResult::Sat(m.clone());
         }
+        for c in system.constraints() {
+            let Some(modulus) = c.rel().modulus() else { continue };
+            let Some(v) = c.poly().vars().into_iter().next().filter(|v| c.poly() == &Poly::from_var(v.clone())) else { continue };
+            let Some(value) = m.values.get(&v).filter(|x| x.is_integer()).map(|x| x.to_integer()) else { continue };
+            if c.holds_at(&m.values) == Ok(true) {
+                continue;
+            }
+            // The next values up and down that satisfy `c`, nearest first.
+            for delta in 1..=2 * i64::from(modulus) {
+                let step = if delta % 2 == 1 { (delta + 1) / 2 } else { -(delta / 2) };
+                let mut values = m.values.clone();
+                values.insert(v.clone(), Rational::from_integer(&value + BigInt::from(step)));
+                if system.holds_at(&values) == Ok(true) {
+                    return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
+                }
+            }
+        }
+        self.check(system)
     }
 
     pub fn check(&self, system: &System) -> CheckResult {

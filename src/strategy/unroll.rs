@@ -6,8 +6,8 @@
 //! rewrites `for (k = lo; k < hi; k++) S(k)` as
 //! `for (k = lo; k < hi - (F-1); k += F) { {S(k)} {S(k+1)} ... {S(k+F-1)} }` with no remainder
 //! loop. That is the same program exactly where `t % F == 0` (the iterations are the same, in the
-//! same order), which is the condition [`Unrolled::trip_count`] carries: a caller must take the
-//! unrolled code only where it holds (the tree does not use this strategy yet). The bound `hi - (F-1)` keeps every copy's counter
+//! same order), which is the condition [`Unrolled::trip_count`] carries: the tree forks on it and
+//! takes the unrolled code only on its side. The bound `hi - (F-1)` keeps every copy's counter
 //! below `hi` even in the access model's view of the loop, which ignores the step, so the
 //! verifier's bounds proofs go through without the divisibility. Each copy is its own block, so
 //! locals the body declares stay local to their copy.

@@ -45,6 +45,20 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             let v = if wide && rng.range(0, 1) == 1 { [32, 33, 64][rng.range(0, 2) as usize] } else { rng.range(1, MAX_PROGRAM) };
             point.insert(p.clone(), v);
         }
+        // A divisibility of one program parameter (the tree's fork on a trip count,
+        // `B0 % 4 == 0`) is met by moving the value to the next one that satisfies it: drawn
+        // blindly, such regions are rarely hit.
+        for c in system.constraints() {
+            let (Some(_), Some(v)) = (c.rel().modulus(), c.poly().vars().into_iter().next()) else { continue };
+            if c.poly() != &Poly::var(v.name()) {
+                continue;
+            }
+            if let Some(x) = point.get_mut(v.name()) {
+                while !c.rel().holds_int(i128::from(*x)) {
+                    *x += 1;
+                }
+            }
+        }
         let most = if wide { WIDE_DATA } else { MAX_DATA };
         for d in &data {
             // A multiple of some program parameters' product (facts such as `n % (ub1 * s) == 0`
