@@ -38,10 +38,14 @@ pub struct MachineSymbols {
     pub threads_per_block: String,
     /// The register file available to one block.
     pub registers_per_block: String,
+    /// The register file of one multiprocessor (32-bit registers).
+    pub registers_per_multiprocessor: String,
+    /// The most warps resident on one multiprocessor.
+    pub warps_per_multiprocessor: String,
 }
 
 impl MachineSymbols {
-    /// `R`, `Z_B`, `T_B`, `R_B`; a name the program already uses gets `_dev` appended (again,
+    /// `R`, `Z_B`, `T_B`, `R_B`, `R_SM`, `W_SM`; a name the program already uses gets `_dev` appended (again,
     /// until it is free), so the paper's Jacobi keeps its time-step parameter `T`.
     pub fn avoiding(taken: &BTreeSet<String>) -> MachineSymbols {
         let free = |base: &str| {
@@ -56,11 +60,14 @@ impl MachineSymbols {
             shared_per_block: free("Z_B"),
             threads_per_block: free("T_B"),
             registers_per_block: free("R_B"),
+            registers_per_multiprocessor: free("R_SM"),
+            warps_per_multiprocessor: free("W_SM"),
         }
     }
 
-    pub fn all(&self) -> [&str; 4] {
-        [&self.registers_per_thread, &self.shared_per_block, &self.threads_per_block, &self.registers_per_block]
+    /// In the order the dispatcher's tables and `metafork_device` list them.
+    pub fn all(&self) -> [&str; 6] {
+        [&self.registers_per_thread, &self.shared_per_block, &self.threads_per_block, &self.registers_per_block, &self.registers_per_multiprocessor, &self.warps_per_multiprocessor]
     }
 }
 
@@ -81,6 +88,10 @@ pub enum Counter {
     /// the trip-count condition of the loop the tree unrolls (`t % 4 == 0`: a `case` edge to the unrolled code, an `outside`
     /// edge to the code as it was).
     TripCount,
+    /// Not evaluated like the others either: the label of the fork, below a `case` of the trip
+    /// count, on whether the unrolled code's registers leave occupancy as it was
+    /// ([`occupancy_allows`]).
+    Occupancy,
 }
 
 impl Counter {
@@ -95,6 +106,7 @@ impl Counter {
             Counter::Coalescing => "coalescing (more than half of the bytes moved used)",
             Counter::BankConflicts => "bank conflicts (conflict-free shared access)",
             Counter::TripCount => "trip count of the loop unrolled by 4",
+            Counter::Occupancy => "occupancy (registers do not limit the resident warps)",
         }
     }
 
@@ -215,7 +227,7 @@ impl CounterValues {
             Counter::Registers => Poly::int(self.registers as i64),
             Counter::ThreadsPerBlock => self.threads_per_block.clone(),
             Counter::RegistersPerBlock => Poly::int(self.registers as i64) * &self.threads_per_block,
-            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount => unreachable!("performance counters fork access by access; the trip count is a condition"),
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy => unreachable!("performance counters fork access by access; the trip count and occupancy are conditions"),
         }
     }
 }
@@ -299,9 +311,9 @@ impl Tree {
     /// takes one level and the performance counters at most [`Tree::perf_levels`], and each
     /// strategy is applied at most once on a path.
     pub fn height_bound(&self) -> usize {
-        // Then, once per path, the fork on the trip count of the loop it unrolls and the two
-        // register counters again.
-        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 3
+        // Then, once per path, the fork on the trip count of the loop it unrolls, the one on
+        // occupancy, and the two register counters again.
+        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 4
     }
 }
 
@@ -330,14 +342,19 @@ fn program_symbols(function: &KernelFunction) -> BTreeSet<String> {
     function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect()
 }
 
-/// The root system: the program's facts, integer parameters, and positive machine limits.
+/// The root system: the program's facts, integer parameters, and positive per-block machine
+/// limits. The per-multiprocessor symbols enter (positive, integer) only below an occupancy
+/// fork, the one place they are read: two more variables in every query made Z3 measurably
+/// slower on the trees that never read them.
 pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> System {
     let mut s = base_context(function);
-    for m in machine.all() {
-        s.set_domain(Var::new(m), Domain::integer());
-        s.add(Constraint::ge(&Poly::var(m), &Poly::one()));
-    }
+    machine.all()[..4].iter().for_each(|m| add_machine_symbol(&mut s, m));
     s
+}
+
+fn add_machine_symbol(s: &mut System, m: &str) {
+    s.set_domain(Var::new(m), Domain::integer());
+    s.add(Constraint::ge(&Poly::var(m), &Poly::one()));
 }
 
 /// A logical code's staged form and its counters.
@@ -346,6 +363,21 @@ struct Evaluated {
     staged: Kernel,
     cached: Vec<String>,
     counters: CounterValues,
+}
+
+/// Registers a warp is allocated with `registers` per thread: 32 threads' worth, in units of
+/// 256 (every compute capability from 3.0 on; the occupancy calculator's allocation rule, as
+/// in `perf::occupancy`).
+pub fn warp_allocation(registers: u32) -> i64 {
+    (u64::from(registers.max(1)) * 32).div_ceil(256) as i64 * 256
+}
+
+/// Registers do not limit the warps resident on a multiprocessor: `warp_allocation(r) * W_SM
+/// <= R_SM`. Then the blocks the register file admits, `floor(R_SM / (alloc * w))` for `w` warps
+/// per block, are at least the `floor(W_SM / w)` the warp limit admits, so the code's occupancy is
+/// what it would be with fewer registers (the per-block register limit is the `R_B` counter's).
+pub fn occupancy_allows(machine: &MachineSymbols, registers: u32) -> Constraint {
+    Constraint::le(&(&Poly::int(warp_allocation(registers)) * &Poly::var(&machine.warps_per_multiprocessor)), &Poly::var(&machine.registers_per_multiprocessor))
 }
 
 /// The code as granularity reduction sees it: no cached arrays, none of the flags applied
@@ -425,11 +457,10 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
 
 impl Builder<'_> {
     /// A path whose counters are all settled: where its code's innermost serial loop can be
-    /// unrolled (once per path), a `case` child on the trip-count condition takes the unrolled
-    /// code and an `outside` child is the kernel as it is (no fork where the system decides
-    /// the condition). Unrolling changes neither the block, nor shared memory, nor any access's
-    /// lane strides (a copy's counter is the original's plus a constant), so only the register
-    /// counters are evaluated again on the unrolled code.
+    /// unrolled (once per path), a `case` child on the trip-count condition and an `outside`
+    /// child, the kernel as it is (no fork where the system decides the condition). On the
+    /// `case` side the unrolled code is taken where occupancy allows
+    /// ([`Builder::unroll_where_allowed`]).
     fn settle(&mut self, id: usize) -> Result<(), String> {
         let node = self.nodes[id].clone();
         let unrolled = match node.applied.contains(&Strategy::Unroll) {
@@ -442,26 +473,77 @@ impl Builder<'_> {
         };
         let code = Kernel { unroll: Some(u.trip_count.clone()), ..node.code.clone() };
         let ev = self.evaluate(&code)?;
-        let registers = vec![Counter::Registers, Counter::RegistersPerBlock];
         if self.implied(&node, &u.trip_count).is_ok() {
-            let n = &mut self.nodes[id];
-            take(n, Strategy::Unroll, code, ev);
-            n.counters_left = registers;
-            return self.expand(id);
+            return self.unroll_where_allowed(id, code, ev);
         }
         let counter = Counter::TripCount;
         let outside = u.trip_count.negate();
-        if let Some(mut case) = self.branch(&node, &u.trip_count, format!("case {} (`{}`): {}", counter.name(), u.counter, u.trip_count)) {
-            take(&mut case, Strategy::Unroll, code, ev);
-            case.counters_left = registers;
+        if let Some(case) = self.branch(&node, &u.trip_count, format!("case {} (`{}`): {}", counter.name(), u.counter, u.trip_count)) {
             let c = self.child(id, ("case", counter, u.trip_count.clone()), case);
-            self.expand(c)?;
+            self.unroll_where_allowed(c, code, ev)?;
         }
         if let Some(mut out) = self.branch(&node, &outside, format!("outside {} (`{}`): {outside}", counter.name(), u.counter)) {
             out.kind = NodeKind::Leaf;
             self.child(id, ("outside", counter, outside), out);
         }
         Ok(())
+    }
+
+    /// Node `id`, whose region meets the trip-count condition, takes the unrolled `code` where
+    /// the unrolled code fits the register limits (`r' <= R`, `r' * T <= R_B`) and, when
+    /// unrolling raises the register allocation per warp, where occupancy allows
+    /// ([`occupancy_allows`]): each condition the region does not decide is a fork whose
+    /// `accept` child goes on and whose `refuse` child keeps the code as it is (a leaf), so
+    /// unrolling never costs a kernel. Unrolling changes neither the block, nor shared memory,
+    /// nor any access's lane strides (a copy's counter is the original's plus a constant), so
+    /// the other counters stand.
+    fn unroll_where_allowed(&mut self, id: usize, code: Kernel, ev: Evaluated) -> Result<(), String> {
+        let original = self.nodes[id].counters.registers;
+        let unrolled = ev.counters.registers;
+        let mut gates = vec![Counter::Registers, Counter::RegistersPerBlock].into_iter().map(|c| (c, Constraint::le(&ev.counters.value(c), &self.limit(c)))).collect::<Vec<_>>();
+        if warp_allocation(unrolled) > warp_allocation(original) {
+            gates.push((Counter::Occupancy, occupancy_allows(&self.machine, unrolled)));
+        }
+        self.unroll_through(id, code, ev, &gates)
+    }
+
+    /// The forks of [`Builder::unroll_where_allowed`] from node `at` on, one per gate; each
+    /// `accept` subtree is built before its `refuse` sibling, so that the dispatcher, which
+    /// takes the first leaf in node order that holds, tries the unrolled code first.
+    fn unroll_through(&mut self, at: usize, code: Kernel, ev: Evaluated, gates: &[(Counter, Constraint)]) -> Result<(), String> {
+        let Some(((counter, allows), rest)) = gates.split_first() else {
+            let n = &mut self.nodes[at];
+            take(n, Strategy::Unroll, code, ev);
+            n.counters_left.clear();
+            n.kind = NodeKind::Leaf;
+            return Ok(());
+        };
+        let mut node = self.nodes[at].clone();
+        if *counter == Counter::Occupancy {
+            for m in [&self.machine.registers_per_multiprocessor, &self.machine.warps_per_multiprocessor] {
+                if !node.constraints.vars().contains(&Var::new(m)) {
+                    add_machine_symbol(&mut node.constraints, m);
+                }
+            }
+        }
+        let unrolled = ev.counters.registers;
+        let refuse = allows.negate();
+        let accepted = self.branch(&node, allows, format!("accept {} of the code unrolled by 4 ({unrolled} registers): {allows}", counter.name()));
+        let refused = self.branch(&node, &refuse, format!("refuse {} of the code unrolled by 4 ({unrolled} registers): {refuse}; not unrolled", counter.name()));
+        match (accepted, refused) {
+            (Some(_), None) => self.unroll_through(at, code, ev, rest),
+            (None, _) => {
+                self.nodes[at].kind = NodeKind::Leaf;
+                Ok(())
+            }
+            (Some(accepted), Some(mut refused)) => {
+                let next = self.child(at, ("accept", *counter, allows.clone()), accepted);
+                self.unroll_through(next, code, ev, rest)?;
+                refused.kind = NodeKind::Leaf;
+                self.child(at, ("refuse", *counter, refuse), refused);
+                Ok(())
+            }
+        }
     }
 
     fn evaluate(&mut self, kernel: &Kernel) -> Result<Evaluated, String> {
@@ -526,7 +608,7 @@ impl Builder<'_> {
             Counter::Registers => &self.machine.registers_per_thread,
             Counter::ThreadsPerBlock => &self.machine.threads_per_block,
             Counter::RegistersPerBlock => &self.machine.registers_per_block,
-            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount => unreachable!("performance counters and the trip count have no machine limit"),
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy => unreachable!("performance counters, the trip count and occupancy have no single machine limit"),
         })
     }
 

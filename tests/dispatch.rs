@@ -27,6 +27,8 @@ fn random_device(rng: &mut Rng, profiles: &[DeviceProfile]) -> DeviceLimits {
         d.shared_memory_per_block = scale(d.shared_memory_per_block);
         d.shared_memory_per_block_optin = scale(d.shared_memory_per_block_optin).max(d.shared_memory_per_block);
         d.threads_per_block = scale(d.threads_per_block);
+        d.registers_per_multiprocessor = scale(d.registers_per_multiprocessor);
+        d.warps_per_multiprocessor = scale(d.warps_per_multiprocessor);
     }
     if rng.chance(25) {
         // Register files near the leaves' estimates reach the deep register-pressure leaves.
@@ -90,8 +92,8 @@ fn driver(schedule: &str, params: &[String]) -> String {
 #include "{schedule}_dispatch.h"
 int main(void) {{
   metafork_device d;
-  while (scanf("%lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
-               &d.shared_memory_per_block_optin, &d.threads_per_block) == 5) {{
+  while (scanf("%lld %lld %lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
+               &d.shared_memory_per_block_optin, &d.threads_per_block, &d.registers_per_multiprocessor, &d.warps_per_multiprocessor) == 7) {{
     int known = 0;
     metafork_{schedule}_compiled c;
     metafork_{schedule}_params p;
@@ -143,8 +145,17 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                     let value = |v: &str| model.get(v).map(|q| q.to_integer().try_into().unwrap_or(i64::MAX / 4));
                     let m = &tree.machine;
                     let (r, z, t, rb) = (value(&m.registers_per_thread), value(&m.shared_per_block), value(&m.threads_per_block), value(&m.registers_per_block));
+                    let (rsm, wsm) = (value(&m.registers_per_multiprocessor), value(&m.warps_per_multiprocessor));
                     let z = z.unwrap_or(49152);
-                    let dev = DeviceLimits { registers_per_thread: r.unwrap_or(255), shared_memory_per_block_optin: z, shared_memory_per_block: z.min(49152), threads_per_block: t.unwrap_or(1024), registers_per_block: rb.unwrap_or(65536) };
+                    let dev = DeviceLimits {
+                        registers_per_thread: r.unwrap_or(255),
+                        shared_memory_per_block_optin: z,
+                        shared_memory_per_block: z.min(49152),
+                        threads_per_block: t.unwrap_or(1024),
+                        registers_per_block: rb.unwrap_or(65536),
+                        registers_per_multiprocessor: rsm.unwrap_or(65536),
+                        warps_per_multiprocessor: wsm.unwrap_or(64),
+                    };
                     let mut params: BTreeMap<String, i64> = d.params.iter().map(|p| (p.clone(), value(p).unwrap_or(1))).collect();
                     points.push((dev, Vec::new(), params.clone()));
                     // The same point with data sizes that are multiples of the program parameters.
@@ -163,7 +174,17 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                     selected += 1;
                 }
                 wanted.push((format!("{params:?} on {dev:?} with {compiled:?}"), expected(&exact)));
-                input += &format!("{} {} {} {} {}\n{}\n", dev.registers_per_thread, dev.registers_per_block, dev.shared_memory_per_block, dev.shared_memory_per_block_optin, dev.threads_per_block, !compiled.is_empty() as i32);
+                input += &format!(
+                    "{} {} {} {} {} {} {}\n{}\n",
+                    dev.registers_per_thread,
+                    dev.registers_per_block,
+                    dev.shared_memory_per_block,
+                    dev.shared_memory_per_block_optin,
+                    dev.threads_per_block,
+                    dev.registers_per_multiprocessor,
+                    dev.warps_per_multiprocessor,
+                    !compiled.is_empty() as i32
+                );
                 for i in 0..slots {
                     let c = compiled.get(i).copied().unwrap_or_default();
                     input += &format!("{} {} ", c.registers, c.max_threads);

@@ -137,8 +137,9 @@ fn the_tree_unrolls_on_the_side_of_the_trip_count_condition() {
         match e.kind {
             "case" => {
                 assert_eq!(e.constraint.to_string(), "N % 4 == 0");
-                assert!(child.applied.contains(&Strategy::Unroll));
-                assert!(text.contains("k += 4)"), "{text}");
+                // Unrolled here, or on the accepting side of the forks below.
+                assert_eq!(child.applied.contains(&Strategy::Unroll), child.children.is_empty());
+                assert_eq!(text.contains("k += 4)"), child.children.is_empty(), "{text}");
             }
             "outside" => {
                 assert_eq!(e.constraint.to_string(), "N % 4 != 0");
@@ -147,11 +148,101 @@ fn the_tree_unrolls_on_the_side_of_the_trip_count_condition() {
             other => panic!("edge {other}"),
         }
     }
-    // Below a case edge, the register counters of the unrolled code are forked on again.
-    let case = forks.iter().find(|(_, e)| e.kind == "case").unwrap().1.child;
-    let below = &tree.nodes[case].children;
-    assert!(!below.is_empty() && below.iter().all(|e| e.counter == Counter::Registers), "{below:?}");
+    // Below a case edge, the unrolled code is taken only where it fits and occupancy allows;
+    // every refusal keeps the code as it was, so unrolling never costs a kernel.
+    fn below(tree: &metafork::tree::Tree, id: usize, refused: bool, out: &mut Vec<(usize, bool)>) {
+        let n = &tree.nodes[id];
+        if n.children.is_empty() {
+            out.push((id, refused));
+        }
+        for e in &n.children {
+            assert!(matches!(e.counter, Counter::Registers | Counter::RegistersPerBlock | Counter::Occupancy), "{e:?}");
+            below(tree, e.child, refused || e.kind == "refuse", out);
+        }
+    }
+    let mut occupancy_forks = 0;
+    for (_, e) in forks.iter().filter(|(_, e)| e.kind == "case") {
+        let mut leaves = Vec::new();
+        below(&tree, e.child, false, &mut leaves);
+        for (id, refused) in leaves {
+            let leaf = &tree.nodes[id];
+            assert!(matches!(leaf.kind, NodeKind::Leaf), "leaf {id} below a trip-count case has no kernel");
+            assert_eq!(leaf.applied.contains(&Strategy::Unroll), !refused, "leaf {id}");
+            let text = metafork::emit::cuda::emit_kernel(&f, &leaf.staged, &[]).unwrap();
+            assert_eq!(text.contains("k += 4)"), !refused, "leaf {id}: {text}");
+        }
+        for n in tree.nodes.iter().filter(|n| n.children.iter().any(|c| c.counter == Counter::Occupancy)) {
+            let accept = n.children.iter().find(|c| c.kind == "accept").unwrap();
+            let unrolled = &tree.nodes[accept.child];
+            let r = unrolled.counters.registers;
+            assert!(metafork::tree::warp_allocation(r) > metafork::tree::warp_allocation(n.counters.registers), "an occupancy fork where unrolling keeps the allocation");
+            assert_eq!(accept.constraint, metafork::tree::occupancy_allows(&tree.machine, r));
+            occupancy_forks += 1;
+        }
+    }
+    assert!(occupancy_forks > 0, "matvec's tree has no occupancy fork");
+    // The dispatcher reads the fork from the device: with 24 registers per thread, register
+    // pressure level 1 (16 registers) applies and unrolling takes 22, whose 768 registers per
+    // warp fit 64 warps in a 64K register file but not in a 32K one.
+    let d = metafork::dispatch::Dispatcher::new(&f, &tree).unwrap();
+    let unrolled_names: Vec<String> = tree.leaves().filter(|l| l.applied.contains(&Strategy::Unroll)).map(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id)).collect();
+    let params: std::collections::BTreeMap<String, i64> = [("B".to_string(), 32), ("N".to_string(), 128)].into();
+    let chosen = |registers_per_multiprocessor: i64| {
+        let dev = metafork::dispatch::DeviceLimits { registers_per_thread: 24, registers_per_block: 65536, shared_memory_per_block: 49152, shared_memory_per_block_optin: 49152, threads_per_block: 1024, registers_per_multiprocessor, warps_per_multiprocessor: 64 };
+        match d.select_exact(&dev, &[], &params).unwrap() {
+            metafork::dispatch::Selection::Leaf(i) => d.kernels[i].clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(unrolled_names.contains(&chosen(65536)), "{} is not unrolled", chosen(65536));
+    assert!(!unrolled_names.contains(&chosen(32768)), "{} is unrolled", chosen(32768));
     assert!(tree.height() <= tree.height_bound());
     let reports = metafork::verify::verify_tree(&f, &tree, &b, metafork::verify::Options::default()).unwrap();
     assert!(reports.iter().all(|r| r.status() == metafork::verify::Status::Proved), "{}", metafork::verify::render(&reports));
+}
+
+/// `occupancy_allows(r)` (`alloc(r) * W_SM <= R_SM`) means what the tree takes it to mean: on
+/// every built-in device profile, for every register count and block size at which the block
+/// fits the per-block register file, registers then leave as many blocks resident as one
+/// register per thread would (the standard calculation, `tune::occupancy`); and it is not
+/// vacuous: where it fails, registers lower occupancy for some block size.
+#[test]
+fn occupancy_allows_means_registers_do_not_limit_resident_warps() {
+    use constraints::device::DeviceProfile;
+    use metafork::tune::occupancy::active_blocks;
+    let machine = metafork::tree::MachineSymbols::avoiding(&Default::default());
+    let (mut allowed, mut refused) = (0, 0);
+    for device in DeviceProfile::built_in() {
+        let point: std::collections::BTreeMap<constraints::Var, constraints::Rational> = [
+            (machine.registers_per_multiprocessor.as_str(), device.registers_per_multiprocessor),
+            (machine.warps_per_multiprocessor.as_str(), device.warps_per_multiprocessor),
+        ]
+        .into_iter()
+        .map(|(v, x)| (constraints::Var::new(v), constraints::Rational::from_integer(x.into())))
+        .collect();
+        for r in 1..=u64::from(device.registers_per_thread) {
+            let allows = metafork::tree::occupancy_allows(&machine, r as u32).holds_at(&point).unwrap();
+            let mut lowered_somewhere = false;
+            for threads in (32..=u64::from(device.threads_per_block)).step_by(32).chain([1, 48, 100, 200]) {
+                let per_block = metafork::tree::warp_allocation(r as u32) as u64 * threads.div_ceil(32);
+                if per_block > u64::from(device.registers_per_block) {
+                    continue;
+                }
+                for shared in [0, 4096, 48 * 1024] {
+                    let (with_r, with_one) = (active_blocks(&device, r, shared, threads), active_blocks(&device, 1, shared, threads));
+                    if allows {
+                        assert_eq!(with_r, with_one, "{}: {r} registers, {threads} threads, {shared} B", device.name);
+                    }
+                    lowered_somewhere |= with_r < with_one;
+                }
+            }
+            if allows {
+                allowed += 1;
+            } else {
+                assert!(lowered_somewhere, "{}: {r} registers fail the condition but never lower occupancy", device.name);
+                refused += 1;
+            }
+        }
+    }
+    assert!(allowed > 0 && refused > 0, "{allowed} allowed, {refused} refused");
 }

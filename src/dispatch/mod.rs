@@ -37,6 +37,10 @@ pub struct DeviceLimits {
     /// The most a block can opt into: the value of `Z_B`.
     pub shared_memory_per_block_optin: i64,
     pub threads_per_block: i64,
+    /// The register file of one multiprocessor: the value of `R_SM`.
+    pub registers_per_multiprocessor: i64,
+    /// Resident warps per multiprocessor: the value of `W_SM`.
+    pub warps_per_multiprocessor: i64,
 }
 
 impl DeviceLimits {
@@ -47,6 +51,8 @@ impl DeviceLimits {
             shared_memory_per_block: p.shared_memory_per_block.into(),
             shared_memory_per_block_optin: p.shared_memory_per_block_optin.into(),
             threads_per_block: p.threads_per_block.into(),
+            registers_per_multiprocessor: p.registers_per_multiprocessor.into(),
+            warps_per_multiprocessor: p.warps_per_multiprocessor.into(),
         }
     }
 }
@@ -101,8 +107,9 @@ pub enum Selection {
 #[derive(Clone, Debug)]
 pub struct Dispatcher {
     pub schedule: String,
-    /// The machine symbols, in the order `R`, `Z_B`, `T_B`, `R_B` (renamed if the program uses them).
-    pub machine: [Var; 4],
+    /// The machine symbols, in the order `R`, `Z_B`, `T_B`, `R_B`, `R_SM`, `W_SM` (renamed if the
+    /// program uses them).
+    pub machine: [Var; 6],
     /// The function's integer parameters, in declaration order: the values a point gives.
     pub params: Vec<String>,
     pub facts: FactSet,
@@ -117,7 +124,7 @@ impl Dispatcher {
         let facts = FactSet::of(function)?;
         let params: Vec<String> = function.params.iter().filter(|p| p.ty.is_integer()).map(|p| p.name.clone()).collect();
         let m = &tree.machine;
-        let machine = [Var::new(&m.registers_per_thread), Var::new(&m.shared_per_block), Var::new(&m.threads_per_block), Var::new(&m.registers_per_block)];
+        let machine = m.all().map(Var::new);
         let mut rules = Vec::new();
         let mut kernels = Vec::new();
         for (leaf, edges) in leaf_paths(tree) {
@@ -171,8 +178,8 @@ impl Dispatcher {
         })
     }
 
-    fn machine_values(&self, dev: &DeviceLimits) -> [i64; 4] {
-        [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block]
+    fn machine_values(&self, dev: &DeviceLimits) -> [i64; 6] {
+        [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor]
     }
 
     /// The reference selection, in exact rational arithmetic. `params` gives every integer
@@ -205,7 +212,7 @@ impl Dispatcher {
                 Outcome::Kernel { index, .. } => {
                     let seen = compiled.get(*index).copied().unwrap_or_default();
                     let r = Poly::int(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
-                    let [reg_sym, _, _, block_sym] = &self.machine;
+                    let [reg_sym, _, _, block_sym, _, _] = &self.machine;
                     let own = [Constraint::le(&r, &Poly::var(reg_sym.name())), Constraint::le(&(&r * &rule.threads_per_block), &Poly::var(block_sym.name()))];
                     let mut fits = true;
                     for c in &own {
