@@ -112,6 +112,53 @@ impl Default for Backend {
     }
 }
 
+
+/// A witness moved onto a failing constraint: for a constraint `a*v + rest REL 0` linear in a
+/// variable `v` (a constant, `rest` free of `v`), `v` is set to the values next to the
+/// boundary `-rest/a` at the witness (integers around it for an integer variable), and the
+/// whole system is checked exactly at each. A tree's accept/refuse fork adds `value <= limit`
+/// or its negation to a system its parent's model solves, and moving the limit symbol usually
+/// solves it. Variables are tried in order, so the answer is a function of its inputs.
+fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<BTreeMap<Var, Rational>> {
+    for c in system.constraints() {
+        if c.rel().modulus().is_some() || c.holds_at(witness) != Ok(false) {
+            continue;
+        }
+        for v in c.poly().vars() {
+            let mut a = Rational::from_integer(0.into());
+            let mut linear = true;
+            for (mono, coeff) in c.poly().terms() {
+                match mono.exponent(&v) {
+                    0 => {}
+                    1 if mono.degree() == 1 => a = coeff.clone(),
+                    _ => linear = false,
+                }
+            }
+            if !linear || a == Rational::from_integer(0.into()) {
+                continue;
+            }
+            let rest = c.poly().substitute(&v, &Poly::zero());
+            let Ok(rest_value) = rest.eval(witness) else { continue };
+            let boundary = -rest_value / a;
+            let one = Rational::from_integer(1.into());
+            let candidates: Vec<Rational> = if system.domain(&v).is_integer() {
+                let f = boundary.floor();
+                vec![f.clone(), &f + &one, &f - &one, &f + &one + &one]
+            } else {
+                vec![boundary.clone(), &boundary + &one, &boundary - &one]
+            };
+            for x in candidates {
+                let mut values = witness.clone();
+                values.insert(v.clone(), x);
+                if system.holds_at(&values) == Ok(true) {
+                    return Some(values);
+                }
+            }
+        }
+    }
+    None
+}
+
 impl Backend {
     pub fn new(timeout_ms: u32) -> Backend {
         Backend { timeout_ms, queries: Cell::new(0), implications: RefCell::new(std::collections::HashMap::new()) }
@@ -152,7 +199,10 @@ impl Backend {
     /// When the witness fails only a divisibility of one variable (a tree's fork on a trip
     /// count, `s % 4 == 0`), the witness with that variable moved to the nearest values that
     /// satisfy it is tried too: Z3's integer search is slow on such systems, and these points
-    /// often solve them (an exact check, so still a proof).
+    /// often solve them (an exact check, so still a proof). Then the witness moved onto a
+    /// failing constraint linear in some variable ([`linear_repair`]).
+    /// The answers' *kind* (sat, unsat, unknown) never depends on the witness where Z3 decides
+    /// the system; which model comes back does.
     pub fn check_with_witness(&self, system: &System, witness: Option<&Model>) -> CheckResult {
         let Some(m) = witness.filter(|m| m.approximate.is_empty()) else { return self.check(system) };
         if system.holds_at(&m.values) == Ok(true) {
@@ -174,6 +224,9 @@ impl Backend {
                     return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
                 }
             }
+        }
+        if let Some(values) = linear_repair(system, &m.values) {
+            return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
         }
         self.check(system)
     }

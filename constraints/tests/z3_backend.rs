@@ -160,7 +160,7 @@ fn an_unknown_is_reported_as_unknown() {
 }
 
 #[test]
-fn a_witness_that_solves_the_system_answers_without_a_query_and_one_that_does_not_is_checked() {
+fn a_witness_that_solves_the_system_or_can_be_moved_onto_it_answers_without_a_query() {
     let b = Backend::default();
     let parent = system(&["1 <= B", "B <= 1024", "1 <= s", "1 <= Z_B"]);
     let CheckResult::Sat(model) = b.check(&parent) else { panic!("parent system is sat") };
@@ -172,11 +172,23 @@ fn a_witness_that_solves_the_system_answers_without_a_query_and_one_that_does_no
     assert_eq!(other.holds_at(&model.values), Ok(false));
     assert!(matches!(b.check_with_witness(&fits, Some(&model)), CheckResult::Sat(_)));
     assert_eq!(b.queries(), before, "the witness decided it");
+    // The other branch: the witness moved onto its boundary (`Z_B`, linear there) solves it.
     match b.check_with_witness(&other, Some(&model)) {
-        CheckResult::Sat(m) => assert!(other.holds_at(&m.values) == Ok(true), "Z3's model solves the system"),
+        CheckResult::Sat(m) => assert!(other.holds_at(&m.values) == Ok(true), "the repaired witness solves the system"),
         r => panic!("the other branch is sat too: {r:?}"),
     }
+    assert_eq!(b.queries(), before, "the repaired witness decided it");
+    // A failing constraint linear in no variable is left to Z3.
+    let nonlinear = system(&["1 <= x", "1 <= y", "7 <= x*y"]);
+    let ones = constraints::solver::Model { values: [("x", 1), ("y", 1)].into_iter().map(|(v, x)| (Var::new(v), constraints::Rational::from_integer(x.into()))).collect(), approximate: Default::default() };
+    match b.check_with_witness(&nonlinear, Some(&ones)) {
+        CheckResult::Sat(m) => assert!(nonlinear.holds_at(&m.values) == Ok(true)),
+        r => panic!("sat: {r:?}"),
+    }
     assert_eq!(b.queries(), before + 1);
+    // An infeasible branch is never "repaired": it goes to Z3 and is unsat.
+    let contradiction = fits.clone().with(parse_constraints("B <= 0").unwrap().remove(0));
+    assert!(b.check_with_witness(&contradiction, Some(&model)).is_unsat());
     // A witness that breaks an integer domain is not taken.
     let mut fractional = model.clone();
     fractional.values.insert(Var::new("B"), constraints::Rational::new(1.into(), 2.into()));
