@@ -159,6 +159,15 @@ fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<B
     None
 }
 
+
+/// Runs `work` with every query on this thread in a new Z3 context (the thread's own is
+/// restored after): a context keeps state between queries (caches, learned facts, the
+/// numbering of terms), so answers, models above all, can depend on what was asked in it
+/// before. A caller that must answer the same whatever ran earlier on the thread runs in one.
+pub fn in_fresh_context<R: Send + Sync>(work: impl FnOnce() -> R + Send + Sync) -> R {
+    z3::with_z3_config(&z3::Config::new(), work)
+}
+
 impl Backend {
     pub fn new(timeout_ms: u32) -> Backend {
         Backend { timeout_ms, queries: Cell::new(0), implications: RefCell::new(std::collections::HashMap::new()) }
