@@ -206,8 +206,9 @@ impl Strategy {
     }
 }
 
-/// Register pressure, level 1: the same code with unrolling disabled (by LLVM, nvcc and ptxas,
-/// and the tool's own unrolling by 4 undone), when it has a loop.
+/// Register pressure, level 1: the same code with unrolling disabled (by LLVM, nvcc and ptxas;
+/// the tool's own unrolling by 4 is cleared too, though the tree applies no strategy after it),
+/// when it has a loop.
 fn no_unroll(kernel: &Kernel) -> Option<Kernel> {
     (!kernel.no_unroll && kernel.body.iter().any(crate::strategy::walk::contains_loop)).then(|| Kernel { no_unroll: true, unroll: None, ..kernel.clone() })
 }
@@ -311,8 +312,8 @@ impl Tree {
     /// takes one level and the performance counters at most [`Tree::perf_levels`], and each
     /// strategy is applied at most once on a path.
     pub fn height_bound(&self) -> usize {
-        // Then, once per path, the fork on the trip count of the loop it unrolls, the one on
-        // occupancy, and the two register counters again.
+        // Then, once per path, the fork on the trip count of the loop it unrolls and the three
+        // gates on the unrolled code (its two register counters, occupancy).
         (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 4
     }
 }
@@ -474,7 +475,7 @@ impl Builder<'_> {
     /// A path whose counters are all settled: where its code's innermost serial loop can be
     /// unrolled (once per path), a `case` child on the trip-count condition and an `outside`
     /// child, the kernel as it is (no fork where the system decides the condition). On the
-    /// `case` side the unrolled code is taken where occupancy allows
+    /// `case` side the unrolled code is taken where it fits and occupancy allows
     /// ([`Builder::unroll_where_allowed`]).
     fn settle(&mut self, id: usize) -> Result<(), String> {
         let node = self.nodes[id].clone();
