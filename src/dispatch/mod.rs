@@ -236,7 +236,7 @@ impl Dispatcher {
         if let Some(s) = self.check_facts(params) {
             return Ok(s);
         }
-        let mut values: Vec<i64> = Vec::with_capacity(self.params.len() + 4);
+        let mut values: Vec<i64> = Vec::with_capacity(self.params.len() + self.machine.len());
         for p in &self.params {
             values.push(*params.get(p).ok_or_else(|| format!("{}: no value for parameter `{p}`", self.schedule))?);
         }
