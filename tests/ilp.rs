@@ -246,3 +246,50 @@ fn occupancy_allows_means_registers_do_not_limit_resident_warps() {
     }
     assert!(allowed > 0 && refused > 0, "{allowed} allowed, {refused} refused");
 }
+
+/// Iteration merging (`strategy::merge`): two grid-`x` iterations per block. The verifier
+/// proves every merged code (races, barrier divergence, bounds) and it equals the serial
+/// program both where the grid's `x` extent is odd (the guard drops the extra iteration) and
+/// where it is even. Codes with barriers (staged tiles) are refused.
+#[test]
+fn merged_blocks_are_proved_and_equal_the_serial_program() {
+    use metafork::strategy::merge::{merge, FACTOR};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    // (example, a point where grid x is odd, one where it is even)
+    let cases: [(&str, &[(&str, i64)], &[(&str, i64)]); 5] = [
+        ("vecadd", &[("N", 12), ("B", 2), ("s", 2)], &[("N", 16), ("B", 2), ("s", 2)]),
+        ("matadd", &[("N", 6), ("B0", 2), ("B1", 1)], &[("N", 8), ("B0", 2), ("B1", 1)]),
+        ("transpose", &[("N", 6), ("B0", 2), ("B1", 1), ("s", 2)], &[("N", 8), ("B0", 2), ("B1", 2), ("s", 1)]),
+        ("matmul", &[("n", 6), ("B0", 2), ("ub1", 1), ("s", 2)], &[("n", 8), ("B0", 2), ("ub1", 2), ("s", 1)]),
+        ("jacobi1d", &[("N", 12), ("T", 2), ("B", 2), ("s", 2)], &[("N", 16), ("T", 2), ("B", 2), ("s", 2)]),
+    ];
+    let mut refused_tiles = 0;
+    for (name, odd, even) in cases {
+        let (f, k) = example(name);
+        let m = merge(&k).unwrap_or_else(|| panic!("{name}: not merged"));
+        let text = metafork::emit::cuda::emit_kernel(&f, &m, &[]).unwrap();
+        assert!(text.contains(&format!("metafork_merged < {FACTOR}")), "{name}: {text}");
+        assert!(proved(&f, &m, &[], &b), "{name}");
+        for at in [odd, even] {
+            assert!(passes(&f, &m, &point(at)), "{name} at {at:?}");
+        }
+        let staged = metafork::strategy::caching::stage(&f, &k, &b).unwrap().kernel;
+        if !staged.shared.is_empty() {
+            assert!(merge(&staged).is_none(), "{name}: staged code with barriers merged");
+            refused_tiles += 1;
+        }
+    }
+    assert!(refused_tiles >= 3, "only {refused_tiles} staged codes had tiles");
+    // The guard matters: without it, the merged vecadd runs past the grid where it is odd.
+    let (f, k) = example("vecadd");
+    let mut unguarded = merge(&k).unwrap();
+    use metafork::frontend::ast::StmtKind;
+    let StmtKind::For(l) = &mut unguarded.body[0].kind else { panic!("no merged loop") };
+    let StmtKind::Block(items) = &mut l.body.kind else { panic!("no loop body") };
+    let StmtKind::If { then_branch, .. } = items[0].kind.clone() else { panic!("no guard") };
+    items[0] = *then_branch;
+    assert!(passes(&f, &unguarded, &point(&[("N", 16), ("B", 2), ("s", 2)])));
+    assert!(!passes(&f, &unguarded, &point(&[("N", 12), ("B", 2), ("s", 2)])), "the unguarded merge should fail where grid x is odd");
+    // Nothing to merge without a grid `x` extent.
+    assert!(merge(&metafork::kernel::Kernel { grid: Vec::new(), ..k }).is_none());
+}

@@ -6,6 +6,7 @@ pub mod caching;
 pub mod cse;
 pub mod granularity;
 pub mod interchange;
+pub mod merge;
 pub mod narrow;
 pub mod prefetch;
 pub mod unroll;
