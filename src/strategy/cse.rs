@@ -26,6 +26,7 @@
 //! memory operations (matrix multiplication's accumulator leaves memory for the `k` loop).
 
 use crate::frontend::ast::*;
+use super::syntax::{ident, stmt as st};
 use crate::kernel::{Kernel, KernelParamKind};
 use crate::strategy::walk::{has_index, map_expr, map_stmt_exprs, walk_expr, walk_stmts};
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,14 +70,6 @@ struct Held {
     key: String,
     vars: BTreeSet<String>,
     local: String,
-}
-
-fn st(kind: StmtKind) -> Stmt {
-    Stmt { kind, span: Default::default() }
-}
-
-fn ident(name: &str) -> Ident {
-    Ident { name: name.to_string(), span: Default::default() }
 }
 
 fn var(name: &str) -> Expr {

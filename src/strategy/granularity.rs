@@ -17,18 +17,11 @@
 use super::base_context;
 use crate::access::{assigned_scalars, may_collide, Access, Collector, Env};
 use crate::frontend::ast::*;
+use super::syntax::{e, stmt};
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use constraints::solver::Backend;
 use constraints::{Constraint, Poly};
-
-fn e(kind: ExprKind) -> Expr {
-    Expr::new(kind, Default::default())
-}
-
-fn stmt(kind: StmtKind) -> Stmt {
-    Stmt { kind, span: Default::default() }
-}
 
 fn block_x() -> Expr {
     e(ExprKind::Builtin(Builtin::BlockIdx(0)))

@@ -15,6 +15,7 @@
 
 use super::walk::{map_stmt_exprs, walk_exprs, walk_stmts};
 use crate::frontend::ast::*;
+use super::syntax::{bin, e, stmt};
 use crate::kernel::Kernel;
 
 /// Blocks merged into one.
@@ -22,18 +23,6 @@ pub const FACTOR: i64 = 2;
 
 /// The loop counter of the merged iterations.
 const COUNTER: &str = "metafork_merged";
-
-fn e(kind: ExprKind) -> Expr {
-    Expr::new(kind, Default::default())
-}
-
-fn stmt(kind: StmtKind) -> Stmt {
-    Stmt { kind, span: Default::default() }
-}
-
-fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
-    e(ExprKind::Binary(op, Box::new(a), Box::new(b)))
-}
 
 /// The kernel with [`FACTOR`] grid-`x` iterations per block, or `None` where it does not apply.
 pub fn merge(kernel: &Kernel) -> Option<Kernel> {
@@ -60,7 +49,7 @@ pub fn merge(kernel: &Kernel) -> Option<Kernel> {
     }
     let guarded = stmt(StmtKind::If { cond: bin(BinOp::Lt, merged_block.clone(), extent.clone()), then_branch: Box::new(stmt(StmtKind::Block(body))), else_branch: None });
     let merged_loop = ForLoop {
-        var: Ident { name: COUNTER.into(), span: Default::default() },
+        var: super::syntax::ident(COUNTER),
         ty: ScalarType::Int,
         lo: e(ExprKind::Int(0)),
         hi: factor(),

@@ -9,6 +9,7 @@ pub mod interchange;
 pub mod merge;
 pub mod narrow;
 pub mod prefetch;
+pub(crate) mod syntax;
 pub mod unroll;
 pub(crate) mod walk;
 

@@ -18,19 +18,12 @@ use super::unroll::{rewrite_inner_loop, trip_count};
 use super::walk::{map_stmt_exprs, uses_any, walk_exprs, walk_stmts};
 use crate::access::{assigned_scalars, has_barrier};
 use crate::frontend::ast::*;
+use super::syntax::{e, stmt};
 use crate::frontend::model::KernelFunction;
 use crate::kernel::{Kernel, KernelParamKind};
 use constraints::solver::{Backend, Implication};
 use constraints::{Constraint, Poly};
 use std::collections::BTreeSet;
-
-fn e(kind: ExprKind) -> Expr {
-    Expr::new(kind, Default::default())
-}
-
-fn stmt(kind: StmtKind) -> Stmt {
-    Stmt { kind, span: Default::default() }
-}
 
 /// Every name the kernel's code uses or declares, so a new register's name avoids them.
 fn names(kernel: &Kernel) -> BTreeSet<String> {

@@ -15,6 +15,7 @@
 use super::walk::{contains_loop, map_stmt_exprs};
 use crate::access::{assigned_scalars, has_barrier};
 use crate::frontend::ast::*;
+use super::syntax::e;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use constraints::{Constraint, Poly};
@@ -30,10 +31,6 @@ pub struct Unrolled {
     pub trip_count: Constraint,
     /// The loop's counter, for messages.
     pub counter: String,
-}
-
-fn e(kind: ExprKind) -> Expr {
-    Expr::new(kind, Default::default())
 }
 
 /// The loop's trip count as a polynomial in the integer parameters (derived scalars expanded),

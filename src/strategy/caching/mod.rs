@@ -42,6 +42,7 @@ use walk::*;
 use crate::access::{assigned_scalars, builtin_of_var, builtin_var, Access, Collector, Env};
 use crate::emit::cuda::poly_expr;
 use crate::frontend::ast::*;
+use crate::strategy::syntax::{bin, e, ident, stmt as st};
 use crate::frontend::model::KernelFunction;
 use crate::frontend::source::Span;
 use crate::kernel::{Kernel, KernelParamKind, SharedArray};
@@ -60,22 +61,6 @@ pub struct Staged {
     pub kernel: Kernel,
     pub cached: Vec<String>,
     pub refused: Vec<(String, String)>,
-}
-
-fn e(kind: ExprKind) -> Expr {
-    Expr::new(kind, Span::default())
-}
-
-fn st(kind: StmtKind) -> Stmt {
-    Stmt { kind, span: Span::default() }
-}
-
-fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
-    e(ExprKind::Binary(op, Box::new(a), Box::new(b)))
-}
-
-fn ident(name: &str) -> Ident {
-    Ident { name: name.to_string(), span: Span::default() }
 }
 
 fn var(name: &str) -> Expr {
