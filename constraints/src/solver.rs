@@ -113,50 +113,81 @@ impl Default for Backend {
 }
 
 
-/// A witness moved onto a failing constraint: for a constraint `a*v + rest REL 0` linear in a
-/// variable `v` (a constant, `rest` free of `v`), `v` is set to the values next to the
-/// boundary `-rest/a` at the witness (integers around it for an integer variable), and the
-/// whole system is checked exactly at each. A tree's accept/refuse fork adds `value <= limit`
-/// or its negation to a system its parent's model solves, and moving the limit symbol usually
-/// solves it. Variables are tried in order, so the answer is a function of its inputs.
+/// A witness repaired by moving one variable at a time onto a failing constraint: for a
+/// constraint `a*v + rest REL 0` linear in a variable `v` (`a` and `rest` free of `v`,
+/// evaluated at the point), `v` is set to the values next to the boundary `-rest/a` (for an
+/// integer variable the integers around it, nearest first, a few either side so that a
+/// divisibility constraint on `v` can hold too). Each round takes, among the moves that make
+/// one failing constraint hold, the one that leaves the fewest constraints failing (the first
+/// such in constraint, variable and candidate order, so the answer is a function of its
+/// inputs) and never returns to a point already visited; [`REPAIR_ROUNDS`] rounds at most. The
+/// whole system is checked exactly, so a point returned is a proof of `sat`. A tree's
+/// accept/refuse fork adds `value <= limit` or its negation to a system its parent's model
+/// solves: moving the limit symbol (or a size parameter, as in a grid-fill condition
+/// `64*B*N_SM*W_SM <= B*N`) usually solves it in one round; a shared-memory window
+/// (`8*s*B0*B1 <= Z_B < 8*s*B0*B1 + 4*s*B1 + 4*B0`) takes a few, where Z3's integer search
+/// has taken seconds.
 fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<BTreeMap<Var, Rational>> {
-    for c in system.constraints() {
-        if c.rel().modulus().is_some() || c.holds_at(witness) != Ok(false) {
-            continue;
+    let failing = |point: &BTreeMap<Var, Rational>| system.constraints().iter().filter(|c| c.holds_at(point) != Ok(true)).count() + usize::from(!system.domains().iter().all(|(v, d)| point.get(v).is_none_or(|x| d.admits(x))));
+    let mut point = witness.clone();
+    let mut visited = vec![point.clone()];
+    let mut left = failing(&point);
+    for _ in 0..REPAIR_ROUNDS {
+        if left == 0 {
+            return Some(point);
         }
-        for v in c.poly().vars() {
-            let mut a = Rational::from_integer(0.into());
-            let mut linear = true;
-            for (mono, coeff) in c.poly().terms() {
-                match mono.exponent(&v) {
-                    0 => {}
-                    1 if mono.degree() == 1 => a = coeff.clone(),
-                    _ => linear = false,
-                }
-            }
-            if !linear || a == Rational::from_integer(0.into()) {
+        let mut best: Option<(usize, BTreeMap<Var, Rational>)> = None;
+        for c in system.constraints() {
+            if c.rel().modulus().is_some() || c.holds_at(&point) != Ok(false) {
                 continue;
             }
-            let rest = c.poly().substitute(&v, &Poly::zero());
-            let Ok(rest_value) = rest.eval(witness) else { continue };
-            let boundary = -rest_value / a;
-            let one = Rational::from_integer(1.into());
-            let candidates: Vec<Rational> = if system.domain(&v).is_integer() {
-                let f = boundary.floor();
-                vec![f.clone(), &f + &one, &f - &one, &f + &one + &one]
-            } else {
-                vec![boundary.clone(), &boundary + &one, &boundary - &one]
-            };
-            for x in candidates {
-                let mut values = witness.clone();
-                values.insert(v.clone(), x);
-                if system.holds_at(&values) == Ok(true) {
-                    return Some(values);
+            for (v, candidate) in boundary_moves(system, c, &point) {
+                let mut moved = point.clone();
+                moved.insert(v, candidate);
+                if c.holds_at(&moved) != Ok(true) || visited.contains(&moved) {
+                    continue;
+                }
+                let n = failing(&moved);
+                if best.as_ref().is_none_or(|(m, _)| n < *m) {
+                    best = Some((n, moved));
                 }
             }
         }
+        let (n, moved) = best?;
+        visited.push(moved.clone());
+        point = moved;
+        left = n;
     }
-    None
+    (left == 0).then_some(point)
+}
+
+/// Rounds of [`linear_repair`].
+const REPAIR_ROUNDS: usize = 4;
+
+/// The values next to `c`'s boundary for each variable `c` is linear in, at `point`.
+fn boundary_moves(system: &System, c: &Constraint, point: &BTreeMap<Var, Rational>) -> Vec<(Var, Rational)> {
+    let zero = Rational::from_integer(0.into());
+    let one = Rational::from_integer(1.into());
+    let mut out = Vec::new();
+    for v in c.poly().vars() {
+        if c.poly().terms().any(|(mono, _)| mono.exponent(&v) > 1) {
+            continue;
+        }
+        let rest = c.poly().substitute(&v, &Poly::zero());
+        let (Ok(rest_value), Ok(at_one)) = (rest.eval(point), c.poly().substitute(&v, &Poly::one()).eval(point)) else { continue };
+        let a = &at_one - &rest_value;
+        if a == zero {
+            continue;
+        }
+        let boundary = -rest_value / a;
+        if system.domain(&v).is_integer() {
+            let f = boundary.floor();
+            out.extend([0i64, 1, -1, 2, -2, 3, -3, 4].iter().map(|d| (v.clone(), &f + &Rational::from_integer((*d).into()))));
+        } else {
+            out.extend([boundary.clone(), &boundary + &one, &boundary - &one].into_iter().map(|x| (v.clone(), x)));
+        }
+    }
+    out
 }
 
 
@@ -208,8 +239,8 @@ impl Backend {
     /// When the witness fails only a divisibility of one variable (a tree's fork on a trip
     /// count, `s % 4 == 0`), the witness with that variable moved to the nearest values that
     /// satisfy it is tried too: Z3's integer search is slow on such systems, and these points
-    /// often solve them (an exact check, so still a proof). Then the witness moved onto a
-    /// failing constraint linear in some variable ([`linear_repair`]).
+    /// often solve them (an exact check, so still a proof). Then the witness moved, a variable
+    /// at a time, onto failing constraints linear in some variable ([`linear_repair`]).
     /// The answers' *kind* (sat, unsat, unknown) never depends on the witness where Z3 decides
     /// the system; which model comes back does.
     pub fn check_with_witness(&self, system: &System, witness: Option<&Model>) -> CheckResult {

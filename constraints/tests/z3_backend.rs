@@ -178,9 +178,27 @@ fn a_witness_that_solves_the_system_or_can_be_moved_onto_it_answers_without_a_qu
         r => panic!("the other branch is sat too: {r:?}"),
     }
     assert_eq!(b.queries(), before, "the repaired witness decided it");
-    // A failing constraint linear in no variable is left to Z3.
-    let nonlinear = system(&["1 <= x", "1 <= y", "7 <= x*y"]);
+    // Linear in a variable with a coefficient that is not constant (`x` in `x*y`, as in a
+    // grid-fill condition): the coefficient is taken at the witness; no query.
+    let bilinear = system(&["1 <= x", "1 <= y", "7 <= x*y"]);
     let ones = constraints::solver::Model { values: [("x", 1), ("y", 1)].into_iter().map(|(v, x)| (Var::new(v), constraints::Rational::from_integer(x.into()))).collect(), approximate: Default::default() };
+    match b.check_with_witness(&bilinear, Some(&ones)) {
+        CheckResult::Sat(m) => assert!(bilinear.holds_at(&m.values) == Ok(true)),
+        r => panic!("sat: {r:?}"),
+    }
+    assert_eq!(b.queries(), before);
+    // A window that takes a few moves (here the shared memory of a padded tile, `s` = 1 at the
+    // witness, where the window and the padded size exclude each other): still no query.
+    let window = system(&["1 <= B0", "32 <= B1", "1 <= s", "1 <= Z_B", "8*s*B0*B1 <= Z_B", "Z_B < 8*s*B0*B1 + 4*s*B1 + 4*B0", "8*B0*B1 + 4*B0 + 4*B1 <= Z_B"]);
+    let at = constraints::solver::Model { values: [("B0", 2), ("B1", 32), ("s", 1), ("Z_B", 512)].into_iter().map(|(v, x)| (Var::new(v), constraints::Rational::from_integer(x.into()))).collect(), approximate: Default::default() };
+    assert_eq!(window.without(&[6].into()).holds_at(&at.values), Ok(true), "the witness solves all but the padded size");
+    match b.check_with_witness(&window, Some(&at)) {
+        CheckResult::Sat(m) => assert!(window.holds_at(&m.values) == Ok(true)),
+        r => panic!("sat: {r:?}"),
+    }
+    assert_eq!(b.queries(), before, "the repaired witness decided it");
+    // A failing constraint linear in no variable is left to Z3.
+    let nonlinear = system(&["1 <= x", "1 <= y", "7 <= x^2 + y^2"]);
     match b.check_with_witness(&nonlinear, Some(&ones)) {
         CheckResult::Sat(m) => assert!(nonlinear.holds_at(&m.values) == Ok(true)),
         r => panic!("sat: {r:?}"),
