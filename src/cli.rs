@@ -66,9 +66,11 @@ pub enum Command {
     /// value`, then a strategy that lowers the counter is applied and the counters evaluated
     /// again). Then it forks on coalescing and bank conflicts access by access, and, where the
     /// innermost serial loop can be unrolled by 4, on its trip count and on whether the unrolled
-    /// code fits and leaves occupancy as it was. Every branch's constraints are kept consistent
-    /// with Z3. Machine limits are the symbols R, Z_B (bytes), T_B, R_B, and per multiprocessor
-    /// R_SM (registers) and W_SM (warps), renamed with `_dev` if the program uses the name.
+    /// code fits and leaves occupancy as it was; last, where two grid-x iterations can share a
+    /// block, on whether the merged grid still fills the device and the merged code fits.
+    /// Every branch's constraints are kept consistent with Z3. Machine limits are the symbols
+    /// R, Z_B (bytes), T_B, R_B, per multiprocessor R_SM (registers) and W_SM (warps), and N_SM
+    /// (multiprocessors), renamed with `_dev` if the program uses the name.
     /// Writes DIR/tree.yaml, DIR/tree.dot and, with --emit-cuda, one .cu per kernel leaf;
     /// prints the tree on stdout.
     Gen {

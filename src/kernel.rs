@@ -73,6 +73,9 @@ pub struct Kernel {
     /// (`strategy::unroll`) when its trip-count condition is this constraint, which the tree
     /// has added on this code's side; a code whose loop has another condition is not unrolled.
     pub unroll: Option<constraints::Constraint>,
+    /// Iteration merging: each block does the work of `strategy::merge::FACTOR` consecutive
+    /// grid-`x` blocks (applied to the code that runs, after unrolling).
+    pub merged: bool,
     /// How many serial loops sit between the prologue (the grid and block counters) and the
     /// schedule's body, each the only statement of its parent (matrix multiplication's `t`).
     pub between: usize,
@@ -157,7 +160,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, merged: false, between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

@@ -22,7 +22,7 @@ use crate::counters::count;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use crate::perf::fork::{Condition, Kind as PerfKind};
-use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, narrow, prefetch::prefetch, unroll::unroll};
+use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, merge::{extent_lower_bound, merge, FACTOR as MERGE_FACTOR}, narrow, prefetch::prefetch, unroll::unroll};
 use constraints::solver::{Backend, CheckResult, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeSet, HashMap};
@@ -42,10 +42,12 @@ pub struct MachineSymbols {
     pub registers_per_multiprocessor: String,
     /// The most warps resident on one multiprocessor.
     pub warps_per_multiprocessor: String,
+    /// The device's multiprocessors.
+    pub multiprocessors: String,
 }
 
 impl MachineSymbols {
-    /// `R`, `Z_B`, `T_B`, `R_B`, `R_SM`, `W_SM`; a name the program already uses gets `_dev` appended (again,
+    /// `R`, `Z_B`, `T_B`, `R_B`, `R_SM`, `W_SM`, `N_SM`; a name the program already uses gets `_dev` appended (again,
     /// until it is free), so the paper's Jacobi keeps its time-step parameter `T`.
     pub fn avoiding(taken: &BTreeSet<String>) -> MachineSymbols {
         let free = |base: &str| {
@@ -62,12 +64,13 @@ impl MachineSymbols {
             registers_per_block: free("R_B"),
             registers_per_multiprocessor: free("R_SM"),
             warps_per_multiprocessor: free("W_SM"),
+            multiprocessors: free("N_SM"),
         }
     }
 
     /// In the order the dispatcher's tables and `metafork_device` list them.
-    pub fn all(&self) -> [&str; 6] {
-        [&self.registers_per_thread, &self.shared_per_block, &self.threads_per_block, &self.registers_per_block, &self.registers_per_multiprocessor, &self.warps_per_multiprocessor]
+    pub fn all(&self) -> [&str; 7] {
+        [&self.registers_per_thread, &self.shared_per_block, &self.threads_per_block, &self.registers_per_block, &self.registers_per_multiprocessor, &self.warps_per_multiprocessor, &self.multiprocessors]
     }
 }
 
@@ -89,9 +92,12 @@ pub enum Counter {
     /// edge to the code as it was).
     TripCount,
     /// Not evaluated like the others either: the label of the fork, below a `case` of the trip
-    /// count, on whether the unrolled code's registers leave occupancy as it was
+    /// count or before merging, on whether the new code's registers leave occupancy as it was
     /// ([`occupancy_allows`]).
     Occupancy,
+    /// The label of the fork, on a final code that iteration merging applies to, on whether
+    /// the merged grid still fills the device ([`Builder::grid_fills_device`]).
+    GridFill,
 }
 
 impl Counter {
@@ -107,6 +113,7 @@ impl Counter {
             Counter::BankConflicts => "bank conflicts (conflict-free shared access)",
             Counter::TripCount => "trip count of the loop unrolled by 4",
             Counter::Occupancy => "occupancy (registers do not limit the resident warps)",
+            Counter::GridFill => "grid fill (the merged grid still fills every multiprocessor's warp slots)",
         }
     }
 
@@ -153,6 +160,9 @@ pub enum Strategy {
     /// Unroll the innermost serial loop by 4 (`strategy::unroll`), applied once every counter
     /// is settled, on the side of its trip-count condition.
     Unroll,
+    /// Merge two grid-`x` iterations into one block (`strategy::merge`), applied last, where
+    /// the merged grid still fills the device and occupancy allows.
+    Merge,
 }
 
 /// The CSE level the root applies (the highest of `strategy::cse`).
@@ -189,6 +199,7 @@ impl Strategy {
             Strategy::Interchange => "interchange the loops on threadIdx.x and threadIdx.y",
             Strategy::Prefetch => "prefetch reused global elements into registers",
             Strategy::Unroll => "unroll the innermost serial loop by 4",
+            Strategy::Merge => "merge two grid-x iterations per block",
         }
     }
 
@@ -201,7 +212,7 @@ impl Strategy {
             Strategy::DropCaching => c == Counter::SharedMemory,
             Strategy::PadSharedRows => c == Counter::BankConflicts,
             Strategy::Interchange => c == Counter::Coalescing,
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll => false,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge => false,
         }
     }
 }
@@ -228,7 +239,7 @@ impl CounterValues {
             Counter::Registers => Poly::int(self.registers as i64),
             Counter::ThreadsPerBlock => self.threads_per_block.clone(),
             Counter::RegistersPerBlock => Poly::int(self.registers as i64) * &self.threads_per_block,
-            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy => unreachable!("performance counters fork access by access; the trip count and occupancy are conditions"),
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters fork access by access; the trip count and occupancy are conditions"),
         }
     }
 }
@@ -292,6 +303,20 @@ pub struct Tree {
     /// The most levels the performance conditions of one code add: per access not settled by
     /// its constant strides, one for the counter and one per case of its closed form.
     pub perf_levels: usize,
+}
+
+impl Node {
+    /// The part of this node's system that its code's correctness can depend on: without the
+    /// constraints that read the per-multiprocessor symbols (`R_SM`, `W_SM`, `N_SM`), which
+    /// only the occupancy and grid-fill gates of unrolling and merging add. Those gates decide
+    /// where a code is fast, not where it is right (unrolling's own condition is the trip
+    /// count; merging needs none), and the grid-fill gate's region has no small parameter
+    /// point to run the code at.
+    pub fn correctness_constraints(&self, machine: &MachineSymbols) -> System {
+        let performance = [&machine.registers_per_multiprocessor, &machine.warps_per_multiprocessor, &machine.multiprocessors].map(|m| Var::new(m));
+        let drop = self.constraints.constraints().iter().enumerate().filter(|(_, c)| c.poly().vars().iter().any(|v| performance.contains(v))).map(|(i, _)| i).collect();
+        self.constraints.without(&drop)
+    }
 }
 
 impl Tree {
@@ -388,9 +413,9 @@ fn plain_code(code: &Kernel) -> Kernel {
 }
 
 /// The code as staging sees it: the flags that act on the staged code (unrolling, 32-bit
-/// indices, the register cap, CSE, the unrolling by 4) cleared.
+/// indices, the register cap, CSE, the unrolling by 4, merging) cleared.
 fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
-    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, ..code.clone() }
+    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, merged: false, ..code.clone() }
 }
 
 /// The decision tree of one schedule. It is built in a Z3 context of its own (with a back end
@@ -476,7 +501,8 @@ impl Builder<'_> {
     /// unrolled (once per path), a `case` child on the trip-count condition and an `outside`
     /// child, the kernel as it is (no fork where the system decides the condition). On the
     /// `case` side the unrolled code is taken where it fits and occupancy allows
-    /// ([`Builder::unroll_where_allowed`]).
+    /// ([`Builder::unroll_where_allowed`]). Every code that comes out is final
+    /// ([`Builder::finish`]).
     fn settle(&mut self, id: usize) -> Result<(), String> {
         let node = self.nodes[id].clone();
         let unrolled = match node.applied.contains(&Strategy::Unroll) {
@@ -484,8 +510,7 @@ impl Builder<'_> {
             false => unroll(self.function, &node.staged),
         };
         let Some(u) = unrolled.filter(|u| self.implied(&node, &u.trip_count.negate()).is_err()) else {
-            self.nodes[id].kind = NodeKind::Leaf;
-            return Ok(());
+            return self.finish(id);
         };
         let code = Kernel { unroll: Some(u.trip_count.clone()), ..node.code.clone() };
         let ev = self.evaluate(&code)?;
@@ -498,67 +523,133 @@ impl Builder<'_> {
             let c = self.child(id, ("case", counter, u.trip_count.clone()), case);
             self.unroll_where_allowed(c, code, ev)?;
         }
-        if let Some(mut out) = self.branch(&node, &outside, format!("outside {} (`{}`): {outside}", counter.name(), u.counter)) {
-            out.kind = NodeKind::Leaf;
-            self.child(id, ("outside", counter, outside), out);
+        if let Some(out) = self.branch(&node, &outside, format!("outside {} (`{}`): {outside}", counter.name(), u.counter)) {
+            let c = self.child(id, ("outside", counter, outside), out);
+            self.finish(c)?;
         }
         Ok(())
     }
 
     /// Node `id`, whose region meets the trip-count condition, takes the unrolled `code` where
-    /// the unrolled code fits the register limits (`r' <= R`, `r' * T <= R_B`) and, when
-    /// unrolling raises the register allocation per warp, where occupancy allows
-    /// ([`occupancy_allows`]): each condition the region does not decide is a fork whose
-    /// `accept` child goes on and whose `refuse` child keeps the code as it is (a leaf), so
-    /// unrolling never costs a kernel. Unrolling changes neither the block, nor shared memory,
-    /// nor any access's lane strides (a copy's counter is the original's plus a constant), so
-    /// the other counters stand.
+    /// it fits and occupancy allows ([`Builder::register_gates`], [`Builder::take_where_allowed`]).
+    /// Unrolling changes neither the block, nor shared memory, nor any access's lane strides (a
+    /// copy's counter is the original's plus a constant), so the other counters stand.
     fn unroll_where_allowed(&mut self, id: usize, code: Kernel, ev: Evaluated) -> Result<(), String> {
-        let original = self.nodes[id].counters.registers;
-        let unrolled = ev.counters.registers;
-        let mut gates = vec![Counter::Registers, Counter::RegistersPerBlock].into_iter().map(|c| (c, Constraint::le(&ev.counters.value(c), &self.limit(c)))).collect::<Vec<_>>();
-        if warp_allocation(unrolled) > warp_allocation(original) {
-            gates.push((Counter::Occupancy, occupancy_allows(&self.machine, unrolled)));
-        }
-        self.unroll_through(id, code, ev, &gates)
+        let gates = self.register_gates(self.nodes[id].counters.registers, &ev);
+        self.take_where_allowed(id, Strategy::Unroll, code, ev, &gates)
     }
 
-    /// The forks of [`Builder::unroll_where_allowed`] from node `at` on, one per gate; each
-    /// `accept` subtree is built before its `refuse` sibling, so that the dispatcher, which
-    /// takes the first leaf in node order that holds, tries the unrolled code first.
-    fn unroll_through(&mut self, at: usize, code: Kernel, ev: Evaluated, gates: &[(Counter, Constraint)]) -> Result<(), String> {
-        let Some(((counter, allows), rest)) = gates.split_first() else {
-            let n = &mut self.nodes[at];
-            take(n, Strategy::Unroll, code, ev);
-            n.counters_left.clear();
-            n.kind = NodeKind::Leaf;
+    /// Node `id`'s code is final but for iteration merging: where merging applies (a code
+    /// without barriers, whose grid extent has a polynomial lower bound with divisors the
+    /// region keeps positive), the merged code is taken where the merged grid still fills the
+    /// device ([`Builder::grid_fills_device`]) and the merged code fits and occupancy allows;
+    /// elsewhere (and on every `refuse`) node `id` is a leaf with its code. Merging changes
+    /// neither the block, nor shared memory, nor any access's lane strides.
+    fn finish(&mut self, id: usize) -> Result<(), String> {
+        self.nodes[id].kind = NodeKind::Leaf;
+        let node = self.nodes[id].clone();
+        if node.code.merged || merge(&node.staged).is_none() {
+            return Ok(());
+        }
+        let Some(fill) = self.grid_fills_device(&node) else {
             return Ok(());
         };
+        let code = Kernel { merged: true, ..node.code.clone() };
+        let ev = self.evaluate(&code)?;
+        let mut gates = vec![(Counter::GridFill, fill)];
+        gates.extend(self.register_gates(node.counters.registers, &ev));
+        self.take_where_allowed(id, Strategy::Merge, code, ev, &gates)
+    }
+
+    /// The conditions under which a new code with `ev`'s registers replaces one with
+    /// `registers`: it fits the register limits (`r' <= R`, `r' * T <= R_B`) and, when it
+    /// raises the register allocation per warp, occupancy allows ([`occupancy_allows`]).
+    fn register_gates(&self, registers: u32, ev: &Evaluated) -> Vec<(Counter, Constraint)> {
+        let new = ev.counters.registers;
+        let mut gates = vec![Counter::Registers, Counter::RegistersPerBlock].into_iter().map(|c| (c, Constraint::le(&ev.counters.value(c), &self.limit(c)))).collect::<Vec<_>>();
+        if warp_allocation(new) > warp_allocation(registers) {
+            gates.push((Counter::Occupancy, occupancy_allows(&self.machine, new)));
+        }
+        gates
+    }
+
+    /// The merged grid still fills every multiprocessor's warp slots: with `G` the grid's `x`
+    /// extent and `T` the threads per block, `(G / F) * T >= 32 * W_SM * N_SM` for merging
+    /// factor `F`, made polynomial through the extent's lower bound `n / d`
+    /// ([`extent_lower_bound`]): `n * T >= F * 32 * W_SM * N_SM * d`, which implies it. `None`
+    /// where the extent has no such bound or the region does not keep its divisors positive.
+    fn grid_fills_device(&self, node: &Node) -> Option<Constraint> {
+        let bound = extent_lower_bound(node.staged.grid.first()?, self.function)?;
+        if !bound.requires.iter().all(|c| self.holds_throughout(node, c)) {
+            return None;
+        }
+        let slots = Poly::int(MERGE_FACTOR * 32) * &Poly::var(&self.machine.warps_per_multiprocessor) * &Poly::var(&self.machine.multiprocessors);
+        let excess = &(&bound.num * &node.counters.threads_per_block) - &(&slots * &bound.den);
+        // Divided by the positive variables common to every term (`B1 * s`, say): the same
+        // condition, of lower degree, which Z3's integer search decides much faster.
+        let positive: Vec<(Var, u32)> = excess.common_monomial().factors().iter().filter(|(v, _)| self.holds_throughout(node, &Constraint::ge(&Poly::from_var(v.clone()), &Poly::one()))).cloned().collect();
+        let common = positive.into_iter().fold(Poly::one(), |m, (v, e)| &m * &Poly::from_var(v).pow(e));
+        Some(Constraint::ge(&excess.divide_exact(&common)?, &Poly::zero()))
+    }
+
+    /// The forks of node `at` on `gates`, one per gate the region does not decide, before
+    /// strategy `s` makes `code` (evaluated as `ev`) of its code: each `accept` child goes on,
+    /// each `refuse` child keeps the code as it is, so the strategy never costs a kernel. The
+    /// `accept` subtree is built before its `refuse` sibling, so that the dispatcher, which
+    /// takes the first leaf in node order that holds, tries the new code first. Every code
+    /// that comes out is final ([`Builder::finish`]).
+    fn take_where_allowed(&mut self, at: usize, s: Strategy, code: Kernel, ev: Evaluated, gates: &[(Counter, Constraint)]) -> Result<(), String> {
+        let Some(((counter, allows), rest)) = gates.split_first() else {
+            let n = &mut self.nodes[at];
+            take(n, s, code, ev);
+            n.counters_left.clear();
+            return self.finish(at);
+        };
         let mut node = self.nodes[at].clone();
-        if *counter == Counter::Occupancy {
-            for m in [&self.machine.registers_per_multiprocessor, &self.machine.warps_per_multiprocessor] {
-                if !node.constraints.vars().contains(&Var::new(m)) {
-                    add_machine_symbol(&mut node.constraints, m);
+        let reads: &[&String] = match counter {
+            Counter::Occupancy => &[&self.machine.registers_per_multiprocessor, &self.machine.warps_per_multiprocessor],
+            Counter::GridFill => &[&self.machine.warps_per_multiprocessor, &self.machine.multiprocessors],
+            _ => &[],
+        };
+        for m in reads {
+            if !node.constraints.vars().contains(&Var::new(m)) {
+                add_machine_symbol(&mut node.constraints, m);
+                // The parent's model, extended to the new symbol (at its least value), still
+                // solves the system: the branches below start from it.
+                if let Some(w) = node.witness.as_mut() {
+                    w.values.insert(Var::new(m), constraints::Rational::from_integer(1.into()));
                 }
             }
         }
-        let unrolled = ev.counters.registers;
+        let what = match s {
+            Strategy::Merge => "merged code".to_string(),
+            _ => "code unrolled by 4".to_string(),
+        };
+        let registers = ev.counters.registers;
         let refuse = allows.negate();
-        let accepted = self.branch(&node, allows, format!("accept {} of the code unrolled by 4 ({unrolled} registers): {allows}", counter.name()));
-        let refused = self.branch(&node, &refuse, format!("refuse {} of the code unrolled by 4 ({unrolled} registers): {refuse}; not unrolled", counter.name()));
+        let accepted = self.branch(&node, allows, format!("accept {} of the {what} ({registers} registers): {allows}", counter.name()));
+        let refused = self.branch(&node, &refuse, format!("refuse {} of the {what} ({registers} registers): {refuse}; not applied", counter.name()));
         match (accepted, refused) {
-            (Some(_), None) => self.unroll_through(at, code, ev, rest),
-            (None, _) => {
-                self.nodes[at].kind = NodeKind::Leaf;
-                Ok(())
-            }
-            (Some(accepted), Some(mut refused)) => {
+            (Some(_), None) => self.take_where_allowed(at, s, code, ev, rest),
+            (None, _) => self.keep(at, s),
+            (Some(accepted), Some(refused)) => {
                 let next = self.child(at, ("accept", *counter, allows.clone()), accepted);
-                self.unroll_through(next, code, ev, rest)?;
-                refused.kind = NodeKind::Leaf;
-                self.child(at, ("refuse", *counter, refuse), refused);
+                self.take_where_allowed(next, s, code, ev, rest)?;
+                let other = self.child(at, ("refuse", *counter, refuse), refused);
+                self.keep(other, s)
+            }
+        }
+    }
+
+    /// Node `id` keeps its code where strategy `s` was not allowed: final, or a leaf when `s`
+    /// was the last one tried (merging).
+    fn keep(&mut self, id: usize, s: Strategy) -> Result<(), String> {
+        match s {
+            Strategy::Merge => {
+                self.nodes[id].kind = NodeKind::Leaf;
                 Ok(())
             }
+            _ => self.finish(id),
         }
     }
 
@@ -592,6 +683,10 @@ impl Builder<'_> {
             }
             staged.kernel.unroll = kernel.unroll.clone();
         }
+        if kernel.merged {
+            staged.kernel = merge(&staged.kernel).ok_or("iteration merging does not apply to this code")?;
+            staged.kernel.merged = true;
+        }
         let c = count(&staged.kernel, &[])?;
         let v = Evaluated {
             staged: staged.kernel,
@@ -615,7 +710,7 @@ impl Builder<'_> {
                 r
             }
         };
-        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), unroll: code.unroll.clone(), ..r }))
+        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), unroll: code.unroll.clone(), merged: code.merged, ..r }))
     }
 
     fn limit(&self, c: Counter) -> Poly {
@@ -624,7 +719,7 @@ impl Builder<'_> {
             Counter::Registers => &self.machine.registers_per_thread,
             Counter::ThreadsPerBlock => &self.machine.threads_per_block,
             Counter::RegistersPerBlock => &self.machine.registers_per_block,
-            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy => unreachable!("performance counters, the trip count and occupancy have no single machine limit"),
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters, the trip count and occupancy have no single machine limit"),
         })
     }
 
@@ -669,6 +764,8 @@ impl Builder<'_> {
         let mut node = node;
         node.id = id;
         self.nodes.push(node);
+        // A final code's node is a leaf until a strategy forks it (`Builder::finish`).
+        self.nodes[parent].kind = NodeKind::Inner;
         self.nodes[parent].children.push(Edge { kind: edge.0, counter: edge.1, constraint: edge.2, child: id });
         id
     }
@@ -702,7 +799,7 @@ impl Builder<'_> {
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll => None,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge => None,
         };
         self.applied.insert(key, r.clone());
         Ok(r)
@@ -758,6 +855,12 @@ impl Builder<'_> {
     /// Whether `node`'s system implies `c` (its negation is inconsistent there; an unknown
     /// answer is not an implication). When it does not, a solution of the system with `c`
     /// false, if known: the node's own witness when it already falsifies `c`.
+    /// `c` holds throughout `node`'s region: implied by the root's system (one memoised query
+    /// for every node that asks the same) or else by the node's own.
+    fn holds_throughout(&self, node: &Node, c: &Constraint) -> bool {
+        matches!(self.backend.implies(&self.root, c), constraints::solver::Implication::Proved) || self.implied(node, c).is_ok()
+    }
+
     fn implied(&self, node: &Node, c: &Constraint) -> Result<(), Option<Model>> {
         let mut sys = node.constraints.clone();
         sys.add(c.negate());

@@ -16,8 +16,8 @@ mod common;
 use common::{cxx, examples, nvcc, scratch, trees_of, Rng};
 
 /// A device: a built-in profile, or (one time in three) one with its limits scaled at random,
-/// and (one time in four) a register file near the leaves' estimates, so that points land near
-/// every boundary of the trees.
+/// (one time in four) few, small multiprocessors, and (one time in four) a register file near
+/// the leaves' estimates, so that points land near every boundary of the trees.
 fn random_device(rng: &mut Rng, profiles: &[DeviceProfile]) -> DeviceLimits {
     let mut d = DeviceLimits::of(&profiles[rng.range(0, profiles.len() as i64 - 1) as usize]);
     if rng.chance(33) {
@@ -29,6 +29,13 @@ fn random_device(rng: &mut Rng, profiles: &[DeviceProfile]) -> DeviceLimits {
         d.threads_per_block = scale(d.threads_per_block);
         d.registers_per_multiprocessor = scale(d.registers_per_multiprocessor);
         d.warps_per_multiprocessor = scale(d.warps_per_multiprocessor);
+        d.multiprocessors = scale(d.multiprocessors);
+    }
+    if rng.chance(25) {
+        // Small devices put the data sizes the points take on both sides of the grid-fill
+        // condition of iteration merging.
+        d.multiprocessors = rng.range(1, 4);
+        d.warps_per_multiprocessor = rng.range(1, 8);
     }
     if rng.chance(25) {
         // Register files near the leaves' estimates reach the deep register-pressure leaves.
@@ -92,8 +99,9 @@ fn driver(schedule: &str, params: &[String]) -> String {
 #include "{schedule}_dispatch.h"
 int main(void) {{
   metafork_device d;
-  while (scanf("%lld %lld %lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
-               &d.shared_memory_per_block_optin, &d.threads_per_block, &d.registers_per_multiprocessor, &d.warps_per_multiprocessor) == 7) {{
+  while (scanf("%lld %lld %lld %lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
+               &d.shared_memory_per_block_optin, &d.threads_per_block, &d.registers_per_multiprocessor, &d.warps_per_multiprocessor,
+               &d.multiprocessors) == 8) {{
     int known = 0;
     metafork_{schedule}_compiled c;
     metafork_{schedule}_params p;
@@ -145,7 +153,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                     let value = |v: &str| model.get(v).map(|q| q.to_integer().try_into().unwrap_or(i64::MAX / 4));
                     let m = &tree.machine;
                     let (r, z, t, rb) = (value(&m.registers_per_thread), value(&m.shared_per_block), value(&m.threads_per_block), value(&m.registers_per_block));
-                    let (rsm, wsm) = (value(&m.registers_per_multiprocessor), value(&m.warps_per_multiprocessor));
+                    let (rsm, wsm, nsm) = (value(&m.registers_per_multiprocessor), value(&m.warps_per_multiprocessor), value(&m.multiprocessors));
                     let z = z.unwrap_or(49152);
                     let dev = DeviceLimits {
                         registers_per_thread: r.unwrap_or(255),
@@ -155,6 +163,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                         registers_per_block: rb.unwrap_or(65536),
                         registers_per_multiprocessor: rsm.unwrap_or(65536),
                         warps_per_multiprocessor: wsm.unwrap_or(64),
+                        multiprocessors: nsm.unwrap_or(132),
                     };
                     let mut params: BTreeMap<String, i64> = d.params.iter().map(|p| (p.clone(), value(p).unwrap_or(1))).collect();
                     points.push((dev, Vec::new(), params.clone()));
@@ -175,7 +184,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                 }
                 wanted.push((format!("{params:?} on {dev:?} with {compiled:?}"), expected(&exact)));
                 input += &format!(
-                    "{} {} {} {} {} {} {}\n{}\n",
+                    "{} {} {} {} {} {} {} {}\n{}\n",
                     dev.registers_per_thread,
                     dev.registers_per_block,
                     dev.shared_memory_per_block,
@@ -183,6 +192,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                     dev.threads_per_block,
                     dev.registers_per_multiprocessor,
                     dev.warps_per_multiprocessor,
+                    dev.multiprocessors,
                     !compiled.is_empty() as i32
                 );
                 for i in 0..slots {

@@ -137,27 +137,33 @@ fn the_tree_unrolls_on_the_side_of_the_trip_count_condition() {
         match e.kind {
             "case" => {
                 assert_eq!(e.constraint.to_string(), "N % 4 == 0");
-                // Unrolled here, or on the accepting side of the forks below.
-                assert_eq!(child.applied.contains(&Strategy::Unroll), child.children.is_empty());
-                assert_eq!(text.contains("k += 4)"), child.children.is_empty(), "{text}");
+                // Unrolled here (then perhaps merged below), or on the accepting side of the
+                // forks below.
+                let unrolled = child.applied.contains(&Strategy::Unroll);
+                assert!(unrolled || !child.children.is_empty());
+                assert_eq!(text.contains("k += 4)"), unrolled, "{text}");
             }
             "outside" => {
                 assert_eq!(e.constraint.to_string(), "N % 4 != 0");
-                assert!(matches!(child.kind, NodeKind::Leaf) && !text.contains("k += 4)"), "{text}");
+                // The kernel as it is (iteration merging may still fork below).
+                assert!(!child.applied.contains(&Strategy::Unroll) && !text.contains("k += 4)"), "{text}");
+                assert!(child.children.iter().all(|c| c.counter == Counter::GridFill), "{:?}", child.children);
             }
             other => panic!("edge {other}"),
         }
     }
     // Below a case edge, the unrolled code is taken only where it fits and occupancy allows;
-    // every refusal keeps the code as it was, so unrolling never costs a kernel.
+    // every refusal keeps the code as it was, so unrolling never costs a kernel. (The forks
+    // below a node whose code is unrolled are iteration merging's.)
     fn below(tree: &metafork::tree::Tree, id: usize, refused: bool, out: &mut Vec<(usize, bool)>) {
         let n = &tree.nodes[id];
         if n.children.is_empty() {
             out.push((id, refused));
         }
         for e in &n.children {
-            assert!(matches!(e.counter, Counter::Registers | Counter::RegistersPerBlock | Counter::Occupancy), "{e:?}");
-            below(tree, e.child, refused || e.kind == "refuse", out);
+            assert!(matches!(e.counter, Counter::Registers | Counter::RegistersPerBlock | Counter::Occupancy | Counter::GridFill), "{e:?}");
+            let unroll_gate = !n.applied.contains(&Strategy::Unroll) && !refused;
+            below(tree, e.child, refused || (unroll_gate && e.kind == "refuse"), out);
         }
     }
     let mut occupancy_forks = 0;
@@ -188,7 +194,7 @@ fn the_tree_unrolls_on_the_side_of_the_trip_count_condition() {
     let unrolled_names: Vec<String> = tree.leaves().filter(|l| l.applied.contains(&Strategy::Unroll)).map(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id)).collect();
     let params: std::collections::BTreeMap<String, i64> = [("B".to_string(), 32), ("N".to_string(), 128)].into();
     let chosen = |registers_per_multiprocessor: i64| {
-        let dev = metafork::dispatch::DeviceLimits { registers_per_thread: 24, registers_per_block: 65536, shared_memory_per_block: 49152, shared_memory_per_block_optin: 49152, threads_per_block: 1024, registers_per_multiprocessor, warps_per_multiprocessor: 64 };
+        let dev = metafork::dispatch::DeviceLimits { registers_per_thread: 24, registers_per_block: 65536, shared_memory_per_block: 49152, shared_memory_per_block_optin: 49152, threads_per_block: 1024, registers_per_multiprocessor, warps_per_multiprocessor: 64, multiprocessors: 132 };
         match d.select_exact(&dev, &[], &params).unwrap() {
             metafork::dispatch::Selection::Leaf(i) => d.kernels[i].clone(),
             other => panic!("{other:?}"),
@@ -292,4 +298,118 @@ fn merged_blocks_are_proved_and_equal_the_serial_program() {
     assert!(!passes(&f, &unguarded, &point(&[("N", 12), ("B", 2), ("s", 2)])), "the unguarded merge should fail where grid x is odd");
     // Nothing to merge without a grid `x` extent.
     assert!(merge(&metafork::kernel::Kernel { grid: Vec::new(), ..k }).is_none());
+}
+
+/// The grid extent `G` of `kernel` at integer `params` (C's truncating division), or `None`
+/// where it overflows or divides by zero.
+fn grid_x(f: &metafork::frontend::model::KernelFunction, kernel: &Kernel, params: &BTreeMap<String, i64>) -> Option<i64> {
+    use metafork::cexpr::{Code, Resolved};
+    let names: Vec<&String> = params.keys().collect();
+    let code = Code::compile(&kernel.grid[0], &|v| match f.derived.iter().find(|d| d.name == v) {
+        Some(d) => Ok(Resolved::Expr(d.value.clone())),
+        None => names.iter().position(|n| *n == v).map(Resolved::Slot).ok_or(format!("`{v}` has no value")),
+    })
+    .unwrap();
+    code.eval(&params.values().copied().collect::<Vec<_>>())
+}
+
+/// `extent_lower_bound` is a lower bound on every example's grid `x` extent (and on their
+/// granularity-reduced codes', whose extents are products), within one block of it, wherever
+/// its requirements hold, at a thousand random points each.
+#[test]
+fn grid_extent_lower_bounds_hold_and_are_tight() {
+    use constraints::Rational;
+    use metafork::strategy::merge::extent_lower_bound;
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let mut rng = common::Rng(0x9e3779b97f4a7c15);
+    let mut checked = 0;
+    for name in ["vecadd", "matadd", "transpose", "matvec", "daxpy", "rowmax", "conv1d", "matmul_naive"] {
+        let (f, k) = example(name);
+        let reduced = metafork::strategy::granularity::reduce_granularity(&f, &k, &b).unwrap();
+        for code in std::iter::once(k).chain(reduced) {
+            let bound = extent_lower_bound(&code.grid[0], &f).unwrap_or_else(|| panic!("{name}: no bound on {}", code.grid[0]));
+            for _ in 0..1000 {
+                let params: BTreeMap<String, i64> = f.params.iter().filter(|p| p.ty.is_integer()).map(|p| (p.name.clone(), rng.range(1, 300))).collect();
+                let at = constraints::exact_point(&params);
+                if !bound.requires.iter().all(|c| c.holds_at(&at) == Ok(true)) {
+                    continue;
+                }
+                let Some(g) = grid_x(&f, &code, &params) else { continue };
+                let lower = bound.num.eval(&at).unwrap() / bound.den.eval(&at).unwrap();
+                let g = Rational::from_integer(g.into());
+                assert!(lower <= g, "{name}: bound {lower} above the extent {g} at {params:?}");
+                assert!(&g - &lower < Rational::from_integer(1.into()) || code.grid[0].to_string().contains('*'), "{name}: bound {lower} a block or more below {g} at {params:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 8000, "only {checked} points checked");
+}
+
+/// Iteration merging in the tree: on vecadd's and transposition's trees, merged leaves exist;
+/// each sits on the accepting side of a grid-fill fork whose condition implies that the merged
+/// grid's threads, `ceil(G / 2) * T`, fill every multiprocessor's warp slots (checked at
+/// random integer points, and failing at some); every refusal keeps the unmerged code; codes
+/// with barriers are never merged. The dispatcher takes the merged code for a large vector on
+/// an H200 and the unmerged one for a small vector, and the verifier proves every leaf.
+#[test]
+fn the_tree_merges_iterations_where_the_merged_grid_fills_the_device() {
+    use constraints::{Rational, Var};
+    use metafork::tree::{Counter, NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let mut rng = common::Rng(0x2545f4914f6cdd1d);
+    for name in ["vecadd", "transpose"] {
+        let path = format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"));
+        let (f, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
+        let merged: Vec<_> = tree.leaves().filter(|l| l.applied.contains(&Strategy::Merge)).collect();
+        assert!(!merged.is_empty(), "{name}: no merged leaf");
+        for leaf in tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf)) {
+            let text = metafork::emit::cuda::emit_kernel(&f, &leaf.staged, &[]).unwrap();
+            assert_eq!(text.contains("metafork_merged"), leaf.applied.contains(&Strategy::Merge), "{name} leaf {}", leaf.id);
+            assert!(!(leaf.applied.contains(&Strategy::Merge) && text.contains("__syncthreads")), "{name} leaf {}: merged code with barriers", leaf.id);
+        }
+        let mut held = (0, 0);
+        for n in &tree.nodes {
+            for e in n.children.iter().filter(|e| e.counter == Counter::GridFill) {
+                let child = &tree.nodes[e.child];
+                if e.kind == "refuse" {
+                    assert!(matches!(child.kind, NodeKind::Leaf) && child.staged == n.staged, "{name}: a grid-fill refusal changed the code");
+                    continue;
+                }
+                for _ in 0..300 {
+                    // Small devices, so that both sides of the condition are met.
+                    let params: BTreeMap<String, i64> = f.params.iter().filter(|p| p.ty.is_integer()).map(|p| (p.name.clone(), if f.data_parameters().contains(&p.name) { rng.range(1, 200_000) } else { rng.range(1, 16) })).collect();
+                    let (warps, sms) = (rng.range(1, 8), rng.range(1, 4));
+                    let mut at = constraints::exact_point(&params);
+                    at.insert(Var::new(&tree.machine.warps_per_multiprocessor), Rational::from_integer(warps.into()));
+                    at.insert(Var::new(&tree.machine.multiprocessors), Rational::from_integer(sms.into()));
+                    if metafork::strategy::base_context(&f).holds_at(&at) != Ok(true) || e.constraint.holds_at(&at) != Ok(true) {
+                        held.1 += 1;
+                        continue;
+                    }
+                    let g = grid_x(&f, &n.staged, &params).unwrap();
+                    let threads = n.counters.threads_per_block.eval(&at).unwrap();
+                    let merged_threads = Rational::from_integer(((g + 1) / 2).into()) * threads;
+                    assert!(merged_threads >= Rational::from_integer((32 * warps * sms).into()), "{name}: the grid-fill condition holds at {params:?}, W_SM {warps}, N_SM {sms}, but the merged grid ({g} / 2 blocks) does not fill the device");
+                    held.0 += 1;
+                }
+            }
+        }
+        assert!(held.0 > 0 && held.1 > 0, "{name}: the grid-fill condition held at {} points and failed at {}", held.0, held.1);
+        assert!(tree.height() <= tree.height_bound(), "{name}");
+        let reports = metafork::verify::verify_tree(&f, &tree, &b, metafork::verify::Options::default()).unwrap();
+        assert!(reports.iter().all(|r| r.status() == metafork::verify::Status::Proved), "{}", metafork::verify::render(&reports));
+        if name == "vecadd" {
+            let d = metafork::dispatch::Dispatcher::new(&f, &tree).unwrap();
+            let h200 = metafork::dispatch::DeviceLimits::of(&constraints::device::DeviceProfile::load("h200").unwrap());
+            let merged_names: Vec<String> = merged.iter().map(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id)).collect();
+            let chosen = |n: i64| match d.select_exact(&h200, &[], &point(&[("N", n), ("B", 256), ("s", 1)])).unwrap() {
+                metafork::dispatch::Selection::Leaf(i) => d.kernels[i].clone(),
+                other => panic!("{other:?}"),
+            };
+            // An H200 holds 132 * 64 warps; merged, 2^24 elements in blocks of 256 are 32768 blocks.
+            assert!(merged_names.contains(&chosen(1 << 24)), "{} is not merged", chosen(1 << 24));
+            assert!(!merged_names.contains(&chosen(1 << 16)), "{} is merged", chosen(1 << 16));
+        }
+    }
 }

@@ -50,6 +50,7 @@ fn leaves_partition_the_space_on_1000_random_points_per_example() {
                 point.insert(Var::new(&tree.machine.registers_per_block), q(*[32768, 65536].get(rng.range(0, 1) as usize).unwrap()));
                 point.insert(Var::new(&tree.machine.registers_per_multiprocessor), q(*[32768, 65536].get(rng.range(0, 1) as usize).unwrap()));
                 point.insert(Var::new(&tree.machine.warps_per_multiprocessor), q(*[32, 48, 64].get(rng.range(0, 2) as usize).unwrap()));
+                point.insert(Var::new(&tree.machine.multiprocessors), q(*[1, 4, 80, 132].get(rng.range(0, 3) as usize).unwrap()));
                 for p in function.program_parameters() {
                     point.insert(Var::new(&p), q(rng.range(1, 16)));
                 }

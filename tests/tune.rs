@@ -172,7 +172,7 @@ fn wisdom_sets_the_dispatch_defaults() {
     let header = std::fs::read_to_string(dir.join("out/matmul_dispatch.h")).unwrap();
     assert!(header.contains("static inline void metafork_matmul_wisdom(metafork_matmul_params *p) { p->B0 = 16; p->s = 2; p->ub1 = 32; }"), "{header}");
     if let Some(cxx) = cxx() {
-        std::fs::write(dir.join("out/main.cpp"), "#include \"matmul_dispatch.h\"\nint main() { metafork_matmul_params p = {4096, 0, 0, 0}; metafork_matmul_wisdom(&p);\n  metafork_device d = {255, 232448, 49152, 1024, 65536, 65536, 64};\n  return metafork_matmul_select(&d, 0, &p, 0) >= 0 && p.B0 == 16 ? 0 : 1; }\n").unwrap();
+        std::fs::write(dir.join("out/main.cpp"), "#include \"matmul_dispatch.h\"\nint main() { metafork_matmul_params p = {4096, 0, 0, 0}; metafork_matmul_wisdom(&p);\n  metafork_device d = {255, 232448, 49152, 1024, 65536, 65536, 64, 132};\n  return metafork_matmul_select(&d, 0, &p, 0) >= 0 && p.B0 == 16 ? 0 : 1; }\n").unwrap();
         let o = Command::new(&cxx).args(["-std=c++11", "-o"]).arg(dir.join("out/main")).arg(dir.join("out/main.cpp")).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert!(Command::new(dir.join("out/main")).status().unwrap().success(), "the wisdom's configuration must be admissible on an H200");

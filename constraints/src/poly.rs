@@ -249,6 +249,17 @@ impl Poly {
         (quotient, remainder)
     }
 
+    /// The greatest monomial that divides every term (1 for the zero polynomial).
+    pub fn common_monomial(&self) -> Monomial {
+        let mut terms = self.terms.keys();
+        let Some(first) = terms.next() else { return Monomial::one() };
+        let mut common: Vec<(Var, u32)> = first.factors().to_vec();
+        for m in terms {
+            common = common.into_iter().filter_map(|(v, e)| Some((v.clone(), e.min(m.exponent(&v)))).filter(|(_, e)| *e > 0)).collect();
+        }
+        Monomial(common)
+    }
+
     /// `self / divisor` when the division is exact (`quotient * divisor == self`), by long
     /// division on the leading terms; `None` otherwise. The result is checked by multiplying
     /// back, so the term order only decides whether a quotient is found, never its value.

@@ -41,6 +41,8 @@ pub struct DeviceLimits {
     pub registers_per_multiprocessor: i64,
     /// Resident warps per multiprocessor: the value of `W_SM`.
     pub warps_per_multiprocessor: i64,
+    /// The device's multiprocessors: the value of `N_SM`.
+    pub multiprocessors: i64,
 }
 
 impl DeviceLimits {
@@ -53,6 +55,7 @@ impl DeviceLimits {
             threads_per_block: p.threads_per_block.into(),
             registers_per_multiprocessor: p.registers_per_multiprocessor.into(),
             warps_per_multiprocessor: p.warps_per_multiprocessor.into(),
+            multiprocessors: p.multiprocessors.into(),
         }
     }
 }
@@ -107,9 +110,9 @@ pub enum Selection {
 #[derive(Clone, Debug)]
 pub struct Dispatcher {
     pub schedule: String,
-    /// The machine symbols, in the order `R`, `Z_B`, `T_B`, `R_B`, `R_SM`, `W_SM` (renamed if the
+    /// The machine symbols, in the order `R`, `Z_B`, `T_B`, `R_B`, `R_SM`, `W_SM`, `N_SM` (renamed if the
     /// program uses them).
-    pub machine: [Var; 6],
+    pub machine: [Var; 7],
     /// The function's integer parameters, in declaration order: the values a point gives.
     pub params: Vec<String>,
     pub facts: FactSet,
@@ -178,8 +181,8 @@ impl Dispatcher {
         })
     }
 
-    fn machine_values(&self, dev: &DeviceLimits) -> [i64; 6] {
-        [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor]
+    fn machine_values(&self, dev: &DeviceLimits) -> [i64; 7] {
+        [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor, dev.multiprocessors]
     }
 
     /// The reference selection, in exact rational arithmetic. `params` gives every integer
@@ -212,7 +215,7 @@ impl Dispatcher {
                 Outcome::Kernel { index, .. } => {
                     let seen = compiled.get(*index).copied().unwrap_or_default();
                     let r = Poly::int(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
-                    let [reg_sym, _, _, block_sym, _, _] = &self.machine;
+                    let [reg_sym, _, _, block_sym, ..] = &self.machine;
                     let own = [Constraint::le(&r, &Poly::var(reg_sym.name())), Constraint::le(&(&r * &rule.threads_per_block), &Poly::var(block_sym.name()))];
                     let mut fits = true;
                     for c in &own {

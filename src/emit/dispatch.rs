@@ -162,13 +162,13 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
         let _ = writeln!(out, "  {{ /* {} */\n    int ok = 1;\n    const long long v = {};\n    if (!ok || v == 0) {{ if (detail) *detail = {}; return {status}; }}\n  }}", f.text.replace("*/", "* /"), d.facts.cpp(f, "ok"), c_string(&f.text));
     }
     let mut vals: Vec<String> = d.params.clone();
-    vals.extend(["dev->registers_per_thread", "dev->shared_memory_per_block_optin", "dev->threads_per_block", "dev->registers_per_block", "dev->registers_per_multiprocessor", "dev->warps_per_multiprocessor"].map(String::from));
+    vals.extend(["dev->registers_per_thread", "dev->shared_memory_per_block_optin", "dev->threads_per_block", "dev->registers_per_block", "dev->registers_per_multiprocessor", "dev->warps_per_multiprocessor", "dev->multiprocessors"].map(String::from));
     let _ = writeln!(out, "  const long long vals[] = {{{}}};", vals.join(", "));
     let _ = writeln!(out, "  return metafork_select_rules({tables}, vals, {}, compiled ? compiled->registers : 0, compiled ? compiled->max_threads : 0, detail);", d.params.len());
     let _ = writeln!(out, "}}\n");
     let _ = writeln!(out, "/* Dynamic shared memory (bytes) kernel leaf `leaf` needs at `p`; -1 on overflow or a bad index. */");
     let _ = writeln!(out, "static inline long long metafork_{s}_shared_bytes(int leaf, const metafork_{s}_params *p) {{");
-    let zeros = vec!["0"; 6].join(", ");
+    let zeros = vec!["0"; 7].join(", ");
     let _ = writeln!(out, "  const long long vals[] = {{{}{}{zeros}}};", d.params.iter().map(|x| format!("p->{x}")).collect::<Vec<_>>().join(", "), if d.params.is_empty() { "" } else { ", " });
     let _ = writeln!(out, "  return metafork_leaf_shared_bytes(metafork_{s}_rules, {}, metafork_{s}_terms, metafork_{s}_factors, leaf, vals);", d.rules.len());
     let _ = writeln!(out, "}}\n");

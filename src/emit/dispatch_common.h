@@ -13,6 +13,7 @@ typedef struct metafork_device {
   long long registers_per_block;           /* R_B: 32-bit registers */
   long long registers_per_multiprocessor;  /* R_SM: 32-bit registers of one multiprocessor */
   long long warps_per_multiprocessor;      /* W_SM: resident warps per multiprocessor */
+  long long multiprocessors;               /* N_SM: multiprocessors of the device */
 } metafork_device;
 
 /* Negative results of select and launch. */
@@ -42,7 +43,7 @@ static inline const char *metafork_status_string(int status) {
 static inline int metafork_device_valid(const metafork_device *d) {
   return d->registers_per_thread > 0 && d->shared_memory_per_block_optin > 0 && d->shared_memory_per_block > 0 &&
          d->threads_per_block > 0 && d->registers_per_block > 0 && d->registers_per_multiprocessor > 0 &&
-         d->warps_per_multiprocessor > 0;
+         d->warps_per_multiprocessor > 0 && d->multiprocessors > 0;
 }
 
 /* 64-bit arithmetic for the program's facts: *ok becomes 0 on overflow or division by zero. */
@@ -159,6 +160,8 @@ static inline cudaError_t metafork_query_device(metafork_device *dev) {
   dev->registers_per_multiprocessor = v;
   if ((e = cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerMultiProcessor, device)) != cudaSuccess) return e;
   dev->warps_per_multiprocessor = v / 32;
+  if ((e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
+  dev->multiprocessors = v;
   return cudaSuccess;
 }
 #endif

@@ -114,7 +114,7 @@ pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, op
         let general = proofs[key];
         let statik = match general.verdict {
             Verdict::Proved => general.clone(),
-            _ => twothread::check(function, &leaf.staged, &leaf.constraints, own),
+            _ => twothread::check(function, &leaf.staged, &leaf.correctness_constraints(&tree.machine), own),
         };
         verify_leaf(function, schedule, tree, leaf, statik, own, options)
     });
@@ -125,7 +125,7 @@ pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, op
 fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &crate::tree::Node, statik: StaticResult, backend: &Backend, options: Options) -> Result<LeafReport, String> {
     let programs = Programs::new(function, schedule, &leaf.staged)?;
     let seed = options.seed ^ (leaf.id as u64).wrapping_mul(0x9e37_79b9);
-    let (points, sampling) = match sample::points(function, &leaf.constraints, backend, options.points, (options.points * 12).max(48), seed) {
+    let (points, sampling) = match sample::points(function, &leaf.correctness_constraints(&tree.machine), backend, options.points, (options.points * 12).max(48), seed) {
         Ok(p) => (p, None),
         Err(e) => (Vec::new(), Some(e)),
     };
