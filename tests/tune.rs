@@ -184,3 +184,23 @@ fn wisdom_sets_the_dispatch_defaults() {
     assert!(!dir.join("bad").exists(), "nothing written on failure");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The branch factor of the score: matvec's guard `r < N` with `N = 40` splits the first block's
+/// second warp (lanes 32..63) when the block has 64 or 96 threads, so a half or a third of its
+/// warps diverge (`1 - d/2`: 0.75, 5/6); a block of 32 or fewer threads holds no divergence.
+#[test]
+fn tune_scores_divergent_warps() {
+    let dir = scratch("tune-divergence");
+    let out = metafork(&dir, &["tune", &example("matvec"), "--device", "h200", "--size", "N=40", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let by_block: BTreeMap<i64, &serde_json::Value> = json.iter().map(|c| (c["parameters"]["B"].as_i64().unwrap(), c)).collect();
+    for (b, want) in [(8, 1.0), (32, 1.0), (64, 0.75), (96, 1.0 - 1.0 / 6.0)] {
+        let c = by_block.get(&b).unwrap_or_else(|| panic!("B = {b} not admissible: {json:?}"));
+        let counters = &c["counters"];
+        let got = counters["branch_efficiency"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-9, "B = {b}: branch efficiency {got}, expected {want}");
+        let product = ["occupancy", "coalescing", "bank_efficiency", "branch_efficiency"].iter().map(|k| counters[k].as_f64().unwrap()).product::<f64>();
+        assert!((c["score"].as_f64().unwrap() - product).abs() < 1e-12, "B = {b}: the score is the product of the counters");
+    }
+}

@@ -10,8 +10,9 @@
 //! warps whose lanes disagree (lanes, and a row-by-row closed form). [`fork`] states, per
 //! access, the constraints under which coalescing and bank counters reach their thresholds:
 //! what the tree forks on. [`occupancy`] writes occupancy as a piecewise rational function of
-//! the parameters for one device. Not yet here: the tree's forks on occupancy and divergence,
-//! and the unroll / prefetch / merging strategies.
+//! the parameters for one device. [`branch_efficiency`] turns the divergence counts at one
+//! point into `tune`'s branch factor. The strategies that raise the counters live in
+//! `strategy`; the tree's occupancy conditions (unrolling and merging gates) in `tree`.
 
 pub mod divergence;
 pub mod fork;
@@ -47,6 +48,20 @@ pub fn efficiency(patterns: &[pattern::Pattern], point: &BTreeMap<String, i64>, 
         }
     }
     Efficiency { coalescing: if moved == 0 { 1.0 } else { used as f64 / moved as f64 }, banks: if passes == 0.0 { 1.0 } else { shared / passes } }
+}
+
+/// The branch efficiency of a kernel at one parameter point, for ranking (`tune`): `1 - d/2`,
+/// where `d` is the mean, over the thread-dependent conditions `branches`, of the fraction of
+/// the first block's warps that diverge on it (first iteration, counted lane by lane). A
+/// diverging warp runs the two sides one after the other, on average with half its lanes
+/// idle; 1 when no warp diverges (or there is no such condition). Conditions that cannot be
+/// evaluated at `point` are left out.
+pub fn branch_efficiency(branches: &[divergence::Branch], point: &BTreeMap<String, i64>, block: [i64; 3]) -> f64 {
+    let fractions: Vec<f64> = branches.iter().filter_map(|b| b.count(point, block)).map(|c| c.fraction()).collect();
+    if fractions.is_empty() {
+        return 1.0;
+    }
+    1.0 - fractions.iter().sum::<f64>() / fractions.len() as f64 / 2.0
 }
 
 /// One access's counter at one point, as `metafork counters --at` reports it.

@@ -11,8 +11,11 @@
 //! estimates. The score is the occupancy of the selected leaf ([`super::occupancy`]) from its
 //! counters at that point, times its memory efficiency there ([`crate::perf::efficiency`]:
 //! global bytes used over bytes moved, times shared accesses over shared passes, for the first
-//! warp of each access): a fully occupied kernel that moves eight times the bytes it uses
-//! scores 0.125. Ties keep the enumeration order, so the output is deterministic.
+//! warp of each access), times its branch efficiency ([`crate::perf::branch_efficiency`]:
+//! `1 - d/2` for the mean fraction `d` of the first block's warps that diverge on a
+//! thread-dependent condition): a fully occupied kernel that moves eight times the bytes it
+//! uses, with no divergence, scores 0.125. Ties keep the enumeration order, so the output is
+//! deterministic.
 
 use super::occupancy::occupancy;
 use super::space::Space;
@@ -50,8 +53,11 @@ pub struct Config {
     pub coalescing: f64,
     /// Shared accesses over shared-memory passes (1: no bank conflicts), in (0, 1].
     pub bank_efficiency: f64,
+    /// `1 - d/2` for the mean fraction `d` of the first block's warps that diverge on a
+    /// thread-dependent condition ([`crate::perf::branch_efficiency`]), in [0.5, 1].
+    pub branch_efficiency: f64,
     /// What configurations are ranked by (higher first): occupancy x coalescing x bank
-    /// efficiency.
+    /// efficiency x branch efficiency.
     pub score: f64,
 }
 
@@ -135,10 +141,14 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     }
     // Each leaf's access patterns, once.
     let backend = constraints::solver::Backend::default();
-    let mut patterns: BTreeMap<String, (Vec<crate::perf::pattern::Pattern>, Vec<constraints::Poly>)> = BTreeMap::new();
+    let mut patterns: BTreeMap<String, (Vec<crate::perf::pattern::Pattern>, Vec<crate::perf::divergence::Branch>, Vec<constraints::Poly>)> = BTreeMap::new();
     for node in tree.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)) {
         let name = crate::emit::tree_files::leaf_kernel_name(tree, node.id);
-        patterns.entry(name).or_insert_with(|| (crate::perf::pattern::patterns(function, &node.staged, &tree.root_constraints, &backend), node.staged.block.clone()));
+        patterns.entry(name).or_insert_with(|| {
+            let accesses = crate::perf::pattern::patterns(function, &node.staged, &tree.root_constraints, &backend);
+            let branches = crate::perf::pattern::branches(function, &node.staged, &tree.root_constraints, &backend);
+            (accesses, branches, node.staged.block.clone())
+        });
     }
     let mut configs = Vec::with_capacity(admissible.len());
     for (i, &leaf) in chosen.iter().enumerate() {
@@ -149,12 +159,13 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let (shared, threads) = (value(&rule.shared_bytes), value(&rule.threads_per_block));
         let occ = occupancy(device, rule.registers.into(), shared.max(0) as u64, threads.max(0) as u64);
         let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
-        let memory = match patterns.get(&dispatcher.kernels[leaf]) {
-            Some((p, block)) => {
+        let (memory, branches) = match patterns.get(&dispatcher.kernels[leaf]) {
+            Some((p, b, block)) => {
                 let dims: Vec<i64> = block.iter().map(&value).collect();
-                crate::perf::efficiency(p, &named, [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1)))
+                let block = [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1));
+                (crate::perf::efficiency(p, &named, block), crate::perf::branch_efficiency(b, &named, block))
             }
-            None => crate::perf::Efficiency { coalescing: 1.0, banks: 1.0 },
+            None => (crate::perf::Efficiency { coalescing: 1.0, banks: 1.0 }, 1.0),
         };
         configs.push(Config {
             parameters: dispatcher.params.iter().cloned().zip(row.iter().copied()).collect(),
@@ -165,7 +176,8 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             occupancy: occ,
             coalescing: memory.coalescing,
             bank_efficiency: memory.banks,
-            score: occ * memory.coalescing * memory.banks,
+            branch_efficiency: branches,
+            score: occ * memory.coalescing * memory.banks * branches,
         });
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
