@@ -338,8 +338,9 @@ impl Tree {
     /// strategy is applied at most once on a path.
     pub fn height_bound(&self) -> usize {
         // Then, once per path, the fork on the trip count of the loop it unrolls and the three
-        // gates on the unrolled code (its two register counters, occupancy).
-        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 4
+        // gates on the unrolled code (its two register counters, occupancy), and the four gates
+        // of merging (grid fill, two register counters, occupancy).
+        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 4 + 4
     }
 }
 
