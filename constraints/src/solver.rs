@@ -276,6 +276,34 @@ impl Backend {
         self.run(&mut ps)
     }
 
+    /// Whether `system` has no solution over the reals (each integer variable real, its bounds
+    /// kept): then it has none over the integers either. `false` when it has, when Z3 cannot
+    /// tell, or when a divisibility constraint needs integers. Z3's nonlinear real procedure
+    /// decides in milliseconds systems its integer search takes tens of milliseconds on
+    /// (caching's safety conditions, with their division remainders), so a caller expecting
+    /// `unsat` asks this first.
+    pub fn unsat_over_reals(&self, system: &System) -> bool {
+        if system.constraints().iter().any(|c| c.rel().modulus().is_some()) {
+            return false;
+        }
+        let mut relaxed = System::new();
+        for c in system.constraints() {
+            relaxed.add(c.clone());
+        }
+        for (v, d) in system.domains() {
+            if let Domain::Integer { lo, hi } = d {
+                let x = Poly::from_var(v.clone());
+                if let Some(l) = lo {
+                    relaxed.add(Constraint::le(&Poly::constant(Rational::from_integer(l.clone())), &x));
+                }
+                if let Some(h) = hi {
+                    relaxed.add(Constraint::le(&x, &Poly::constant(Rational::from_integer(h.clone()))));
+                }
+            }
+        }
+        matches!(self.check(&relaxed), CheckResult::Unsat)
+    }
+
     /// Does every solution of `system` satisfy `c`? (Asks whether `system and not c` is sat.)
     /// Answers are memoised per back end (the same question gets the same answer, and no
     /// second query).

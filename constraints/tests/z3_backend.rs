@@ -244,3 +244,21 @@ fn divisibility_conditions_are_decided_exactly() {
     real.add(parse_constraints("x < 4").unwrap().remove(0));
     assert!(b.check(&real).is_unsat());
 }
+
+/// A real relaxation without solutions proves an integer system unsat; one with real
+/// solutions (here `1 < 2x < 2`, none of them integers) proves nothing, and the integer check
+/// still says unsat; bounds of integer domains are kept; divisibility is not relaxed.
+#[test]
+fn unsat_over_the_reals_implies_unsat_over_the_integers() {
+    let b = Backend::default();
+    let nonlinear = system(&["1 <= q", "0 <= r", "r < B", "N == q*B + r", "N < B"]);
+    assert!(b.unsat_over_reals(&nonlinear), "q >= 1 and r >= 0 give N >= B");
+    assert!(b.check(&nonlinear).is_unsat());
+    let between = system(&["1 < 2*x", "2*x < 2"]);
+    assert!(!b.unsat_over_reals(&between), "x = 3/4 solves it over the reals");
+    assert!(b.check(&between).is_unsat(), "no integer lies strictly between 1/2 and 1");
+    // The domain's lower bound 0 (from `system`) is kept: x <= -1 has no solution.
+    assert!(b.unsat_over_reals(&system(&["x <= -1"])));
+    let even = system(&["x <= -1"]).with(constraints::Constraint::divides(2, &constraints::Poly::var("x")));
+    assert!(!b.unsat_over_reals(&even), "divisibility needs integers");
+}

@@ -237,7 +237,7 @@ impl<'a> Frame<'a> {
     }
 
     fn proves(&self, ctx: &System, c: &Constraint) -> bool {
-        c.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, c), Implication::Proved)
+        c.truth_if_constant() == Some(true) || self.backend.unsat_over_reals(&ctx.clone().with(c.negate())) || matches!(self.backend.implies(ctx, c), Implication::Proved)
     }
 }
 

@@ -48,7 +48,7 @@ impl Frame<'_> {
     }
 
     pub(super) fn unsat(&self, sys: &System) -> bool {
-        matches!(self.backend.check(sys), CheckResult::Unsat)
+        self.backend.unsat_over_reals(sys) || matches!(self.backend.check(sys), CheckResult::Unsat)
     }
 
     pub(super) fn check_safety(&self, accesses: &[&Access], tiles: &[Tile], col: &Collector, local: &Locality, body: &[Stmt]) -> Result<(), String> {
