@@ -3,9 +3,11 @@
 //! Contract: this crate knows nothing of MetaFork syntax. It takes LLVM modules (built by the
 //! `metafork` lowering, or by hand in tests) for the `nvptx64-nvidia-cuda` target and offers
 //! the target set-up ([`target`]), the fixed optimisation pipeline that precedes counting
-//! ([`pipeline`]), the register-pressure transformations ([`pressure`]), the register estimate from IR ([`registers`]), and the exact mode that reads
-//! `ptxas -v` ([`ptxas`]).
+//! ([`pipeline`]), the register-pressure transformations ([`pressure`]), the register estimate
+//! from IR ([`registers`], on the control-flow graph of [`cfg`] and the uniform-register model
+//! of [`uniform`]), and the exact mode that reads `ptxas -v` ([`ptxas`]).
 
+pub mod cfg;
 pub mod pipeline;
 pub mod pressure;
 pub mod ptxas;
