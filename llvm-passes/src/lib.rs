@@ -13,3 +13,4 @@ pub mod pressure;
 pub mod ptxas;
 pub mod registers;
 pub mod target;
+pub mod uniform;

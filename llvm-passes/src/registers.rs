@@ -6,36 +6,36 @@
 //! theirs). Widths: `i1` is a predicate, counted apart (predicate registers are a separate
 //! file); integers up to 32 bits, `float` and shared-space (addrspace 3) pointers take one
 //! word; `i64`, `double` and other pointers take two. Constants take none (immediates).
-//! Three refinements model what ptxas does with the PTX (each measured, see
-//! `bench/RESULTS.md`, "register model"):
-//! - *Rematerialisation*: kernel arguments, and integer/address arithmetic computed only from
-//!   arguments and constants, are not held: ptxas reads arguments from the constant bank as
-//!   operands and recomputes such values where they are used (LICM hoists them out of loops in
-//!   the IR; ptxas does not keep them live across the loop). They count only at the
-//!   instruction that uses them.
+//! Refinements model what ptxas does with the PTX (each measured, see `bench/RESULTS.md`,
+//! "register model"):
+//! - *Uniform registers*: values ptxas holds in the uniform register file
+//!   ([`crate::uniform`]: kernel arguments, block indices and extents, integer and address
+//!   arithmetic on them, loop counters of uniform loops) are not held in vector registers;
+//!   they count one word only at each instruction that reads them.
 //! - *Scheduling*: within a block, pure arithmetic is placed next to its first use
 //!   ([`schedule`]), as ptxas's pressure-aware scheduler does, not where LLVM left it.
-//! - *Expansions*: instructions ptxas expands into sequences (precise `div.rn.f32`, 64-bit
-//!   division, integer division and remainder) hold temporaries at their point
-//!   ([`expansion_temporaries`], measured in isolation).
+//! - *Expansions*: instructions ptxas expands into sequences or into calls of its own
+//!   subroutines (precise `div.rn.f32`, 64-bit division and remainder, 32-bit integer division
+//!   and remainder) hold temporaries at their point ([`expansion_temporaries`], measured with
+//!   values live across them).
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas`, never fitted per kernel.
 //!
 //! Unrolling by `ptxas`: when the optimised IR still has an innermost loop whose body is
 //! straight-line code or guarded code only (every conditional branch inside is loop control or
 //! a *triangle*, `if (c) { ... }` without `else`, which ptxas turns into predication), `ptxas`
-//! unrolls it again (seen in the SASS of `vecadd`: LLVM's 2x loop
-//! unrolled a further 4x, pointer parameters duplicated) and schedules the copies into every
-//! register that costs no occupancy. That budget is the register file per multiprocessor over
-//! the resident threads per multiprocessor: 65536 / 2048 = 32 on sm_80 and sm_90
-//! ([`OCCUPANCY_FREE_REGISTERS_SM90`]). For such kernels the estimate is at least that budget.
-//! A loop whose latch carries `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits
-//! `.pragma "nounroll"` for it, and ptxas honours it.
+//! unrolls it by [`UNROLL_COPIES`] (seen in the SASS of `vecadd` and the staged transposition)
+//! and overlaps the copies: the words one iteration defines are live once per copy, next to
+//! the loop's invariants. ptxas spends registers on this only up to what costs no occupancy,
+//! the register file per multiprocessor over its resident threads: 65536 / 2048 = 32 on sm_80
+//! and sm_90 ([`OCCUPANCY_FREE_REGISTERS_SM90`]). So for such a loop the estimate is at least
+//! `min(32, invariants + 4 x one iteration's words + FIXED_COST)`. A loop whose latch carries
+//! `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits `.pragma "nounroll"` for
+//! it, and ptxas honours it.
 
-use inkwell::llvm_sys::core::{
-    LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMIsAArgument,
-    LLVMIsAInstruction, LLVMTypeOf,
-};
+use crate::cfg::innermost_loops;
+use crate::uniform::{is_tracked, key, uniform_values, Key};
+use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
 use inkwell::values::{AsValueRef, FunctionValue, InstructionOpcode, InstructionValue, Operand};
@@ -49,14 +49,18 @@ pub const FIXED_COST: u32 = 5;
 /// Registers per thread that cost no occupancy on sm_80/sm_90: 65536 / 2048.
 pub const OCCUPANCY_FREE_REGISTERS_SM90: u32 = 65536 / 2048;
 
+/// The factor by which ptxas unrolls an innermost loop it unrolls: the SASS of the benchmark's
+/// unrolled kernels holds four copies of each such loop's body.
+pub const UNROLL_COPIES: u32 = 4;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterEstimate {
-    /// The estimate: `max_live_words + FIXED_COST`, raised to the occupancy-free budget when
-    /// `unrolled_loop` holds.
+    /// The estimate: `max_live_words + FIXED_COST`, raised towards the occupancy-free budget
+    /// by the copies of a loop ptxas unrolls when `unrolled_loop` holds.
     pub registers: u32,
     pub max_live_words: u32,
     pub max_live_predicates: u32,
-    /// An innermost loop small enough for ptxas to unroll remains after the pipeline.
+    /// An innermost loop ptxas unrolls remains after the pipeline.
     pub unrolled_loop: bool,
     /// The kernel's `maxnreg` cap when it has one (register pressure, level 3): `registers`
     /// is then at most the cap, and `uncapped` is what the model estimates without it.
@@ -74,14 +78,8 @@ impl RegisterEstimate {
     }
 }
 
-type Key = usize;
-
-fn key(v: LLVMValueRef) -> Key {
-    v as usize
-}
-
 /// (32-bit words, predicates) a value of this LLVM type occupies.
-fn width_of(v: LLVMValueRef) -> (u32, u32) {
+pub fn width_of(v: LLVMValueRef) -> (u32, u32) {
     unsafe {
         let t = LLVMTypeOf(v);
         match LLVMGetTypeKind(t) {
@@ -106,11 +104,6 @@ fn width_of(v: LLVMValueRef) -> (u32, u32) {
     }
 }
 
-/// Values that occupy registers: instruction results and arguments (not constants, blocks).
-fn is_tracked(v: LLVMValueRef) -> bool {
-    unsafe { !LLVMIsAInstruction(v).is_null() || !LLVMIsAArgument(v).is_null() }
-}
-
 struct BlockInfo<'ctx> {
     instrs: Vec<InstructionValue<'ctx>>,
     succs: Vec<usize>,
@@ -119,50 +112,10 @@ struct BlockInfo<'ctx> {
     defs: HashSet<Key>,
 }
 
-/// Values ptxas recomputes at each use instead of holding: kernel arguments (read straight from
-/// the constant bank as instruction operands) and integer/address arithmetic on arguments and
-/// constants only. Special-register reads are not among them: ptxas keeps `%tid`/`%ctaid` in
-/// registers (counting them rematerialisable doubled the mean error in calibration).
-fn rematerialisable(function: FunctionValue<'_>) -> HashSet<Key> {
-    use InstructionOpcode::*;
-    let mut remat: HashSet<Key> = HashSet::new();
-    for p in function.get_param_iter() {
-        remat.insert(key(p.as_value_ref()));
-    }
-    let blocks = function.get_basic_blocks();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for bb in &blocks {
-            for i in bb.get_instructions() {
-                let r = key(i.as_value_ref());
-                if remat.contains(&r) {
-                    continue;
-                }
-                let cheap = matches!(i.get_opcode(), Add | Sub | Mul | Shl | LShr | AShr | And | Or | Xor | SExt | ZExt | Trunc | GetElementPtr | Freeze);
-                if !cheap {
-                    continue;
-                }
-                let ok = (0..i.get_num_operands()).all(|n| match i.get_operand(n) {
-                    Some(Operand::Value(v)) => {
-                        let vr = v.as_value_ref();
-                        !is_tracked(vr) || remat.contains(&key(vr))
-                    }
-                    _ => true,
-                });
-                if ok {
-                    remat.insert(r);
-                    changed = true;
-                }
-            }
-        }
-    }
-    remat
-}
-
 pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
-    let remat = rematerialisable(function);
-    let is_tracked = |v: LLVMValueRef| is_tracked(v) && !remat.contains(&key(v));
+    // Values in uniform registers: not held, read where used.
+    let uniform = uniform_values(function);
+    let is_tracked = |v: LLVMValueRef| is_tracked(v) && !uniform.contains(&key(v));
     let blocks = function.get_basic_blocks();
     let index: HashMap<Key, usize> = blocks
         .iter()
@@ -179,14 +132,14 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             width.insert(key(r), width_of(r));
         }
     }
-    let remat_words = |i: &InstructionValue| -> u32 {
+    let uniform_operand_words = |i: &InstructionValue| -> u32 {
         let mut seen = HashSet::new();
         (0..i.get_num_operands())
             .filter_map(|n| match i.get_operand(n) {
                 Some(Operand::Value(v)) => Some(v.as_value_ref()),
                 _ => None,
             })
-            .filter(|vr| remat.contains(&key(*vr)) && seen.insert(key(*vr)))
+            .filter(|vr| uniform.contains(&key(*vr)) && seen.insert(key(*vr)))
             .map(|vr| width_of(vr).0)
             .sum()
     };
@@ -239,7 +192,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 }
             }
             let w = width_of(r);
-            if w != (0, 0) && !remat.contains(&key(r)) {
+            if w != (0, 0) && !uniform.contains(&key(r)) {
                 width.insert(key(r), w);
                 defs.insert(key(r));
             }
@@ -278,6 +231,19 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             (w + a, p + b)
         })
     };
+    let succs: Vec<Vec<usize>> = info.iter().map(|b| b.succs.clone()).collect();
+    let unrolled: Vec<HashSet<usize>> = innermost_loops(&succs)
+        .into_iter()
+        .filter(|body| {
+            guarded_only(body, &succs)
+                && !body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled))
+        })
+        .collect();
+    // The values each loop ptxas unrolls defines: one iteration's words, copied per unrolled
+    // copy; the rest of what is live there is invariant across the copies.
+    let defined_in: Vec<HashSet<Key>> =
+        unrolled.iter().map(|body| body.iter().flat_map(|&b| info[b].defs.iter().copied()).collect()).collect();
+    let mut unrolled_peak = 0u32;
     let (mut max_w, mut max_p) = (0u32, 0u32);
     for b in 0..n {
         let mut live = live_out[b].clone();
@@ -288,13 +254,21 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         for i in ordered.iter().rev() {
             let r = key(i.as_value_ref());
             // At the instruction: its result and everything live after it.
-            let tracked_result = !remat.contains(&r);
+            let tracked_result = !uniform.contains(&r);
             if tracked_result {
                 live.insert(r);
             }
             let (w, p) = sum(&live);
-            max_w = max_w.max(w + remat_words(i) + expansion_temporaries(i));
+            let at_instruction = uniform_operand_words(i) + expansion_temporaries(i);
+            max_w = max_w.max(w + at_instruction);
             max_p = max_p.max(p);
+            for (body, defined) in unrolled.iter().zip(&defined_in) {
+                if body.contains(&b) {
+                    let one_iteration: u32 = live.iter().filter(|k| defined.contains(k)).map(|k| width.get(k).map_or(0, |w| w.0)).sum();
+                    let copies = UNROLL_COPIES * (one_iteration + at_instruction);
+                    unrolled_peak = unrolled_peak.max(w - one_iteration + copies);
+                }
+            }
             live.remove(&r);
             if i.get_opcode() != InstructionOpcode::Phi {
                 for k in 0..i.get_num_operands() {
@@ -311,16 +285,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             max_p = max_p.max(p);
         }
     }
-    let succs: Vec<Vec<usize>> = info.iter().map(|b| b.succs.clone()).collect();
-    let unrolled_loop = innermost_loops(&succs).iter().any(|body| {
-        guarded_only(body, &succs)
-            && !body
-                .iter()
-                .any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled))
-    });
+    let unrolled_loop = !unrolled.is_empty();
     let mut registers = max_w + FIXED_COST;
     if unrolled_loop {
-        registers = registers.max(OCCUPANCY_FREE_REGISTERS_SM90);
+        registers = registers.max((unrolled_peak + FIXED_COST).min(OCCUPANCY_FREE_REGISTERS_SM90));
     }
     RegisterEstimate {
         registers,
@@ -333,7 +301,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
 }
 
 /// Registers ptxas's expansion of one PTX instruction holds at its point beyond its operands
-/// and result (measured in isolation at sm_90; see bench/RESULTS.md).
+/// and result: the difference from its cheap counterpart (`mul`) in kernels that hold 0 to 20
+/// values across it, median, at sm_90 (`make bench-expansions`, figures in bench/RESULTS.md).
+/// Precise `div.rn.f32` and 64-bit
+/// division call ptxas's subroutines, whose registers come on top of what the caller holds.
 fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
     use InstructionOpcode::*;
     let wide = width_of(i.as_value_ref()).0 >= 2;
@@ -342,23 +313,12 @@ fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
             if wide {
                 12
             } else {
-                4
+                5
             }
         }
-        SDiv | UDiv => {
-            if wide {
-                6
-            } else {
-                3
-            }
-        }
-        SRem | URem => {
-            if wide {
-                6
-            } else {
-                4
-            }
-        }
+        SDiv | UDiv | SRem | URem if wide => 9,
+        SDiv | UDiv => 6,
+        SRem | URem => 4,
         _ => 0,
     }
 }
@@ -479,80 +439,9 @@ pub fn guarded_only(body: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
     })
 }
 
-/// The blocks of each innermost natural loop of a CFG given by successor lists
-/// (block 0 is the entry). Back edges are found by depth-first search (edges to a block on the
-/// DFS stack: exact for the reducible CFGs structured code produces); a loop's body is its
-/// header plus every block that reaches the latch without passing through the header.
-pub fn innermost_loops(succs: &[Vec<usize>]) -> Vec<HashSet<usize>> {
-    let n = succs.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (b, ss) in succs.iter().enumerate() {
-        for &s in ss {
-            preds[s].push(b);
-        }
-    }
-    // Iterative DFS collecting back edges (latch, header).
-    let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
-    let mut back_edges = Vec::new();
-    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
-    state[0] = 1;
-    while let Some(&mut (b, ref mut next)) = stack.last_mut() {
-        if *next < succs[b].len() {
-            let s = succs[b][*next];
-            *next += 1;
-            match state[s] {
-                0 => {
-                    state[s] = 1;
-                    stack.push((s, 0));
-                }
-                1 => back_edges.push((b, s)),
-                _ => {}
-            }
-        } else {
-            state[b] = 2;
-            stack.pop();
-        }
-    }
-    let mut loops: Vec<(usize, HashSet<usize>)> = Vec::new();
-    for (latch, header) in back_edges {
-        let mut body: HashSet<usize> = HashSet::from([header]);
-        let mut work = vec![latch];
-        while let Some(x) = work.pop() {
-            if body.insert(x) {
-                work.extend(preds[x].iter().copied());
-            }
-        }
-        match loops.iter_mut().find(|(h, _)| *h == header) {
-            Some((_, existing)) => existing.extend(body),
-            None => loops.push((header, body)),
-        }
-    }
-    let innermost: Vec<HashSet<usize>> = loops
-        .iter()
-        .filter(|(h, body)| !loops.iter().any(|(h2, _)| h2 != h && body.contains(h2)))
-        .map(|(_, body)| body.clone())
-        .collect();
-    innermost
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sizes(cfg: &[Vec<usize>]) -> Vec<usize> {
-        innermost_loops(cfg).iter().map(|b| b.len()).collect()
-    }
-
-    #[test]
-    fn finds_innermost_loops_and_their_sizes() {
-        // 0 -> 1 (outer header) -> 2 (inner header, self loop) -> 3 -> 1 ; 1 -> 4 exit
-        let cfg = vec![vec![1], vec![2, 4], vec![2, 3], vec![1], vec![]];
-        assert_eq!(sizes(&cfg), vec![1]);
-        assert!(sizes(&[vec![1], vec![]]).is_empty());
-    }
 
     #[test]
     fn triangles_are_guards_and_diamonds_are_not() {

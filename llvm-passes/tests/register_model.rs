@@ -1,6 +1,6 @@
 //! The register model's refinements, each on a pair of kernels that differ only in what the
-//! refinement is about: rematerialisation of argument arithmetic, ptxas's expansion of precise
-//! division, and arithmetic sinking to its first use.
+//! refinement is about: uniform argument arithmetic, ptxas's expansion of precise and 64-bit
+//! division, arithmetic sinking to its first use, and the copies of a loop ptxas unrolls.
 
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
@@ -43,12 +43,13 @@ exit:
 }
 
 #[test]
-fn arithmetic_on_arguments_is_rematerialised_not_held_across_the_loop() {
+fn arithmetic_on_arguments_is_uniform_not_held_across_the_loop() {
     let from_arguments = estimate_ir(&loop_kernel("%stride = mul i64 %n64, %m64"));
     let from_memory = estimate_ir(&loop_kernel("%stride = load i64, ptr addrspace(1) %strides"));
-    // The loaded stride is a 64-bit value live through the loop; the product of two
-    // arguments is recomputed where it is used.
-    assert_eq!(from_memory.max_live_words, from_arguments.max_live_words + 2, "{from_memory:?} vs {from_arguments:?}");
+    // The loaded stride is a 64-bit vector value live through the loop, and so is the
+    // counter it steps; the product of two arguments, and the counter it steps, live in
+    // uniform registers.
+    assert_eq!(from_memory.max_live_words, from_arguments.max_live_words + 4, "{from_memory:?} vs {from_arguments:?}");
 }
 
 fn division_kernel(op: &str) -> String {
@@ -70,9 +71,9 @@ entry:
 fn precise_division_holds_the_temporaries_of_its_expansion() {
     let multiply = estimate_ir(&division_kernel("fmul"));
     let divide = estimate_ir(&division_kernel("fdiv"));
-    // At the division: its result and the four temporaries of `div.rn.f32`; the multiply's
-    // peak is at the load (the loaded value and the 64-bit address).
-    assert_eq!(divide.max_live_words, 1 + 4, "{divide:?}");
+    // At the division: its result and the five registers of `div.rn.f32`'s expansion and
+    // subroutine; the multiply's peak is at the load (the loaded value and the address).
+    assert_eq!(divide.max_live_words, 1 + 5, "{divide:?}");
     assert_eq!(multiply.max_live_words, 3, "{multiply:?}");
 }
 
@@ -100,4 +101,90 @@ declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
     let late = early.replace("  %q = getelementptr float, ptr addrspace(1) %b, i64 %i\n", "").replace("  store float %s", "  %q = getelementptr float, ptr addrspace(1) %b, i64 %i\n  store float %s");
     assert_ne!(early, late);
     assert_eq!(estimate_ir(early), estimate_ir(&late));
+}
+
+#[test]
+fn a_64_bit_division_holds_the_registers_of_ptxas_subroutine() {
+    let kernel = |op: &str| {
+        format!(
+            r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a) {{
+entry:
+  %x = load i64, ptr addrspace(1) %a
+  %p = getelementptr i64, ptr addrspace(1) %a, i64 1
+  %y = load i64, ptr addrspace(1) %p
+  %q = {op} i64 %x, %y
+  store i64 %q, ptr addrspace(1) %a
+  ret void
+}}
+"#
+        )
+    };
+    let multiply = estimate_ir(&kernel("mul"));
+    let divide = estimate_ir(&kernel("sdiv"));
+    let remainder = estimate_ir(&kernel("srem"));
+    // At the division: its 64-bit result (the operands die there) and the 9 registers of
+    // the subroutine ptxas calls; the multiply's peak is at the loads (two 64-bit values).
+    assert_eq!(divide.max_live_words, 2 + 9, "{divide:?}");
+    assert_eq!(remainder.max_live_words, 2 + 9, "{remainder:?}");
+    assert!(multiply.max_live_words < divide.max_live_words, "{multiply:?}");
+}
+
+/// A loop whose body (one block) ptxas unrolls: `loads` loads of `a[k*B + tid + j]`, summed
+/// into `b[k*B + tid]`.
+fn unrolled_loop_kernel(loads: usize) -> String {
+    let mut body = String::new();
+    for j in 0..loads {
+        body += &format!("  %i{j} = add i32 %base, {j}\n  %w{j} = sext i32 %i{j} to i64\n  %p{j} = getelementptr float, ptr addrspace(1) %a, i64 %w{j}\n  %x{j} = load float, ptr addrspace(1) %p{j}\n");
+    }
+    body += "  %s0 = fadd float %x0, 0.0\n";
+    for j in 1..loads {
+        body += &format!("  %s{j} = fadd float %s{}, %x{j}\n", j - 1);
+    }
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b, i32 %n, i32 %B) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  br label %body
+body:
+  %k = phi i32 [ 0, %entry ], [ %next, %body ]
+  %kB = mul i32 %k, %B
+  %base = add i32 %kB, %t
+{body}  %wb = sext i32 %base to i64
+  %q = getelementptr float, ptr addrspace(1) %b, i64 %wb
+  store float %s{last}, ptr addrspace(1) %q
+  %next = add i32 %k, 1
+  %done = icmp eq i32 %next, %n
+  br i1 %done, label %exit, label %body
+exit:
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+"#,
+        last = loads - 1
+    )
+}
+
+#[test]
+fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_free_budget() {
+    use llvm_passes::registers::{FIXED_COST, OCCUPANCY_FREE_REGISTERS_SM90};
+    let small = estimate_ir(&unrolled_loop_kernel(1));
+    let large = estimate_ir(&unrolled_loop_kernel(8));
+    assert!(small.unrolled_loop && large.unrolled_loop);
+    // One load per iteration: four copies are more than one iteration holds, less than 32.
+    assert!(small.registers > small.max_live_words + FIXED_COST, "{small:?}");
+    assert!(small.registers < OCCUPANCY_FREE_REGISTERS_SM90, "{small:?}");
+    // Eight loads per iteration: four copies would need more than 32; ptxas stops there.
+    assert_eq!(large.registers, OCCUPANCY_FREE_REGISTERS_SM90, "{large:?}");
+    // The same small loop with unrolling disabled keeps one iteration's words.
+    let disabled = unrolled_loop_kernel(1)
+        .replace("br i1 %done, label %exit, label %body", "br i1 %done, label %exit, label %body, !llvm.loop !0")
+        + "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.unroll.disable\"}\n";
+    let disabled = estimate_ir(&disabled);
+    assert!(!disabled.unrolled_loop);
+    assert_eq!(disabled.registers, disabled.max_live_words + FIXED_COST, "{disabled:?}");
+    assert!(disabled.registers < small.registers);
 }

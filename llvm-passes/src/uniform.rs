@@ -1,0 +1,247 @@
+//! Which values ptxas holds in the *uniform* register file (sm_75 and later: one copy per
+//! warp in `UR0`..`UR63`), outside the vector registers that `ptxas -v` counts and that limit
+//! occupancy. The register estimate ([`crate::registers`]) does not hold these values.
+//!
+//! Model, from the SASS of the benchmark's 52 kernels (`bench/RESULTS.md`, "uniform
+//! registers"): a value is uniform when the uniform datapath can compute it from uniform
+//! operands. The seeds are the kernel arguments (in the constant bank) and the block-uniform
+//! special registers `%ctaid`, `%nctaid`, `%ntid` (read with `S2UR`). The uniform datapath
+//! has integer addition, multiplication (`UIMAD`, wide too), shifts, logic, comparisons into
+//! uniform predicates, selection, extension and truncation, so address arithmetic on uniform
+//! values is uniform. It has no division (ptxas expands it with `I2F`/`MUFU.RCP`, vector
+//! instructions), no floating point and no loads, so their results are vector values, as is
+//! everything computed from `%tid` or from another vector value. A phi is uniform when its
+//! incoming values are and the branches deciding which one arrives are: a loop header's are
+//! the loop's exit branches, a join's are the branches between its immediate dominator and
+//! it. The analysis is the greatest fixpoint (a loop counter and its increment are uniform
+//! together).
+//!
+//! Two kinds of operand ptxas takes in vector registers although they are uniform, each seen
+//! in every benchmark kernel where it occurs:
+//! - the 64-bit base of a global address `base + (i64) idx` with a non-uniform 32-bit `idx`,
+//!   inside a loop that does not compute the base: ptxas selects `IMAD.WIDE idx, size, base`,
+//!   whose addend is a vector register pair, and hoists the base out of the loop (outside
+//!   loops it uses `LEA` with the base in uniform registers);
+//! - a special register that is the dividend or divisor of an integer quotient: ptxas reads it
+//!   with `S2R` into a vector register for the division's expansion, and whatever else it
+//!   feeds is computed from that copy (a remainder alone leaves it uniform: two kernels).
+//!
+//! Such an operand, and every value computed from it, is a vector value.
+
+use crate::cfg::Cfg;
+use inkwell::llvm_sys::core::{
+    LLVMGetCalledValue, LLVMGetInstructionOpcode, LLVMGetValueName2, LLVMIsAArgument, LLVMIsACallInst,
+    LLVMIsAInstruction,
+};
+use inkwell::llvm_sys::prelude::LLVMValueRef;
+use inkwell::llvm_sys::LLVMOpcode;
+use inkwell::values::{AsValueRef, FunctionValue, InstructionOpcode, InstructionValue, Operand, PhiValue};
+use std::collections::{HashMap, HashSet};
+
+/// A value's identity (its address in LLVM).
+pub type Key = usize;
+
+pub fn key(v: LLVMValueRef) -> Key {
+    v as usize
+}
+
+/// Values that occupy registers: instruction results and arguments (not constants, blocks).
+pub fn is_tracked(v: LLVMValueRef) -> bool {
+    // SAFETY: `v` is a live LLVM value; the checks only read its kind.
+    unsafe { !LLVMIsAInstruction(v).is_null() || !LLVMIsAArgument(v).is_null() }
+}
+
+/// The values (arguments and instruction results) ptxas holds in uniform registers.
+pub fn uniform_values(function: FunctionValue<'_>) -> HashSet<Key> {
+    let cfg = Cfg::of(function);
+    let instrs: Vec<InstructionValue> = cfg.blocks.iter().flat_map(|b| b.get_instructions()).collect();
+    let block_of: Vec<usize> =
+        cfg.blocks.iter().enumerate().flat_map(|(n, b)| b.get_instructions().map(move |_| n)).collect();
+    let analysis = Analysis { cfg: &cfg, instrs: &instrs, block_of: &block_of, function };
+    let before_forcing = analysis.fixpoint(&HashSet::new());
+    let loops = cfg.loops();
+    let innermost_loop: Vec<Option<&HashSet<usize>>> = (0..cfg.blocks.len())
+        .map(|b| loops.iter().map(|(_, body)| body).filter(|body| body.contains(&b)).min_by_key(|body| body.len()))
+        .collect();
+    let block_of_value: HashMap<Key, usize> =
+        instrs.iter().zip(&block_of).map(|(i, b)| (key(i.as_value_ref()), *b)).collect();
+    let forced: HashSet<Key> = instrs
+        .iter()
+        .zip(&block_of)
+        .flat_map(|(i, &b)| {
+            let held_across_loop = |v: LLVMValueRef| {
+                innermost_loop[b].is_some_and(|body| block_of_value.get(&key(v)).is_none_or(|d| !body.contains(d)))
+            };
+            vector_operands(i, &|v| before_forcing.contains(&key(v)), &held_across_loop)
+        })
+        .map(key)
+        .collect();
+    analysis.fixpoint(&forced)
+}
+
+/// The uniform operands of `i` that ptxas takes in vector registers (see the module doc).
+fn vector_operands(
+    i: &InstructionValue<'_>,
+    uniform: &dyn Fn(LLVMValueRef) -> bool,
+    held_across_loop: &dyn Fn(LLVMValueRef) -> bool,
+) -> Vec<LLVMValueRef> {
+    let ops = value_operands(i);
+    match i.get_opcode() {
+        InstructionOpcode::GetElementPtr if ops.len() == 2 => {
+            let (base, index) = (ops[0], ops[1]);
+            let global = crate::registers::width_of(i.as_value_ref()).0 >= 2;
+            // SAFETY: `index` is a live value; only its kind and opcode are read.
+            let widened = unsafe {
+                !LLVMIsAInstruction(index).is_null()
+                    && matches!(LLVMGetInstructionOpcode(index), LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt)
+            };
+            if global && widened && !uniform(index) && uniform(base) && held_across_loop(base) {
+                vec![base]
+            } else {
+                Vec::new()
+            }
+        }
+        InstructionOpcode::SDiv | InstructionOpcode::UDiv => ops.into_iter().filter(|v| reads_special_register(*v)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+struct Analysis<'a, 'ctx> {
+    cfg: &'a Cfg<'ctx>,
+    instrs: &'a [InstructionValue<'ctx>],
+    block_of: &'a [usize],
+    function: FunctionValue<'ctx>,
+}
+
+impl Analysis<'_, '_> {
+    /// The greatest set of values, none of them in `forced`, that are uniform given one
+    /// another: start from every candidate and remove what has a vector operand or a vector
+    /// deciding branch until nothing changes.
+    fn fixpoint(&self, forced: &HashSet<Key>) -> HashSet<Key> {
+        let candidate = |i: &InstructionValue| match i.get_opcode() {
+            InstructionOpcode::Call => reads_uniform_special_register(i),
+            InstructionOpcode::Phi => true,
+            op => uniform_op(op),
+        };
+        let mut uniform: HashSet<Key> = self.function.get_param_iter().map(|p| key(p.as_value_ref())).collect();
+        uniform.extend(self.instrs.iter().filter(|i| candidate(i)).map(|i| key(i.as_value_ref())));
+        uniform.retain(|k| !forced.contains(k));
+        let operand_uniform = |v: LLVMValueRef, uniform: &HashSet<Key>| !is_tracked(v) || uniform.contains(&key(v));
+        let mut deciding: HashMap<usize, Vec<LLVMValueRef>> = HashMap::new();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (i, &block) in self.instrs.iter().zip(self.block_of) {
+                let r = key(i.as_value_ref());
+                if !uniform.contains(&r) {
+                    continue;
+                }
+                let stays = match i.get_opcode() {
+                    InstructionOpcode::Call => true,
+                    InstructionOpcode::Phi => {
+                        let conditions = deciding.entry(block).or_insert_with(|| deciding_conditions(self.cfg, block));
+                        PhiValue::try_from(*i).is_ok_and(|phi| {
+                            (0..phi.count_incoming()).all(|n| {
+                                phi.get_incoming(n).is_some_and(|(v, _)| operand_uniform(v.as_value_ref(), &uniform))
+                            })
+                        }) && conditions.iter().all(|c| operand_uniform(*c, &uniform))
+                    }
+                    _ => value_operands(i).into_iter().all(|v| operand_uniform(v, &uniform)),
+                };
+                if !stays {
+                    uniform.remove(&r);
+                    changed = true;
+                }
+            }
+        }
+        uniform
+    }
+}
+
+/// Operations the uniform datapath performs.
+fn uniform_op(op: InstructionOpcode) -> bool {
+    use InstructionOpcode::*;
+    matches!(
+        op,
+        Add | Sub
+            | Mul
+            | Shl
+            | LShr
+            | AShr
+            | And
+            | Or
+            | Xor
+            | SExt
+            | ZExt
+            | Trunc
+            | GetElementPtr
+            | Freeze
+            | ICmp
+            | Select
+            | PtrToInt
+            | IntToPtr
+            | AddrSpaceCast
+            | BitCast
+    )
+}
+
+fn value_operands(i: &InstructionValue<'_>) -> Vec<LLVMValueRef> {
+    (0..i.get_num_operands())
+        .filter_map(|n| match i.get_operand(n) {
+            Some(Operand::Value(v)) => Some(v.as_value_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The name of the function a call instruction calls directly.
+fn callee_name(call: LLVMValueRef) -> Option<String> {
+    // SAFETY: `call` is a live call instruction; the name is copied out at once.
+    unsafe {
+        let callee = LLVMGetCalledValue(call);
+        if callee.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = LLVMGetValueName2(callee, &mut len);
+        (!p.is_null()).then(|| String::from_utf8_lossy(std::slice::from_raw_parts(p as *const u8, len)).into_owned())
+    }
+}
+
+const SPECIAL_REGISTER: &str = "llvm.nvvm.read.ptx.sreg.";
+
+fn reads_special_register(v: LLVMValueRef) -> bool {
+    // SAFETY: `v` is a live value; only its kind is read before asking for the callee.
+    let call = unsafe { LLVMIsACallInst(v) };
+    !call.is_null() && callee_name(call).is_some_and(|n| n.starts_with(SPECIAL_REGISTER))
+}
+
+/// A read of a block-uniform special register: the block index, the grid and block extents.
+fn reads_uniform_special_register(i: &InstructionValue<'_>) -> bool {
+    callee_name(i.as_value_ref()).is_some_and(|n| {
+        n.strip_prefix(SPECIAL_REGISTER)
+            .is_some_and(|r| ["ctaid.", "nctaid.", "ntid."].iter().any(|u| r.starts_with(u)))
+    })
+}
+
+/// The conditions of the conditional branches that decide which incoming value a phi in
+/// block `b` receives.
+fn deciding_conditions(cfg: &Cfg<'_>, b: usize) -> Vec<LLVMValueRef> {
+    let is_header = cfg.back_edges.iter().any(|(_, h)| *h == b);
+    let deciders: Vec<usize> = if is_header {
+        let body = cfg.loops().into_iter().find(|(h, _)| *h == b).map(|(_, body)| body).unwrap_or_default();
+        body.iter().copied().filter(|x| cfg.succs[*x].iter().any(|s| !body.contains(s))).collect()
+    } else {
+        let Some(top) = cfg.idom(b) else { return Vec::new() };
+        cfg.forward_ancestors(b).into_iter().filter(|x| cfg.dominators[*x].contains(&top)).collect()
+    };
+    deciders
+        .into_iter()
+        .filter_map(|x| cfg.blocks[x].get_terminator())
+        .filter(|t| t.get_opcode() == InstructionOpcode::Br && t.get_num_operands() == 3)
+        .filter_map(|t| match t.get_operand(0) {
+            Some(Operand::Value(v)) => Some(v.as_value_ref()),
+            _ => None,
+        })
+        .collect()
+}
