@@ -8,7 +8,11 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(llvm-19-dev libpolly-19-dev libzstd-dev libxml2-dev libffi-dev zlib1g-dev
               libz3-dev libclang-dev clang g++ pkg-config)
 CUDA_DIR=.toolchain/cuda
-CUDA_WHEELS=(nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-nvvm nvidia-cuda-crt)
+# Pinned: ptxas is the ground truth the register model is measured and tested against
+# (bench/RESULTS.md, tests/counters.rs); a new release can move its counts.
+CUDA_VERSION=13.5.37
+CUDA_WHEELS=(nvidia-cuda-nvcc==$CUDA_VERSION nvidia-cuda-runtime==$CUDA_VERSION
+             nvidia-nvvm==$CUDA_VERSION nvidia-cuda-crt==$CUDA_VERSION)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -21,8 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [ ! -x "$CUDA_DIR/nvidia/cu13/bin/nvcc" ] || [ ! -x "$CUDA_DIR/nvidia/cu13/bin/ptxas" ]; then
-  echo "setup: installing the CUDA compiler wheels into $CUDA_DIR"
+if [ ! -x "$CUDA_DIR/nvidia/cu13/bin/nvcc" ] || [ ! -x "$CUDA_DIR/nvidia/cu13/bin/ptxas" ] \
+   || [ ! -d "$CUDA_DIR/nvidia_cuda_nvcc-$CUDA_VERSION.dist-info" ]; then
+  echo "setup: installing the CUDA compiler wheels ($CUDA_VERSION) into $CUDA_DIR"
   # pip --target skips folders that already exist, so a partial install is removed first and
   # all four wheels go in one call (see shared/toolchain.md).
   rm -rf "$CUDA_DIR"
