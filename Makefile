@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-gen bench-spaces bench-verify clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify clean
 
 setup:
 	@bash scripts/setup.sh
@@ -29,6 +29,10 @@ fuzz: setup
 # Register estimate against ptxas over every example kernel (the table in bench/RESULTS.md).
 bench-counters: setup
 	cargo bench --bench counters
+
+# Registers ptxas's expansions of division hold (the register model's expansion table).
+bench-expansions: setup
+	python3 bench/expansions.py
 
 # Decision-tree generation time, Z3 queries, nodes and leaves per example.
 bench-gen: setup

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Registers ptxas's expansions hold: the measurement behind the register model's
+`expansion_temporaries` (llvm-passes/src/registers.rs).
+
+Each micro-kernel (hand-written PTX) loads M floats, holds them across one instruction, then
+sums them with its result, so the instruction's cost comes on top of M live values, as in a
+real kernel. The same kernel with the cheap counterpart (a multiply) is the baseline. Prints,
+per instruction, `ptxas -v`'s registers for each M, the difference from the baseline, and its
+median over M <= 20 (at M = 24 ptxas moves the loads after the instruction to stay near 32
+registers, so that column no longer holds M values across it).
+
+Run: `make bench-expansions` (needs `ptxas` on PATH; `make setup` installs it).
+"""
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ARCH = "sm_90"
+HELD = [0, 2, 4, 8, 12, 16, 20, 24]
+
+# name -> (operand type, PTX of the instruction on %a, %b into %q, conversion of %q to %f_out)
+INSTRUCTIONS = {
+    "mul.rn.f32": ("f32", "mul.rn.f32 %q, %a, %b;", "mov.f32 %out, %q;"),
+    "div.rn.f32": ("f32", "div.rn.f32 %q, %a, %b;", "mov.f32 %out, %q;"),
+    "mul.lo.s32": ("s32", "mul.lo.s32 %q, %a, %b;", "cvt.rn.f32.s32 %out, %q;"),
+    "div.s32": ("s32", "div.s32 %q, %a, %b;", "cvt.rn.f32.s32 %out, %q;"),
+    "rem.s32": ("s32", "rem.s32 %q, %a, %b;", "cvt.rn.f32.s32 %out, %q;"),
+    "mul.lo.s64": ("s64", "mul.lo.s64 %q, %a, %b;", "cvt.rn.f32.s64 %out, %q;"),
+    "div.s64": ("s64", "div.s64 %q, %a, %b;", "cvt.rn.f32.s64 %out, %q;"),
+    "rem.s64": ("s64", "rem.s64 %q, %a, %b;", "cvt.rn.f32.s64 %out, %q;"),
+}
+BASELINE = {"div.rn.f32": "mul.rn.f32", "div.s32": "mul.lo.s32", "rem.s32": "mul.lo.s32",
+            "div.s64": "mul.lo.s64", "rem.s64": "mul.lo.s64"}
+
+
+def kernel(held: int, instruction: str) -> str:
+    ty, op, convert = INSTRUCTIONS[instruction]
+    reg = {"f32": ".f32", "s32": ".b32", "s64": ".b64"}[ty]
+    size = {"f32": 4, "s32": 4, "s64": 8}[ty]
+    lines = [
+        f".version 8.0\n.target {ARCH}\n.address_size 64\n",
+        ".visible .entry k(.param .u64 pa, .param .u64 pb)\n{",
+        f"  .reg .f32 %f<{held + 2}>;\n  .reg .f32 %out;\n  .reg .b64 %rd<8>;\n  .reg .b32 %r1;",
+        f"  .reg {reg} %a;\n  .reg {reg} %b;\n  .reg {reg} %q;",
+        "  ld.param.u64 %rd1, [pa];\n  ld.param.u64 %rd2, [pb];",
+        "  cvta.to.global.u64 %rd1, %rd1;\n  cvta.to.global.u64 %rd2, %rd2;",
+        "  mov.u32 %r1, %tid.x;\n  mul.wide.u32 %rd3, %r1, 4;\n  add.s64 %rd4, %rd1, %rd3;",
+    ]
+    lines += [f"  ld.global.f32 %f{i}, [%rd4+{4096 * i}];" for i in range(held)]
+    lines += [f"  ld.global.{ty if ty != 'f32' else 'f32'} %a, [%rd4+{4096 * held + 8 * size}];",
+              f"  ld.global.{ty if ty != 'f32' else 'f32'} %b, [%rd4+{4096 * held + 16 * size}];",
+              f"  {op}", f"  {convert}"]
+    lines += [f"  add.f32 %out, %out, %f{i};" for i in range(held)]
+    lines += ["  st.global.f32 [%rd2], %out;\n  ret;\n}"]
+    return "\n".join(lines)
+
+
+def registers(ptx: str, work: Path) -> int:
+    source = work / "k.ptx"
+    source.write_text(ptx)
+    run = subprocess.run(["ptxas", f"-arch={ARCH}", "-v", str(source), "-o", str(work / "k.cubin")],
+                         capture_output=True, text=True)
+    found = re.search(r"Used (\d+) registers", run.stderr)
+    if run.returncode != 0 or not found:
+        sys.exit(f"ptxas failed on a micro-kernel:\n{run.stderr}\n{ptx}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        counts = {name: [registers(kernel(m, name), work) for m in HELD] for name in INSTRUCTIONS}
+    header = " | ".join(f"M={m}" for m in HELD)
+    print(f"| instruction | {header} | minus baseline (M <= 20) | median |")
+    print("|---|" + "---|" * len(HELD) + "---|---|")
+    for name, row in counts.items():
+        base = BASELINE.get(name)
+        if base:
+            diffs = [a - b for a, b, m in zip(row, counts[base], HELD) if m <= 20]
+            extra = f"{diffs} | {statistics.median(diffs):g}"
+        else:
+            extra = "(baseline) | "
+        print(f"| `{name}` | " + " | ".join(str(r) for r in row) + f" | {extra} |")
+    print(f"\n`ptxas -arch={ARCH} -v` registers with M floats held across the instruction.")
+
+
+if __name__ == "__main__":
+    main()
