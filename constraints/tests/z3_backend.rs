@@ -262,3 +262,29 @@ fn unsat_over_the_reals_implies_unsat_over_the_integers() {
     let even = system(&["x <= -1"]).with(constraints::Constraint::divides(2, &constraints::Poly::var("x")));
     assert!(!b.unsat_over_reals(&even), "divisibility needs integers");
 }
+
+#[test]
+fn sample_answers_the_same_whatever_the_thread_asked_before() {
+    // matmul's leaf that Z3 4.8.12 once searched for minutes in a warmed context.
+    let leaf = system(&[
+        "1 <= n", "1 <= B0", "1 <= ub1", "1 <= s", "B0 <= s*ub1", "1 <= R", "1 <= Z_B", "1 <= T_B", "1 <= R_B",
+        "Z_B < 4*s*ub1*B0 + 4*B0^2", "Z_B < 4*ub1*B0 + 4*B0^2", "32 <= R", "ub1*B0 <= T_B", "R_B < 32*ub1*B0",
+        "17*ub1*B0 <= R_B", "1 <= W_SM", "1 <= N_SM", "s*ub1*B0 + 64*N_SM*W_SM <= n*B0 + B0", "22*ub1*B0 <= R_B",
+    ]);
+    let fresh = std::thread::spawn({
+        let leaf = leaf.clone();
+        move || Backend::default().sample(&leaf, 3).models
+    })
+    .join()
+    .unwrap();
+    // The same thread, after other systems' queries in its context.
+    let b = Backend::default();
+    for k in 2..40 {
+        let other = system(&[&format!("{k}*x*y + z <= w*x + {k}"), "1 <= x", "1 <= y", "x*y*z <= 7*w", &format!("w < {k}*z + x")]);
+        let _ = b.sample(&other, 2);
+        let _ = b.check(&other);
+    }
+    let warmed = b.sample(&leaf, 3).models;
+    assert_eq!(fresh.len(), 3);
+    assert_eq!(fresh, warmed);
+}
