@@ -10,6 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 pub struct Cfg<'ctx> {
     pub blocks: Vec<BasicBlock<'ctx>>,
+    /// Each block's index in `blocks`, by the block's address.
+    index: HashMap<usize, usize>,
     pub succs: Vec<Vec<usize>>,
     pub preds: Vec<Vec<usize>>,
     /// `(latch, header)` for each edge to a block on the depth-first stack.
@@ -35,10 +37,6 @@ impl<'ctx> Cfg<'ctx> {
                     .collect()
             })
             .collect();
-        Cfg::from_succs(blocks, succs)
-    }
-
-    fn from_succs(blocks: Vec<BasicBlock<'ctx>>, succs: Vec<Vec<usize>>) -> Cfg<'ctx> {
         let n = succs.len();
         let mut preds = vec![Vec::new(); n];
         for (b, ss) in succs.iter().enumerate() {
@@ -48,7 +46,12 @@ impl<'ctx> Cfg<'ctx> {
         }
         let back_edges = back_edges(&succs);
         let dominators = dominators(&succs, &preds);
-        Cfg { blocks, succs, preds, back_edges, dominators }
+        Cfg { blocks, index, succs, preds, back_edges, dominators }
+    }
+
+    /// The index of `block` in `blocks`.
+    pub fn block_index(&self, block: BasicBlock<'_>) -> Option<usize> {
+        self.index.get(&(block.as_mut_ptr() as LLVMValueRef as usize)).copied()
     }
 
     /// The natural loop of each header: the header and every block reaching one of its

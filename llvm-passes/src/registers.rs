@@ -33,8 +33,8 @@
 //! `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits `.pragma "nounroll"` for
 //! it, and ptxas honours it.
 
-use crate::cfg::innermost_loops;
-use crate::uniform::{is_tracked, key, uniform_values, Key};
+use crate::cfg::{innermost_loops, Cfg};
+use crate::uniform::{is_tracked, key, uniform_values_in, Key};
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
@@ -106,22 +106,17 @@ pub fn width_of(v: LLVMValueRef) -> (u32, u32) {
 
 struct BlockInfo<'ctx> {
     instrs: Vec<InstructionValue<'ctx>>,
-    succs: Vec<usize>,
     /// Used before any definition in the block (phi operands excluded).
     upward: HashSet<Key>,
     defs: HashSet<Key>,
 }
 
 pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
+    let cfg = Cfg::of(function);
+    let blocks = &cfg.blocks;
     // Values in uniform registers: not held, read where used.
-    let uniform = uniform_values(function);
+    let uniform = uniform_values_in(&cfg, function);
     let is_tracked = |v: LLVMValueRef| is_tracked(v) && !uniform.contains(&key(v));
-    let blocks = function.get_basic_blocks();
-    let index: HashMap<Key, usize> = blocks
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (key(b.as_mut_ptr() as LLVMValueRef), i))
-        .collect();
     let mut width: HashMap<Key, (u32, u32)> = HashMap::new();
     let mut info: Vec<BlockInfo> = Vec::new();
     // phi_in[b] = values flowing from block b into phis of its successors.
@@ -143,11 +138,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             .map(|vr| width_of(vr).0)
             .sum()
     };
-    for bb in &blocks {
+    for bb in blocks {
         let instrs: Vec<InstructionValue> = bb.get_instructions().collect();
         let mut upward = HashSet::new();
         let mut defs = HashSet::new();
-        let mut succs = Vec::new();
         for i in &instrs {
             let r = i.as_value_ref();
             let is_phi = i.get_opcode() == InstructionOpcode::Phi;
@@ -166,11 +160,6 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                             upward.insert(key(vr));
                         }
                     }
-                    Some(Operand::Block(b)) if !is_phi => {
-                        if let Some(&s) = index.get(&key(b.as_mut_ptr() as LLVMValueRef)) {
-                            succs.push(s);
-                        }
-                    }
                     _ => {}
                 }
             }
@@ -181,9 +170,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                             let vr = v.as_value_ref();
                             if is_tracked(vr) {
                                 width.entry(key(vr)).or_insert_with(|| width_of(vr));
-                                if let Some(&fb) =
-                                    index.get(&key(from.as_mut_ptr() as LLVMValueRef))
-                                {
+                                if let Some(fb) = cfg.block_index(from) {
                                     phi_in[fb].insert(key(vr));
                                 }
                             }
@@ -197,12 +184,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 defs.insert(key(r));
             }
         }
-        info.push(BlockInfo {
-            instrs,
-            succs,
-            upward,
-            defs,
-        });
+        info.push(BlockInfo { instrs, upward, defs });
     }
     // Backward dataflow to a fixed point.
     let n = info.len();
@@ -213,7 +195,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         changed = false;
         for b in (0..n).rev() {
             let mut out: HashSet<Key> = phi_in[b].clone();
-            for &s in &info[b].succs {
+            for &s in &cfg.succs[b] {
                 out.extend(live_in[s].iter().copied());
             }
             let mut inn: HashSet<Key> = info[b].upward.clone();
@@ -231,11 +213,11 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             (w + a, p + b)
         })
     };
-    let succs: Vec<Vec<usize>> = info.iter().map(|b| b.succs.clone()).collect();
-    let unrolled: Vec<HashSet<usize>> = innermost_loops(&succs)
+    let succs = &cfg.succs;
+    let unrolled: Vec<HashSet<usize>> = innermost_loops(succs)
         .into_iter()
         .filter(|body| {
-            guarded_only(body, &succs)
+            guarded_only(body, succs)
                 && !body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled))
         })
         .collect();

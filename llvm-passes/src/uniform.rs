@@ -53,11 +53,15 @@ pub fn is_tracked(v: LLVMValueRef) -> bool {
 
 /// The values (arguments and instruction results) ptxas holds in uniform registers.
 pub fn uniform_values(function: FunctionValue<'_>) -> HashSet<Key> {
-    let cfg = Cfg::of(function);
+    uniform_values_in(&Cfg::of(function), function)
+}
+
+/// [`uniform_values`] on the function's control-flow graph, already built.
+pub fn uniform_values_in(cfg: &Cfg<'_>, function: FunctionValue<'_>) -> HashSet<Key> {
     let instrs: Vec<InstructionValue> = cfg.blocks.iter().flat_map(|b| b.get_instructions()).collect();
     let block_of: Vec<usize> =
         cfg.blocks.iter().enumerate().flat_map(|(n, b)| b.get_instructions().map(move |_| n)).collect();
-    let analysis = Analysis { cfg: &cfg, instrs: &instrs, block_of: &block_of, function };
+    let analysis = Analysis { cfg, instrs: &instrs, block_of: &block_of, function };
     let before_forcing = analysis.fixpoint(&HashSet::new());
     let loops = cfg.loops();
     let innermost_loop: Vec<Option<&HashSet<usize>>> = (0..cfg.blocks.len())
