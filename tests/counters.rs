@@ -10,16 +10,14 @@ use metafork::frontend::check_source;
 use metafork::kernel::{Kernel, SharedArray};
 use std::process::Command;
 
+mod common;
+
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
 
 fn kernels() -> Vec<Kernel> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
-    files.sort();
     let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let p = check_source(&f.display().to_string(), &text).unwrap();
+    for (path, text) in common::examples() {
+        let p = check_source(&path, &text).unwrap();
         for k in &p.kernels {
             for s in &k.schedules {
                 out.push(Kernel::from_schedule(k, s).unwrap());
@@ -67,14 +65,10 @@ fn every_example_assembles_and_the_estimate_is_within_25_percent_at_sm90() {
 /// The benchmark's set (`make bench-counters`): every example kernel and each of its strategy
 /// variants (no unrolling, reduced granularity, caching, 32-bit tile indices).
 fn kernels_and_variants() -> Vec<(String, Kernel)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
-    files.sort();
     let backend = constraints::solver::Backend::default();
     let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let p = check_source(&f.display().to_string(), &text).unwrap();
+    for (path, text) in common::examples() {
+        let p = check_source(&path, &text).unwrap();
         for k in &p.kernels {
             for s in &k.schedules {
                 for (variant, kernel) in metafork::tree::strategy_variants(k, Kernel::from_schedule(k, s).unwrap(), &backend) {
