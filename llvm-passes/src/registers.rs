@@ -34,7 +34,7 @@
 //! it, and ptxas honours it.
 
 use crate::cfg::{innermost_loops, Cfg};
-use crate::uniform::{is_tracked, key, uniform_values_in, Key};
+use crate::uniform::{is_tracked, key, uniform_values_in, value_operands, Key};
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
@@ -129,11 +129,8 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     }
     let uniform_operand_words = |i: &InstructionValue| -> u32 {
         let mut seen = HashSet::new();
-        (0..i.get_num_operands())
-            .filter_map(|n| match i.get_operand(n) {
-                Some(Operand::Value(v)) => Some(v.as_value_ref()),
-                _ => None,
-            })
+        value_operands(i)
+            .into_iter()
             .filter(|vr| uniform.contains(&key(*vr)) && seen.insert(key(*vr)))
             .map(|vr| width_of(vr).0)
             .sum()

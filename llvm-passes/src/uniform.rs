@@ -189,7 +189,8 @@ fn uniform_op(op: InstructionOpcode) -> bool {
     )
 }
 
-fn value_operands(i: &InstructionValue<'_>) -> Vec<LLVMValueRef> {
+/// The values an instruction reads (constants included; blocks and metadata not).
+pub fn value_operands(i: &InstructionValue<'_>) -> Vec<LLVMValueRef> {
     (0..i.get_num_operands())
         .filter_map(|n| match i.get_operand(n) {
             Some(Operand::Value(v)) => Some(v.as_value_ref()),
