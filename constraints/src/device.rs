@@ -82,11 +82,43 @@ impl DeviceProfile {
     /// Parse and check a profile; `source` names it in errors.
     pub fn parse(source: &str, text: &str) -> Result<DeviceProfile, ProfileError> {
         let profile: DeviceProfile = serde_yaml::from_str(text).map_err(|e| ProfileError(format!("{source}: {e}")))?;
-        profile.check().map_err(|e| ProfileError(format!("{source}: {e}")))?;
+        profile.check().map_err(|(field, e)| {
+            // The line at fault: the first that sets the field.
+            let line = text.lines().position(|l| l.trim_start().strip_prefix(field).is_some_and(|r| r.trim_start().starts_with(':')));
+            ProfileError(match line {
+                Some(i) => format!("{source}:{}: {e}", i + 1),
+                None => format!("{source}: {e}"),
+            })
+        })?;
         Ok(profile)
     }
 
-    fn check(&self) -> Result<(), String> {
+    /// The field at fault and why.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        // Every CUDA device has 32 lanes per warp; the occupancy, coalescing and bank models
+        // count in warps of 32.
+        if self.warp_size != 32 {
+            return Err(("warp_size", format!("field `warp_size` must be 32 (every CUDA device's), not {}", self.warp_size)));
+        }
+        // Far above any device, low enough that products of limits fit in 64 bits.
+        let at_most = [
+            ("multiprocessors", self.multiprocessors, 1 << 16),
+            ("registers_per_thread", self.registers_per_thread, 255),
+            ("registers_per_block", self.registers_per_block, 1 << 24),
+            ("registers_per_multiprocessor", self.registers_per_multiprocessor, 1 << 24),
+            ("shared_memory_per_block", self.shared_memory_per_block, 1 << 30),
+            ("shared_memory_per_block_optin", self.shared_memory_per_block_optin, 1 << 30),
+            ("shared_memory_per_multiprocessor", self.shared_memory_per_multiprocessor, 1 << 30),
+            ("threads_per_block", self.threads_per_block, 1 << 16),
+            ("warps_per_multiprocessor", self.warps_per_multiprocessor, 1 << 12),
+            ("blocks_per_multiprocessor", self.blocks_per_multiprocessor, 1 << 12),
+        ];
+        if let Some((field, value, most)) = at_most.iter().find(|(_, v, most)| v > most) {
+            return Err((field, format!("field `{field}` ({value}) must be at most {most}")));
+        }
+        if self.threads_per_block % self.warp_size != 0 {
+            return Err(("threads_per_block", format!("field `threads_per_block` ({}) must be a multiple of `warp_size`", self.threads_per_block)));
+        }
         let positive = [
             ("multiprocessors", self.multiprocessors),
             ("warp_size", self.warp_size),
@@ -101,14 +133,14 @@ impl DeviceProfile {
             ("blocks_per_multiprocessor", self.blocks_per_multiprocessor),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("field `{field}` must be positive"));
+            return Err((field, format!("field `{field}` must be positive")));
         }
-        if self.name.is_empty() || self.name.chars().any(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')) {
-            return Err(format!("field `name` must be lower-case letters, digits, `_` or `-`, not `{}`", self.name));
+        if self.name.is_empty() || self.name.len() > 64 || self.name.chars().any(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')) {
+            return Err(("name", format!("field `name` must be 1 to 64 lower-case letters, digits, `_` or `-`, not `{}`", self.name.escape_debug())));
         }
         let cc_ok = self.compute_capability.split_once('.').is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && a.chars().chain(b.chars()).all(|c| c.is_ascii_digit()));
-        if !cc_ok {
-            return Err(format!("field `compute_capability` must be \"major.minor\", not `{}`", self.compute_capability));
+        if !cc_ok || self.compute_capability.len() > 8 {
+            return Err(("compute_capability", format!("field `compute_capability` must be \"major.minor\", not `{}`", self.compute_capability.escape_debug())));
         }
         let ordered = [
             ("shared_memory_per_block_optin", self.shared_memory_per_block_optin, "at least `shared_memory_per_block`", self.shared_memory_per_block <= self.shared_memory_per_block_optin),
@@ -118,7 +150,7 @@ impl DeviceProfile {
             ("threads_per_block", self.threads_per_block, "at most `warps_per_multiprocessor * warp_size`", self.threads_per_block <= self.warps_per_multiprocessor.saturating_mul(self.warp_size)),
         ];
         if let Some((field, value, rule, _)) = ordered.iter().find(|(_, _, _, ok)| !ok) {
-            return Err(format!("field `{field}` ({value}) must be {rule}"));
+            return Err((field, format!("field `{field}` ({value}) must be {rule}")));
         }
         Ok(())
     }
@@ -127,6 +159,17 @@ impl DeviceProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refuses_what_no_device_has_with_the_line_at_fault() {
+        let h100 = BUILT_IN.iter().find(|(n, _)| *n == "h100").unwrap().1;
+        for (field, bad) in [("warp_size", "31"), ("registers_per_thread", "300"), ("threads_per_block", "1000"), ("multiprocessors", "0"), ("name", "\"a b\"")] {
+            let text: String = h100.lines().map(|l| if l.starts_with(&format!("{field}:")) { format!("{field}: {bad}\n") } else { format!("{l}\n") }).collect();
+            let line = text.lines().position(|l| l.starts_with(&format!("{field}:"))).unwrap() + 1;
+            let e = DeviceProfile::parse("p.yaml", &text).unwrap_err().0;
+            assert!(e.starts_with(&format!("p.yaml:{line}: field `{field}`")), "{e}");
+        }
+    }
 
     #[test]
     fn every_built_in_profile_loads_under_its_own_name() {

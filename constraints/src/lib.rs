@@ -8,9 +8,11 @@
 //! - [`solver`]: the Z3 back end (`check`, `implies`, `simplify`, `sample`, and an incremental
 //!   [`solver::PathSolver`] for push/pop along a tree path). Z3's `unknown` is always reported as
 //!   such, never folded into sat or unsat;
+//! - [`budget`]: a process-wide time budget; once spent, every query answers unknown;
 //! - [`device`]: machine profiles, the numeric limits of a device read from YAML (built-in
 //!   profiles live in `constraints/devices/`); plain numbers, no meaning attached here.
 
+pub mod budget;
 pub mod constraint;
 pub mod device;
 pub mod parse;

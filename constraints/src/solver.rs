@@ -502,6 +502,9 @@ impl PathSolver {
     }
 
     pub fn check(&mut self) -> CheckResult {
+        if crate::budget::expired() {
+            return CheckResult::Unknown(crate::budget::REASON.into());
+        }
         match self.solver.check() {
             SatResult::Unsat => CheckResult::Unsat,
             SatResult::Unknown => CheckResult::Unknown(

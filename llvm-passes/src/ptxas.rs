@@ -1,7 +1,9 @@
 //! The exact mode: registers, spills and static shared memory as `ptxas -v` reports them.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// What `ptxas -v` says about one kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,30 +33,59 @@ pub fn find_nvcc() -> Option<PathBuf> {
     find_tool("nvcc")
 }
 
-/// Write `source` to `input_name` in a fresh temporary directory, run `tool ARGS input -o
-/// kernel.cubin`, and parse the ptxas report from its output. The directory is removed after.
-fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<Vec<PtxasReport>, String> {
-    let dir = std::env::temp_dir().join(format!("metafork-{input_name}-{}-{}", std::process::id(), unique()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let input = dir.join(input_name);
-    let result = (|| {
-        std::fs::write(&input, source).map_err(|e| e.to_string())?;
-        let out = Command::new(tool)
-            .args(args)
-            .arg(&input)
-            .arg("-o")
-            .arg(dir.join("kernel.cubin"))
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
-        let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().into_owned());
-            return Err(format!("{name} failed for {arch}:\n{log}"));
+/// The longest one tool run may take before it is killed (default 300 s; the command line
+/// lowers it to what is left of `--time-limit`).
+static TIME_LIMIT_MS: AtomicU64 = AtomicU64::new(300_000);
+
+/// Set the longest one `ptxas`/`nvcc` run may take.
+pub fn set_time_limit(limit: Duration) {
+    TIME_LIMIT_MS.store(limit.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+}
+
+/// Run `command` to its end, or kill it once `limit` has passed; its status and its stderr
+/// followed by its stdout.
+fn run_bounded(mut command: Command, limit: Duration) -> Result<(std::process::ExitStatus, String), String> {
+    use std::io::Read;
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+    let read = |mut r: Box<dyn Read + Send>| std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = r.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
+    });
+    let out = read(Box::new(child.stdout.take().expect("piped")));
+    let err = read(Box::new(child.stderr.take().expect("piped")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
         }
-        Ok(parse_report(&log, arch))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+        if start.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("did not finish within {} s and was stopped (see --time-limit)", limit.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let log = err.join().unwrap_or_default() + &out.join().unwrap_or_default();
+    Ok((status, log))
+}
+
+/// Write `source` to `input_name` in a fresh temporary directory (created with an
+/// unpredictable name, removed after), run `tool ARGS input -o kernel.cubin` within the time
+/// limit, and parse the ptxas report from its output.
+fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<Vec<PtxasReport>, String> {
+    let dir = tempfile::Builder::new().prefix("metafork-").tempdir().map_err(|e| e.to_string())?;
+    let input = dir.path().join(input_name);
+    std::fs::write(&input, source).map_err(|e| e.to_string())?;
+    let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let mut command = Command::new(tool);
+    command.args(args).arg(&input).arg("-o").arg(dir.path().join("kernel.cubin"));
+    let limit = Duration::from_millis(TIME_LIMIT_MS.load(Ordering::Relaxed));
+    let (status, log) = run_bounded(command, limit).map_err(|e| format!("{name} for {arch}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{name} failed for {arch}:\n{log}"));
+    }
+    Ok(parse_report(&log, arch))
 }
 
 /// Compile a CUDA source with `nvcc` for `arch` and read ptxas's per-kernel report.
@@ -69,11 +100,6 @@ pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<PtxasReport>,
     run_in_temp(ptxas, "kernel.ptx", ptx, &args, arch)
 }
 
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
-}
 
 /// Parse the `ptxas info` lines: `Compiling entry function 'k' for 'sm_90'`, then
 /// `N bytes stack frame, N bytes spill stores, N bytes spill loads` and
