@@ -1,14 +1,21 @@
-//! The command line: argument parsing and the subcommands. Exit codes: 0 success, 1 when the
-//! input is rejected (diagnostics) or a file cannot be read or written, 2 for usage errors.
+//! The command line: argument parsing and the subcommands. Exit codes (`command::exit`, the
+//! same for every command): 0 success, 1 rejected input (a diagnostic, an unreadable or
+//! unwritable file, a bad value), 2 usage error, 3 a defect `verify` found, 4 unverified or a
+//! budget ran out.
 
+use crate::command::{self, print, text_table, Failure};
 use crate::counters::count_with_cuda;
-use crate::frontend::{check_source, CheckedProgram};
 use crate::kernel::Kernel;
 use crate::output::write_atomic;
 use crate::report::parse_report;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+
+const EXIT_CODES: &str = "Exit status: 0 success (verify: every leaf proved); 1 rejected input (a diagnostic, an \
+unreadable or unwritable file, a bad value); 2 usage error; 3 a defect found by verify (a race, barrier \
+divergence, out of bounds, a mismatch, or an output file that differs from what the source generates); \
+4 unverified (Z3 unknown, a construct the model cannot express) or a budget ran out.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -21,12 +28,19 @@ block) and program parameters (block sizes, granularity) as symbols, and builds 
 stay correct for every value the constraints allow.\n\nStart with `metafork parse FILE` to see \
 how a program is understood: which scalars are data parameters (they size arrays) and which are \
 program parameters (everything else), the facts, and how each schedule maps to the grid and \
-thread block."
+thread block.",
+    after_long_help = EXIT_CODES
 )]
 pub struct Cli {
     /// Colour diagnostics: auto (when stderr is a terminal and NO_COLOR is unset), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
+
+    /// Stop every long phase (building trees, verifying, searching a tuning space, running
+    /// ptxas) once this many seconds have passed; what was not finished is reported as
+    /// unverified or unfinished, with exit status 4. 0: no limit.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_TIME_LIMIT_S, global = true)]
+    pub time_limit: u64,
 
     #[command(subcommand)]
     pub command: Command,
@@ -71,8 +85,11 @@ pub enum Command {
     /// Every branch's constraints are kept consistent with Z3. Machine limits are the symbols
     /// R, Z_B (bytes), T_B, R_B, per multiprocessor R_SM (registers) and W_SM (warps), and N_SM
     /// (multiprocessors), renamed with `_dev` if the program uses the name.
-    /// Writes DIR/tree.yaml, DIR/tree.dot and, with --emit-cuda, one .cu per kernel leaf;
-    /// prints the tree on stdout.
+    /// Writes DIR/tree.yaml, DIR/tree.dot and, with --emit-cuda, one .cu per kernel leaf and the
+    /// dispatch code; also DIR/source.mf (the program's copy), DIR/wisdom.yaml (with --wisdom)
+    /// and DIR/manifest.json (every file's SHA-256), so `verify DIR` needs nothing else. DIR is
+    /// replaced whole: built beside it and swapped in under a lock, so an interrupted or
+    /// concurrent run never leaves a mix; files of yours in DIR are kept. Prints the tree.
     Gen {
         /// The MetaFork source file.
         file: PathBuf,
@@ -89,27 +106,34 @@ pub enum Command {
         #[arg(long, value_name = "FILE", requires = "emit_cuda")]
         wisdom: Option<PathBuf>,
         /// After writing the files, verify every kernel leaf as `metafork verify` does; the exit
-        /// status is then verify's (0 proved, 1 defect, 2 unverified).
+        /// status is then verify's (0 proved, 3 defect, 4 unverified).
         #[arg(long)]
         verify: bool,
     },
     /// Prove the kernel leaves of a `gen` output directory.
     ///
-    /// Rebuilds the trees from the program DIR/tree.yaml names (its `source`, read relative to
-    /// the current directory) and refuses DIR when its kernel files differ from what that
-    /// program generates. Then, for every kernel leaf: Z3 checks, for every parameter value the
+    /// Reads only DIR: its manifest (`manifest.json`), the copy of the source program `gen`
+    /// put there (`source.mf`; or --source FILE), and the generated files, each a regular file
+    /// (symbolic links are not followed). Rebuilds the trees from the source and refuses DIR when
+    /// any file differs from what that program generates, naming the file (exit 3). Then, for
+    /// every kernel leaf: Z3 checks, for every parameter value the
     /// leaf's constraints admit, that no two threads race on an element (shared memory within a
     /// block between barriers; global memory across blocks), that threads of a block never
     /// disagree on reaching a barrier, and that no access leaves its array (the two-thread
     /// reduction); and the kernel is run on the CPU with CUDA semantics at small parameter points
     /// sampled from the constraints, on seeded random inputs, and compared bit for bit with the
     /// serial program. Prints one line per leaf. Exit status: 0 when every leaf is proved and
-    /// matches, 1 when a defect is found (`race`, `barrier divergence`, `out of bounds`,
-    /// `mismatch`, with a witness), 2 when something stays unverified (Z3 unknown, a construct
-    /// the model cannot express) or DIR is unusable.
+    /// matches, 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
+    /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, with a
+    /// witness, or a file that differs), 4 when something stays unverified (Z3 unknown, a
+    /// construct the model cannot express).
     Verify {
         /// A directory written by `metafork gen --emit-cuda`.
         dir: PathBuf,
+        /// Re-derive DIR from this program instead of DIR's own copy of its source
+        /// (`source.mf`).
+        #[arg(long, value_name = "FILE")]
+        source: Option<PathBuf>,
         /// Differential points per leaf.
         #[arg(long, default_value_t = 4)]
         points: usize,
@@ -203,19 +227,6 @@ pub enum Command {
     },
 }
 
-/// A failure the user must see: already formatted, with the exit code to return.
-#[derive(Debug)]
-pub struct Failure {
-    pub message: String,
-    pub code: i32,
-}
-
-impl Failure {
-    fn input(message: impl Into<String>) -> Failure {
-        Failure { message: message.into(), code: 1 }
-    }
-}
-
 fn use_color(choice: ColorChoice) -> bool {
     match choice {
         ColorChoice::Always => true,
@@ -224,37 +235,28 @@ fn use_color(choice: ColorChoice) -> bool {
     }
 }
 
-/// Read and check a source file, rendering diagnostics on failure.
-pub fn load(path: &Path, color: bool) -> Result<CheckedProgram, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| Failure::input(format!("error: cannot read `{}`: {e}", path.display())))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        Failure::input(format!("error: `{}` is not valid UTF-8 (byte {})", path.display(), e.utf8_error().valid_up_to()))
-    })?;
-    check_source(&path.display().to_string(), &text).map_err(|d| Failure::input(d.render(color)))
-}
-
 fn emit(text: &str, output: Option<&Path>) -> Result<(), Failure> {
     match output {
-        Some(p) => write_atomic(p, text.as_bytes())
-            .map_err(|e| Failure::input(format!("error: cannot write `{}`: {e}", p.display()))),
-        None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                Ok(()) => Ok(()),
-                // A closed pipe (`metafork parse f | head`) is not an error of ours.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                Err(e) => Err(Failure::input(format!("error: cannot write to standard output: {e}"))),
-            }
-        }
+        Some(p) => write_atomic(p, text.as_bytes()).map_err(|e| Failure::input(format!("error: cannot write `{}`: {e}", command::shown(p)))),
+        None => print(text),
     }
 }
 
+/// The default of `--time-limit`: far above what any program of the corpus needs (the slowest
+/// `verify` of an example takes about a minute on two cores).
+pub const DEFAULT_TIME_LIMIT_S: u64 = 1800;
+
 pub fn run(cli: Cli) -> Result<(), Failure> {
     let color = use_color(cli.color);
+    let limit = (cli.time_limit > 0).then(|| std::time::Duration::from_secs(cli.time_limit));
+    constraints::budget::set(limit);
+    if let Some(l) = limit {
+        llvm_passes::ptxas::set_time_limit(l.min(std::time::Duration::from_secs(300)));
+    }
     match cli.command {
         Command::Parse { file, output, json } => {
-            let program = load(&file, color)?;
-            let report = parse_report(&file.display().to_string(), &program);
+            let program = command::load(&file, color)?;
+            let report = parse_report(&command::shown(&file), &program);
             let text = if json {
                 serde_json::to_string_pretty(&report).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?
             } else {
@@ -262,26 +264,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, output.as_deref())
         }
-        Command::Verify { dir, points } => crate::verify::command::run(&dir, points, color),
-        Command::Gen { file, output, emit_cuda, wisdom, verify } => {
-            let program = load(&file, color)?;
-            let wisdom = wisdom.map(|w| crate::emit::dispatch::Wisdom::load(&w)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
-            let backend = constraints::solver::Backend::default();
-            let trees = crate::tree::build_all(&program, &backend).map_err(|e| Failure::input(format!("error: {e}")))?;
-            let generated = crate::emit::tree_files::generate_with_wisdom(&file.display().to_string(), &trees, emit_cuda, wisdom.as_ref()).map_err(|e| Failure::input(format!("error: {e}")))?;
-            std::fs::create_dir_all(&output).map_err(|e| Failure::input(format!("error: cannot create `{}`: {e}", output.display())))?;
-            for (name, text) in &generated.files {
-                let path = output.join(name);
-                write_atomic(&path, text.as_bytes()).map_err(|e| Failure::input(format!("error: cannot write `{}`: {e}", path.display())))?;
-            }
-            emit(&generated.text, None)?;
-            if verify {
-                crate::verify::command::report(&trees, crate::verify::Options::default())?;
-            }
-            Ok(())
-        }
+        Command::Verify { dir, source, points } => crate::verify::command::run(&dir, source.as_deref(), points, color),
+        Command::Gen { file, output, emit_cuda, wisdom, verify } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: wisdom.as_deref(), verify, color }),
         Command::Counters { file, ptxas, json, at, device } => {
-            let program = load(&file, color)?;
+            let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
             let point: std::collections::BTreeMap<String, i64> = at.iter().map(|a| crate::tune::command::parse_size(a)).collect::<Result<_, _>>().map_err(|e| Failure::input(format!("error: --at {e}")))?;
             let backend = constraints::solver::Backend::default();
@@ -330,7 +316,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness } => {
             let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness };
-            let loader = |p: &Path| load(p, color).map_err(|f| f.message);
+            let loader = |p: &Path| command::load(p, color).map_err(|f| f.message);
             let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::input(e) } else { Failure::input(format!("error: {e}")) })?;
             emit(&text, None)
         }
@@ -397,13 +383,4 @@ fn counters_table(rows: &[crate::counters::Counters], archs: &[String]) -> Strin
         table.push(row);
     }
     text_table(&table)
-}
-
-/// Rows of cells as left-aligned columns separated by two spaces.
-pub(crate) fn text_table(table: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..table[0].len()).map(|c| table.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
-    table
-        .iter()
-        .map(|r| r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n")
-        .collect()
 }

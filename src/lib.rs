@@ -7,12 +7,14 @@
 pub mod access;
 pub mod cexpr;
 pub mod cli;
+pub mod command;
 pub mod emit;
 pub mod counters;
 pub mod dispatch;
 pub mod frontend;
 pub mod kernel;
 pub mod lower;
+pub mod names;
 pub mod output;
 pub mod perf;
 pub mod report;

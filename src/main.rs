@@ -13,11 +13,11 @@ fn main() {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => {
             eprintln!("error: internal failure (a bug in metafork); please report it with the input");
-            std::process::exit(101);
+            std::process::exit(metafork::command::exit::INTERNAL);
         }
         Err(e) => {
             eprintln!("error: cannot start the worker thread: {e}");
-            std::process::exit(101);
+            std::process::exit(metafork::command::exit::INTERNAL);
         }
     };
     if let Err(f) = result {

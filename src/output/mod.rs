@@ -1,45 +1,30 @@
-//! Writing output files atomically: a temporary file in the same directory, flushed to disk,
-//! then renamed over the target, so a reader never sees a half-written file and a failure
-//! leaves the old file (or none) in place.
+//! Everything metafork writes to disk goes through this module.
+//!
+//! Contract:
+//! - [`write_atomic`]: one file, replaced whole (a temporary with an unpredictable name created
+//!   `O_EXCL` beside it, flushed, renamed over it). A target that exists and is not a regular
+//!   file (a symbolic link, a FIFO, a device, a directory) is refused, never replaced.
+//! - [`write_dir`]: a whole output directory, replaced whole: built in a fresh temporary
+//!   directory beside the target and exchanged with it in one `renameat2(RENAME_EXCHANGE)`, under
+//!   a lock on the parent directory, so that readers, interrupted runs and concurrent runs see
+//!   either the old output or the new one, never a mix. Entries of the old directory that
+//!   metafork did not write (not in its [`manifest`], or changed since) are carried over; files
+//!   it wrote and the new output no longer contains are dropped.
+//! - Errors name the target the user gave, never a temporary.
 
-use std::fs;
-use std::io::{self, Write};
-use std::path::Path;
+mod dir;
+mod file;
+pub mod manifest;
 
-pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let file_name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
-    let tmp = dir.join(format!(".{}.tmp.{}", file_name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+pub use dir::{write_dir, DirFiles, STAGING_PREFIX};
+pub use file::write_atomic;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replaces_whole_files_and_leaves_no_temporaries() {
-        let dir = std::env::temp_dir().join(format!("metafork-atomic-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("out.yaml");
-        write_atomic(&p, b"first").unwrap();
-        write_atomic(&p, b"second").unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"second");
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-        assert!(write_atomic(&dir.join("missing").join("x"), b"y").is_err());
-        fs::remove_dir_all(&dir).unwrap();
-    }
+/// Whether `name` may be the name of a file metafork writes into an output directory: one
+/// plain component (no separator, not `.` or `..`, not empty, not hidden), at most 255 bytes.
+pub fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\', '\0'])
+        && !name.chars().any(char::is_control)
 }

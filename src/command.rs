@@ -1,0 +1,153 @@
+//! What every subcommand shares: the exit codes, the failure a command returns, reading and
+//! checking a source file, writing to standard output, text tables and the progress line.
+//! `cli`, `tune::command` and `verify::command` use this module; none imports another.
+
+use crate::frontend::{check_source, CheckedProgram};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Instant;
+
+/// The exit codes, the same for every command (README, `metafork --help`).
+pub mod exit {
+    /// Success (`verify`: every leaf proved).
+    pub const OK: i32 = 0;
+    /// Rejected input: a diagnostic, an unreadable or unwritable file, a bad value.
+    pub const INPUT: i32 = 1;
+    /// A usage error: unknown option, missing argument (clap's code).
+    pub const USAGE: i32 = 2;
+    /// `verify` found a defect (a race, barrier divergence, out of bounds, a mismatch, or an
+    /// output file that is not what the source generates).
+    pub const DEFECT: i32 = 3;
+    /// Something stays unverified (Z3 `unknown`, a construct the model cannot express) or a
+    /// budget ran out before the work was done.
+    pub const UNVERIFIED: i32 = 4;
+    /// A bug in metafork.
+    pub const INTERNAL: i32 = 101;
+}
+
+/// A failure the user must see: already formatted, with the exit code to return.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub code: i32,
+}
+
+impl Failure {
+    /// Rejected input (exit 1); `message` should start with `error:`.
+    pub fn input(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: exit::INPUT }
+    }
+
+    /// A failure of the work itself: exit 4 when the time budget is what ended it (the message
+    /// then says so), else rejected input.
+    pub fn of_work(message: impl Into<String>) -> Failure {
+        let message = message.into();
+        if constraints::budget::expired() {
+            let limit = "(see --time-limit; 0 lifts it)";
+            Failure { message: format!("{message}\nerror: unfinished: {} {limit}", constraints::budget::REASON), code: exit::UNVERIFIED }
+        } else {
+            Failure::input(message)
+        }
+    }
+
+    /// Exit with `code`, the message (if any) already printed.
+    pub fn silent(code: i32) -> Failure {
+        Failure { message: String::new(), code }
+    }
+}
+
+/// A path as shown in messages: control characters escaped, so a file name cannot move the
+/// cursor or forge lines on a terminal.
+pub fn shown(path: &Path) -> String {
+    let s = path.display().to_string();
+    if s.chars().any(char::is_control) {
+        s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+    } else {
+        s
+    }
+}
+
+/// The largest source file read (bytes): well beyond any kernel, far below memory.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// Read a source file (a regular file, at most [`MAX_SOURCE_BYTES`]) as UTF-8.
+pub fn read_source(path: &Path) -> Result<String, Failure> {
+    let name = shown(path);
+    let meta = std::fs::metadata(path).map_err(|e| Failure::input(format!("error: cannot read `{name}`: {e}")))?;
+    if !meta.is_file() {
+        return Err(Failure::input(format!("error: cannot read `{name}`: {}", if meta.is_dir() { "it is a directory" } else { "not a regular file" })));
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(Failure::input(format!("error: `{name}` is larger than {} MiB; metafork reads kernels, not data", MAX_SOURCE_BYTES >> 20)));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Failure::input(format!("error: cannot read `{name}`: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| Failure::input(format!("error: `{name}` is not valid UTF-8 (byte {})", e.utf8_error().valid_up_to())))
+}
+
+/// Check source `text` read from `name`, rendering diagnostics on failure.
+pub fn check(name: &str, text: &str, color: bool) -> Result<CheckedProgram, Failure> {
+    check_source(name, text).map_err(|d| Failure::input(d.render(color)))
+}
+
+/// A diagnostic about source `text` read from `name`, rendered.
+pub fn render(name: &str, text: &str, d: crate::frontend::Diagnostic, color: bool) -> String {
+    let file = crate::frontend::SourceFile::new(name, crate::frontend::normalize_line_ends(text).into_owned());
+    crate::frontend::Diagnostics { file, items: vec![d] }.render(color)
+}
+
+/// Read and check a source file.
+pub fn load(path: &Path, color: bool) -> Result<CheckedProgram, Failure> {
+    let text = read_source(path)?;
+    check(&shown(path), &text, color)
+}
+
+/// Write `text` to standard output. A closed pipe (`metafork parse f | head`) is not an error
+/// of ours; any other failure (a full disk, `/dev/full`) is reported, never a panic.
+pub fn print(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::input(format!("error: cannot write to standard output: {e}"))),
+    }
+}
+
+/// Rows of cells as left-aligned columns separated by two spaces.
+pub fn text_table(table: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..table[0].len()).map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    table
+        .iter()
+        .map(|r| r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string() + "\n")
+        .collect()
+}
+
+/// A progress bar on standard error, only when it is a terminal (a few lines: a crate such as
+/// indicatif would add dependencies for one line of output). Call [`Progress::set`] with the
+/// fraction done; dropping it clears the line.
+pub struct Progress {
+    label: String,
+    start: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    pub fn new(label: impl Into<String>) -> Option<Progress> {
+        std::io::stderr().is_terminal().then(|| Progress { label: label.into(), start: Instant::now(), shown: false })
+    }
+
+    pub fn set(&mut self, fraction: f64) {
+        if self.start.elapsed().as_millis() >= 300 {
+            let filled = (fraction.clamp(0.0, 1.0) * 30.0) as usize;
+            eprint!("\r{} [{}{}] {:3.0}%", self.label, "#".repeat(filled), " ".repeat(30 - filled), fraction.clamp(0.0, 1.0) * 100.0);
+            self.shown = true;
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `metafork gen`: check the source, build every schedule's tree, generate the files, and write
+//! the output directory in one step ([`crate::output::write_dir`]) with the source's copy
+//! (`source.mf`), the wisdom's copy (`wisdom.yaml`, with `--wisdom`) and the manifest, so that
+//! `verify DIR` needs nothing outside DIR. Optionally verify what was written.
+
+use crate::command::{self, Failure};
+use crate::emit::dispatch::Wisdom;
+use crate::output::{manifest::SourceRef, write_dir, DirFiles};
+use std::path::Path;
+
+/// The source program's copy in an output directory.
+pub const SOURCE_COPY: &str = "source.mf";
+/// The tuning wisdom's copy in an output directory.
+pub const WISDOM_COPY: &str = "wisdom.yaml";
+
+/// What `gen` was asked.
+pub struct Request<'a> {
+    pub file: &'a Path,
+    pub output: &'a Path,
+    pub emit_cuda: bool,
+    pub wisdom: Option<&'a Path>,
+    pub verify: bool,
+    pub color: bool,
+}
+
+/// Everything `gen` writes for `text` (named `name`), with `wisdom` (its text and parsed form).
+pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, wisdom: Option<(&str, &Wisdom)>) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
+    let backend = constraints::solver::Backend::default();
+    let trees = crate::tree::build_all(program, &backend)?;
+    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map(|(_, w)| w))?;
+    let mut files: DirFiles = generated.files.into_iter().map(|(n, t)| (n, t.into_bytes())).collect();
+    files.insert(SOURCE_COPY.into(), text.as_bytes().to_vec());
+    if let Some((w, _)) = wisdom {
+        files.insert(WISDOM_COPY.into(), w.as_bytes().to_vec());
+    }
+    Ok((files, trees, generated.text))
+}
+
+/// Refuse a program whose facts contradict each other (no parameter value satisfies them, so
+/// no tree has a leaf), pointing at the first fact that contradicts the ones before it.
+fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgram, color: bool) -> Result<(), Failure> {
+    let backend = constraints::solver::Backend::default();
+    for function in &program.kernels {
+        if let Some(fact) = crate::strategy::contradictory_fact(function, &backend) {
+            let d = crate::frontend::Diagnostic::new(fact.condition.span, format!("the facts of `{}` contradict each other: no parameter value satisfies them all", function.name), "contradicts the facts before it");
+            return Err(Failure::input(command::render(name, text, d, color)));
+        }
+    }
+    Ok(())
+}
+
+pub fn run(r: &Request) -> Result<(), Failure> {
+    let name = command::shown(r.file);
+    let text = command::read_source(r.file)?;
+    let program = command::check(&name, &text, r.color)?;
+    let wisdom_text = r.wisdom.map(|w| std::fs::read_to_string(w).map_err(|e| Failure::input(format!("error: cannot read `{}`: {e}", command::shown(w))))).transpose()?;
+    let wisdom = match (&wisdom_text, r.wisdom) {
+        (Some(t), Some(w)) => Some(Wisdom::parse(t, &command::shown(w)).map_err(|e| Failure::input(format!("error: {e}")))?),
+        _ => None,
+    };
+    contradiction(&name, &text, &program, r.color)?;
+    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, wisdom_text.as_deref().zip(wisdom.as_ref())).map_err(|e| Failure::of_work(format!("error: {e}")))?;
+    let source = SourceRef { name: name.clone(), file: SOURCE_COPY.into() };
+    write_dir(r.output, &files, Some(source), wisdom.is_some().then(|| WISDOM_COPY.to_string())).map_err(|e| Failure::input(format!("error: {e}")))?;
+    command::print(&summary)?;
+    if r.verify {
+        crate::verify::command::report(&trees, crate::verify::Options::default())?;
+    }
+    Ok(())
+}

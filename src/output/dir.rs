@@ -1,0 +1,327 @@
+//! A whole output directory, replaced in one step.
+//!
+//! `write_dir(DIR, files)`:
+//! 1. locks DIR's parent directory (`flock`), so concurrent runs writing there take turns;
+//! 2. finishes what an interrupted run left: a staging directory `.metafork-<h>-*` beside DIR
+//!    (`<h>` from DIR's name) is stale under the lock; entries it carried from DIR are moved
+//!    back, then it is removed;
+//! 3. writes every file, and the manifest last, into a fresh staging directory beside DIR;
+//! 4. carries over DIR's entries that metafork did not write: all but the manifest, names
+//!    beginning `.metafork-`, the new files' names, and files the old manifest lists whose
+//!    contents are unchanged (those are metafork's, and dropped when the new output lacks them).
+//!    A regular file is hard-linked; anything else (a directory, a link, a FIFO) is renamed,
+//!    with a journal first so that step 2 can put it back;
+//! 5. exchanges staging and DIR with `renameat2(RENAME_EXCHANGE)` (a plain rename when DIR is
+//!    new) and removes the old contents.
+//!
+//! So an interrupted or failed run leaves DIR as it was, two runs never mix their files, and a
+//! user's own files survive. DIR itself must be a real directory: a symbolic link is refused
+//! (an archive's `out -> ~/.ssh` would otherwise be written through).
+
+use super::manifest::{Manifest, SourceRef, MANIFEST};
+use super::{file::kind_of, is_plain_file_name};
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// An output directory's files: name to contents.
+pub type DirFiles = BTreeMap<String, Vec<u8>>;
+
+/// Names beginning with this, in an output directory or beside it, are metafork's own.
+pub const STAGING_PREFIX: &str = ".metafork-";
+/// The journal of entries carried from the old directory into a staging directory.
+const JOURNAL: &str = ".metafork-carried";
+
+fn err(target: &Path, what: impl std::fmt::Display) -> String {
+    format!("cannot write `{}`: {what}", target.display())
+}
+
+pub fn write_dir(target: &Path, files: &DirFiles, source: Option<SourceRef>, wisdom: Option<String>) -> Result<(), String> {
+    for name in files.keys() {
+        if !is_plain_file_name(name) || name == MANIFEST {
+            return Err(err(target, format!("internal error: `{}` is not a plain file name", name.escape_debug())));
+        }
+    }
+    let name = target.file_name().ok_or_else(|| err(target, "give the output directory a name (not `.`, `..` or `/`)"))?;
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&parent).map_err(|e| err(target, format!("cannot create `{}`: {e}", parent.display())))?;
+    let lock = fs::File::open(&parent).map_err(|e| err(target, format!("cannot open `{}`: {e}", parent.display())))?;
+    if lock.try_lock().is_err() {
+        eprintln!("metafork: waiting for another run writing in `{}`", parent.display());
+        lock.lock().map_err(|e| err(target, format!("cannot lock `{}`: {e}", parent.display())))?;
+    }
+    let exists = match fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => Some(m.permissions().mode() & 0o7777),
+        Ok(m) => return Err(err(target, format!("it is {}; give a directory (a symbolic link is not followed)", kind_of(m.file_type())))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(err(target, e)),
+    };
+    let prefix = format!("{STAGING_PREFIX}{}-", &super::manifest::sha256_hex(name.as_bytes())[..12]);
+    recover(&parent, &prefix, target).map_err(|e| err(target, format!("cannot clean up an interrupted run: {e}")))?;
+
+    let staging = tempfile::Builder::new()
+        .prefix(&prefix)
+        .permissions(fs::Permissions::from_mode(exists.unwrap_or(0o777)))
+        .tempdir_in(&parent)
+        .map_err(|e| err(target, format!("cannot create a staging directory in `{}`: {}", parent.display(), e.kind())))?;
+    let manifest = Manifest::of(files, source, wisdom);
+    let write = |n: &str, bytes: &[u8]| -> io::Result<()> {
+        let mut f = fs::File::create_new(staging.path().join(n))?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    };
+    for (n, bytes) in files {
+        write(n, bytes).map_err(|e| err(target, format!("`{n}`: {e}")))?;
+    }
+    write(MANIFEST, manifest.to_json().as_bytes()).map_err(|e| err(target, format!("`{MANIFEST}`: {e}")))?;
+
+    let carried = match exists {
+        Some(_) => carry(target, staging.path(), files).map_err(|e| err(target, format!("cannot carry over its other entries: {e}")))?,
+        None => Vec::new(),
+    };
+    let swapped = fs::File::open(staging.path()).and_then(|d| d.sync_all()).and_then(|_| match exists {
+        Some(_) => exchange(staging.path(), target),
+        None => fs::rename(staging.path(), target),
+    });
+    if let Err(e) = swapped {
+        put_back(staging.path(), target, &carried);
+        return Err(err(target, e));
+    }
+    let _ = fs::remove_file(target.join(JOURNAL));
+    let _ = lock.sync_all();
+    // `staging` now names the old contents (or nothing, for a new directory): dropping it
+    // removes them, without following links.
+    drop(staging);
+    Ok(())
+}
+
+/// Carry `target`'s entries that metafork did not write into `staging`; returns the entries
+/// moved (not linked), which a failure must put back.
+fn carry(target: &Path, staging: &Path, files: &DirFiles) -> io::Result<Vec<OsString>> {
+    let old = Manifest::read(target).unwrap_or_else(|e| {
+        eprintln!("metafork: warning: {e}; every entry of the old directory is kept");
+        None
+    });
+    let mut carry = Vec::new();
+    for entry in fs::read_dir(target)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let text = name.to_str();
+        if name.as_bytes().starts_with(STAGING_PREFIX.as_bytes()) || text.is_some_and(|t| t == MANIFEST || files.contains_key(t)) {
+            continue;
+        }
+        if let (Some(m), Some(t)) = (&old, text) {
+            if m.unchanged(target, t) {
+                continue;
+            }
+        }
+        carry.push((name, entry.file_type()?));
+    }
+    let moved: Vec<OsString> = carry.iter().filter(|(_, t)| !t.is_file()).map(|(n, _)| n.clone()).collect();
+    if !moved.is_empty() {
+        let journal: Vec<Vec<u8>> = moved.iter().map(|n| n.as_bytes().to_vec()).collect();
+        let mut f = fs::File::create_new(staging.join(JOURNAL))?;
+        f.write_all(&serde_json::to_vec(&journal).map_err(io::Error::other)?)?;
+        f.sync_all()?;
+    }
+    let mut done = Vec::new();
+    for (name, t) in &carry {
+        let (from, to) = (target.join(name), staging.join(name));
+        let r = if t.is_file() { fs::hard_link(&from, &to).or_else(|_| fs::copy(&from, &to).map(|_| ())) } else { fs::rename(&from, &to).map(|_| done.push(name.clone())) };
+        if let Err(e) = r {
+            put_back(staging, target, &done);
+            return Err(io::Error::new(e.kind(), format!("`{}`: {e}", Path::new(name).display())));
+        }
+    }
+    Ok(done)
+}
+
+/// Move `names` from `staging` back into `target` where `target` lacks them.
+fn put_back(staging: &Path, target: &Path, names: &[OsString]) {
+    for n in names {
+        if fs::symlink_metadata(target.join(n)).is_err() {
+            let _ = fs::rename(staging.join(n), target.join(n));
+        }
+    }
+}
+
+/// Staging directories an interrupted run left beside `target`: put back what they carried,
+/// then remove them. Only called under the parent's lock, so none of them is in use.
+fn recover(parent: &Path, prefix: &str, target: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(parent)? {
+        let entry = entry?;
+        if !entry.file_name().as_bytes().starts_with(prefix.as_bytes()) || !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let stale = entry.path();
+        if let Ok(bytes) = read_journal(&stale) {
+            let names: Vec<Vec<u8>> = serde_json::from_slice(&bytes).unwrap_or_default();
+            let names: Vec<OsString> = names.into_iter().map(OsString::from_vec).filter(|n| is_single_component(n)).collect();
+            if fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
+                put_back(&stale, target, &names);
+            }
+        }
+        fs::remove_dir_all(&stale)?;
+    }
+    Ok(())
+}
+
+fn read_journal(stale: &Path) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(stale.join(JOURNAL))?;
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(&mut f, 1 << 20), &mut bytes)?;
+    Ok(bytes)
+}
+
+fn is_single_component(n: &OsStr) -> bool {
+    let b = n.as_bytes();
+    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/') && !b.contains(&0)
+}
+
+/// Exchange two directories atomically (Linux `renameat2`); where the file system cannot, move
+/// the old one aside first (a short window without `b`).
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
+    let (ca, cb) = (c(a)?, c(b)?);
+    // SAFETY: two valid NUL-terminated paths; renameat2 reads them only.
+    let r = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::ENOTSUP)) {
+        return Err(e);
+    }
+    let aside = a.with_extension("old");
+    fs::rename(b, &aside)?;
+    if let Err(e) = fs::rename(a, b) {
+        let _ = fs::rename(&aside, b);
+        return Err(e);
+    }
+    fs::rename(&aside, a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(pairs: &[(&str, &str)]) -> DirFiles {
+        pairs.iter().map(|(n, t)| (n.to_string(), t.as_bytes().to_vec())).collect()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn replaces_the_output_keeps_user_files_and_drops_stale_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        write_dir(&out, &files(&[("a_leaf1.cu", "1"), ("a_leaf2.cu", "2"), ("tree.yaml", "t")]), None, None).unwrap();
+        fs::write(out.join("notes.txt"), "mine").unwrap();
+        fs::create_dir(out.join("build")).unwrap();
+        fs::write(out.join("build").join("x.o"), "obj").unwrap();
+        fs::write(out.join("a_leaf2.cu"), "edited by hand").unwrap();
+        write_dir(&out, &files(&[("a_leaf1.cu", "1'"), ("tree.yaml", "t'")]), None, None).unwrap();
+        // a_leaf2.cu was edited: kept; notes and build are the user's: kept; nothing else.
+        assert_eq!(names(&out), ["a_leaf1.cu", "a_leaf2.cu", "build", "manifest.json", "notes.txt", "tree.yaml"]);
+        assert_eq!(fs::read_to_string(out.join("a_leaf2.cu")).unwrap(), "edited by hand");
+        assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
+        assert_eq!(fs::read_to_string(out.join("a_leaf1.cu")).unwrap(), "1'");
+        // An unchanged stale file of metafork's is dropped.
+        write_dir(&out, &files(&[("tree.yaml", "t''")]), None, None).unwrap();
+        assert_eq!(names(&out), ["a_leaf2.cu", "build", "manifest.json", "notes.txt", "tree.yaml"]);
+        assert_eq!(names(root.path()), ["out"], "no staging directory is left");
+    }
+
+    #[test]
+    fn refuses_a_symbolic_link_or_a_file_as_the_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let real = root.path().join("real");
+        fs::create_dir(&real).unwrap();
+        fs::write(real.join("keep"), "k").unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = write_dir(&link, &files(&[("tree.yaml", "t")]), None, None).unwrap_err();
+        assert!(e.contains("symbolic link") && e.contains("link"), "{e}");
+        assert_eq!(names(&real), ["keep"]);
+        let file = root.path().join("file");
+        fs::write(&file, "f").unwrap();
+        let e = write_dir(&file, &files(&[("tree.yaml", "t")]), None, None).unwrap_err();
+        assert!(e.contains("a regular file; give a directory"), "{e}");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "f");
+    }
+
+    #[test]
+    fn a_planted_link_inside_the_directory_is_replaced_not_written_through() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        fs::create_dir(&out).unwrap();
+        let victim = root.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, out.join("tree.yaml")).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t")]), None, None).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(fs::symlink_metadata(out.join("tree.yaml")).unwrap().is_file());
+    }
+
+    #[test]
+    fn a_stale_staging_directory_is_recovered() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        write_dir(&out, &files(&[("tree.yaml", "t")]), None, None).unwrap();
+        // As if a run died after carrying the user's `build/` into its staging directory.
+        let prefix = format!("{STAGING_PREFIX}{}-", &super::super::manifest::sha256_hex(b"out")[..12]);
+        let stale = root.path().join(format!("{prefix}dead"));
+        fs::create_dir(&stale).unwrap();
+        fs::create_dir(stale.join("build")).unwrap();
+        fs::write(stale.join("build").join("x.o"), "obj").unwrap();
+        fs::write(stale.join("half.cu"), "partial").unwrap();
+        fs::write(stale.join(JOURNAL), serde_json::to_vec(&vec![b"build".to_vec()]).unwrap()).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t2")]), None, None).unwrap();
+        assert_eq!(names(root.path()), ["out"]);
+        assert_eq!(names(&out), ["build", "manifest.json", "tree.yaml"]);
+        assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
+    }
+
+    #[test]
+    fn concurrent_writers_never_mix_their_files() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10 {
+                        let tag = format!("{t}-{i}");
+                        let f: DirFiles = (0..5).map(|k| (format!("f{}_{k}.cu", t), tag.clone().into_bytes())).chain([("tree.yaml".to_string(), tag.clone().into_bytes())]).collect();
+                        write_dir(&out, &f, None, None).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // The last writer's files only, all of one run.
+        let tag = fs::read_to_string(out.join("tree.yaml")).unwrap();
+        let t = tag.split('-').next().unwrap();
+        let expected: Vec<String> = (0..5).map(|k| format!("f{t}_{k}.cu")).chain(["manifest.json".into(), "tree.yaml".into()]).collect();
+        let mut expected = expected;
+        expected.sort();
+        assert_eq!(names(&out), expected);
+        for k in 0..5 {
+            assert_eq!(fs::read_to_string(out.join(format!("f{t}_{k}.cu"))).unwrap(), tag);
+        }
+    }
+}
