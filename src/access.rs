@@ -58,7 +58,17 @@ pub struct AuxDef {
 
 /// The model's integer for a CUDA index: `threadIdx.x` is `threadIdx_x`.
 pub fn builtin_var(b: Builtin) -> String {
-    b.c_name().replace('.', "_")
+    b.c_name().replace('.', "$") // `$`: no user name can be it (crate::names)
+}
+
+/// The prefixes of the model's division auxiliaries (`q` quotient, `r` remainder), internal
+/// names that no user name can be ([`crate::names`]).
+pub const AUX_QUOTIENT: &str = "$aux_q";
+pub const AUX_REMAINDER: &str = "$aux_r";
+
+/// Whether a model variable is a division auxiliary.
+pub fn is_aux(name: &str) -> bool {
+    name.starts_with("$aux_")
 }
 
 /// The CUDA index a model variable stands for, if it is one.
@@ -130,8 +140,13 @@ impl<'b> Collector<'b> {
                         return None;
                     }
                 }
-                let key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
-                let (qn, rn) = (format!("aux_q{key:x}"), format!("aux_r{key:x}"));
+                // Named by a hash of the division, so that every collector names it alike; a
+                // different division with the same hash takes the next key.
+                let mut key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+                while self.aux_defs.get(&format!("{AUX_QUOTIENT}{key:x}")).is_some_and(|def| def.dividend != x || def.divisor != d) {
+                    key = key.wrapping_add(1);
+                }
+                let (qn, rn) = (format!("{AUX_QUOTIENT}{key:x}"), format!("{AUX_REMAINDER}{key:x}"));
                 let q = self.aux(&qn);
                 let r = self.aux(&rn);
                 if !self.aux_defs.contains_key(&qn) {
@@ -396,7 +411,7 @@ fn is_uniform_var(name: &str, env: &Env) -> bool {
     match builtin_of_var(name) {
         Some(Builtin::ThreadIdx(_)) => false,
         Some(_) => true,
-        None => !name.starts_with("aux_") && !env.contains_key(name),
+        None => !is_aux(name) && !env.contains_key(name),
     }
 }
 

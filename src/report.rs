@@ -139,6 +139,7 @@ pub fn parse_report(file: &str, program: &CheckedProgram) -> ParseReport {
                         kind: match f.kind {
                             FactKind::Assume => "assume",
                             FactKind::Assert => "assert",
+                            FactKind::Defined => "defined",
                         }
                         .to_string(),
                         condition: f.condition.to_string(),

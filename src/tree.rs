@@ -19,11 +19,11 @@
 //! counts as a counter with its cases ([`Tree::height_bound`]).
 
 use crate::counters::count;
-use crate::frontend::model::KernelFunction;
+use crate::frontend::model::{FactKind, KernelFunction};
 use crate::kernel::Kernel;
 use crate::perf::fork::{Condition, Kind as PerfKind};
 use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, merge::{extent_lower_bound, merge, FACTOR as MERGE_FACTOR}, narrow, prefetch::prefetch, unroll::unroll};
-use constraints::solver::{Backend, CheckResult, Model};
+use constraints::solver::{Backend, CheckResult, Implication, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeSet, HashMap};
 
@@ -369,6 +369,9 @@ fn program_symbols(function: &KernelFunction) -> BTreeSet<String> {
     function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect()
 }
 
+/// The error a tree build ends with when the time budget ([`constraints::budget`]) is spent.
+pub const BUDGET_SPENT: &str = "the time budget ran out before the tree was built";
+
 /// The root system: the program's facts, integer parameters, and positive per-block machine
 /// limits. The per-multiprocessor symbols enter (positive, integer) only below an occupancy
 /// fork, the one place they are read: two more variables in every query made Z3 measurably
@@ -437,7 +440,16 @@ pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Re
 fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
     let machine = MachineSymbols::avoiding(&program_symbols(function));
     let schedule_name = kernel.name.clone();
-    let root = root_constraints(function, &machine);
+    let mut root = root_constraints(function, &machine);
+    // Where the program's arithmetic is defined (a divisor is not zero) joins the root unless
+    // the facts already imply it: a disequality is a disjunction for Z3.
+    for f in function.facts.iter().filter(|f| f.kind == FactKind::Defined) {
+        if let Some(c) = &f.constraint {
+            if !matches!(backend.implies(&root, c), Implication::Proved) {
+                root.add(c.clone());
+            }
+        }
+    }
     let before = backend.queries();
     let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
     // Everything runs on this thread, in one order: Z3 contexts working on other threads at
@@ -807,6 +819,9 @@ impl Builder<'_> {
     }
 
     fn expand(&mut self, id: usize) -> Result<(), String> {
+        if constraints::budget::expired() {
+            return Err(BUDGET_SPENT.into());
+        }
         let Some(&counter) = self.nodes[id].counters_left.first() else {
             return self.settle(id);
         };

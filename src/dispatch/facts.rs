@@ -20,6 +20,8 @@ pub struct Fact {
     pub text: String,
     expr: Expr,
     code: Code,
+    /// The integer parameters it reads (through derived scalars too).
+    reads: std::collections::BTreeSet<String>,
 }
 
 /// Every fact of a function, with the derived scalars they may read.
@@ -46,7 +48,27 @@ impl FactSet {
             .iter()
             .map(|f| {
                 let code = Code::compile(&f.condition, &resolve).map_err(|e| format!("fact `{}` cannot be checked at run time: {e}", f.condition))?;
-                Ok(Fact { kind: f.kind, text: f.condition.to_string(), expr: f.condition.clone(), code })
+                let mut reads = std::collections::BTreeSet::new();
+                let mut pending = vec![f.condition.clone()];
+                while let Some(e) = pending.pop() {
+                    let mut names = Vec::new();
+                    e.names(&mut names);
+                    for n in names {
+                        match derived.get(&n) {
+                            Some(d) if reads.insert(n.clone()) => pending.push(d.clone()),
+                            Some(_) => {}
+                            None => {
+                                reads.insert(n);
+                            }
+                        }
+                    }
+                }
+                reads.retain(|n| params.contains(n));
+                let text = match f.kind {
+                    FactKind::Defined => format!("{} (the program divides by it)", f.condition),
+                    _ => f.condition.to_string(),
+                };
+                Ok(Fact { kind: f.kind, text, expr: f.condition.clone(), code, reads })
             })
             .collect::<Result<_, String>>()?;
         Ok(FactSet { facts, params, derived })
@@ -62,6 +84,13 @@ impl FactSet {
     pub fn first_failing(&self, point: &BTreeMap<String, i64>) -> Option<&Fact> {
         let slots = self.slots(point);
         self.facts.iter().find(|f| !f.code.holds(&slots))
+    }
+
+    /// The first fact that does not hold at `point`, among those whose parameters `point`
+    /// all gives (a partial point, as a wisdom file's).
+    pub fn first_failing_where_known(&self, point: &BTreeMap<String, i64>) -> Option<&Fact> {
+        let slots = self.slots(point);
+        self.facts.iter().find(|f| f.reads.iter().all(|n| point.contains_key(n)) && !f.code.holds(&slots))
     }
 
     /// Whether every fact holds at `point`.
@@ -85,7 +114,7 @@ impl FactSet {
             ExprKind::Int(v) => format!("{v}LL"),
             ExprKind::Var(v) => match self.derived.get(v) {
                 Some(d) => format!("({})", self.cpp_expr(d, ok)),
-                None => v.clone(),
+                None => crate::names::c_ident(v).into_owned(),
             },
             ExprKind::Unary(UnOp::Neg, a) => format!("metafork_sub_ll(0LL, {}, &{ok})", self.cpp_expr(a, ok)),
             ExprKind::Unary(UnOp::Not, a) => format!("(long long)!({})", self.cpp_expr(a, ok)),

@@ -177,7 +177,7 @@ impl Dispatcher {
     fn check_facts(&self, params: &BTreeMap<String, i64>) -> Option<Selection> {
         self.facts.first_failing(params).map(|f| match f.kind {
             FactKind::Assert => Selection::AssertFails(f.text.clone()),
-            FactKind::Assume => Selection::OutsideAssumptions(f.text.clone()),
+            FactKind::Assume | FactKind::Defined => Selection::OutsideAssumptions(f.text.clone()),
         })
     }
 

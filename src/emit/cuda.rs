@@ -14,6 +14,7 @@
 use crate::frontend::ast::*;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::{Kernel, KernelParamKind};
+use crate::names::c_ident;
 use constraints::Poly;
 use std::fmt::Write;
 
@@ -21,7 +22,7 @@ use std::fmt::Write;
 pub fn emit_kernel(function: &KernelFunction, kernel: &Kernel, header: &[String]) -> Result<String, String> {
     let mut out = String::new();
     for line in header {
-        let _ = writeln!(out, "// {line}");
+        let _ = writeln!(out, "// {}", crate::names::c_comment(line));
     }
     let _ = writeln!(out, "#include <cuda_runtime.h>\n");
     emit_global(&mut out, kernel)?;
@@ -46,17 +47,53 @@ pub fn allow_shared_name(kernel_name: &str) -> String {
 fn emit_runtime_helpers(out: &mut String, kernel: &Kernel) {
     let k = &kernel.name;
     let _ = writeln!(out, "// The compiled kernel's attributes (registers, maximum threads per block), for dispatch.");
-    let _ = writeln!(out, "extern \"C\" cudaError_t {}(cudaFuncAttributes *attributes) {{", attributes_name(k));
-    let _ = writeln!(out, "  return cudaFuncGetAttributes(attributes, (const void *){k});");
+    let _ = writeln!(out, "extern \"C\" cudaError_t {}(cudaFuncAttributes *metafork_attributes) {{", attributes_name(k));
+    let _ = writeln!(out, "  return cudaFuncGetAttributes(metafork_attributes, (const void *){k});");
     let _ = writeln!(out, "}}\n");
     let _ = writeln!(out, "// Allow `bytes` of dynamic shared memory (needed above the device's default per block).");
-    let _ = writeln!(out, "extern \"C\" cudaError_t {}(size_t bytes) {{", allow_shared_name(k));
-    let _ = writeln!(out, "  return cudaFuncSetAttribute((const void *){k}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);");
+    let _ = writeln!(out, "extern \"C\" cudaError_t {}(size_t metafork_bytes) {{", allow_shared_name(k));
+    let _ = writeln!(out, "  return cudaFuncSetAttribute((const void *){k}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)metafork_bytes);");
     let _ = writeln!(out, "}}");
 }
 
 fn expr(kind: ExprKind) -> Expr {
     Expr::new(kind, Default::default())
+}
+
+/// `e` with every variable and array named as generated code spells it ([`c_ident`]); called
+/// once on each expression as it is printed, never on one already spelled.
+pub fn spelled(e: &Expr) -> Expr {
+    spelled_as(e, &|n| c_ident(n).into_owned())
+}
+
+fn spelled_as(e: &Expr, name: &dyn Fn(&str) -> String) -> Expr {
+    let sub = |x: &Expr| spelled_as(x, name);
+    let kind = match &e.kind {
+        ExprKind::Var(v) => ExprKind::Var(name(v)),
+        ExprKind::Index { array, indices } => ExprKind::Index { array: Ident { name: name(&array.name), span: array.span }, indices: indices.iter().map(sub).collect() },
+        ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(sub(a))),
+        ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(sub(a)), Box::new(sub(b))),
+        ExprKind::Cond(c, a, b) => ExprKind::Cond(Box::new(sub(c)), Box::new(sub(a)), Box::new(sub(b))),
+        ExprKind::Cast(t, a) => ExprKind::Cast(*t, Box::new(sub(a))),
+        // A call names one of the language's math functions, never a user's name.
+        ExprKind::Call(f, args) => ExprKind::Call(f.clone(), args.iter().map(sub).collect()),
+        ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Builtin(_) => e.kind.clone(),
+    };
+    Expr::new(kind, e.span)
+}
+
+/// Every name a kernel holds: parameters, shared arrays, declared and used names.
+fn kernel_names(kernel: &Kernel) -> Vec<String> {
+    let mut names: Vec<String> = kernel.params.iter().map(|p| p.name.clone()).chain(kernel.shared.iter().map(|s| s.name.clone())).collect();
+    crate::strategy::walk::walk_stmts(&kernel.body, &mut |s| match &s.kind {
+        StmtKind::Decl { vars, .. } => names.extend(vars.iter().map(|d| d.name.name.clone())),
+        StmtKind::For(l) => names.push(l.var.name.clone()),
+        _ => {}
+    });
+    for s in &kernel.body {
+        crate::strategy::walk::walk_exprs(s, &mut |x| x.names(&mut names));
+    }
+    names
 }
 
 fn var(name: &str) -> Expr {
@@ -99,6 +136,7 @@ fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
 
 /// Rewrite an expression into what CUDA C prints directly.
 struct Cify<'k> {
+    spelling: crate::names::Spelling,
     extents: std::collections::HashMap<&'k str, &'k [Poly]>,
     /// Emit `#pragma unroll 1` before every loop (register pressure, level 1).
     no_unroll: bool,
@@ -137,6 +175,15 @@ impl Cify<'_> {
         Ok(Expr::new(k, e.span))
     }
 
+    /// An expression as printed: rewritten, then spelled.
+    fn out(&self, e: &Expr) -> Result<Expr, String> {
+        self.expr(e).map(|x| spelled_as(&x, &|n| self.spelling.ident(n).into_owned()))
+    }
+
+    fn name<'n>(&self, name: &'n str) -> std::borrow::Cow<'n, str> {
+        self.spelling.ident(name)
+    }
+
     fn stmt(&self, s: &Stmt, depth: usize, out: &mut String) -> Result<(), String> {
         let pad = "  ".repeat(depth);
         match &s.kind {
@@ -150,14 +197,14 @@ impl Cify<'_> {
             }
             StmtKind::Decl { ty, vars } => {
                 for d in vars {
-                    let _ = writeln!(out, "{pad}{ty} {} = {};", d.name.name, self.expr(&d.init)?);
+                    let _ = writeln!(out, "{pad}{ty} {} = {};", self.name(&d.name.name), self.out(&d.init)?);
                 }
             }
             StmtKind::Assign { target, op, value } => {
-                let _ = writeln!(out, "{pad}{} {} {};", self.expr(target)?, op.c_symbol(), self.expr(value)?);
+                let _ = writeln!(out, "{pad}{} {} {};", self.out(target)?, op.c_symbol(), self.out(value)?);
             }
             StmtKind::If { cond, then_branch, else_branch } => {
-                let _ = writeln!(out, "{pad}if ({}) {{", self.expr(cond)?);
+                let _ = writeln!(out, "{pad}if ({}) {{", self.out(cond)?);
                 self.body(then_branch, depth + 1, out)?;
                 match else_branch {
                     Some(e) => {
@@ -171,11 +218,12 @@ impl Cify<'_> {
                 }
             }
             StmtKind::For(l) => {
-                let step = if l.step == 1 { format!("{}++", l.var.name) } else { format!("{} += {}", l.var.name, l.step) };
+                let v = self.name(&l.var.name);
+                let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
                 if self.no_unroll {
                     let _ = writeln!(out, "{pad}#pragma unroll 1");
                 }
-                let _ = writeln!(out, "{pad}for ({} {} = {}; {} {} {}; {step}) {{", l.ty, l.var.name, self.expr(&l.lo)?, l.var.name, if l.inclusive { "<=" } else { "<" }, self.expr(&l.hi)?);
+                let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, self.out(&l.lo)?, if l.inclusive { "<=" } else { "<" }, self.out(&l.hi)?);
                 self.body(&l.body, depth + 1, out)?;
                 let _ = writeln!(out, "{pad}}}");
             }
@@ -203,23 +251,23 @@ fn params_list(kernel: &Kernel) -> String {
         .params
         .iter()
         .map(|p| match &p.kind {
-            KernelParamKind::Scalar(t) => format!("{t} {}", p.name),
-            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, p.name),
+            KernelParamKind::Scalar(t) => format!("{t} {}", c_ident(&p.name)),
+            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, c_ident(&p.name)),
         })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 /// `name` of the shared-memory layout variable holding the byte offset after array `i`.
-fn emit_shared_layout(out: &mut String, kernel: &Kernel, pad: &str) -> Result<(), String> {
+fn emit_shared_layout(out: &mut String, kernel: &Kernel, c: &Cify, pad: &str) -> Result<(), String> {
     if kernel.shared.is_empty() {
         return Ok(());
     }
     let _ = writeln!(out, "{pad}extern __shared__ __align__(16) unsigned char metafork_shared[];");
     let _ = writeln!(out, "{pad}long metafork_offset = 0;");
     for s in kernel.shared_layout() {
-        let bytes = poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?;
-        let _ = writeln!(out, "{pad}{} *{} = ({} *)(metafork_shared + metafork_offset);", s.elem, s.name, s.elem);
+        let bytes = c.out(&poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64)))?)?;
+        let _ = writeln!(out, "{pad}{} *{} = ({} *)(metafork_shared + metafork_offset);", s.elem, c.name(&s.name), s.elem);
         let _ = writeln!(out, "{pad}metafork_offset += {bytes};");
     }
     let _ = writeln!(out, "{pad}(void)metafork_offset;");
@@ -237,11 +285,12 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
         extents.insert(&s.name, &s.extents);
     }
     let narrow = if kernel.narrow_index { kernel.shared.iter().map(|s| s.name.as_str()).collect() } else { Default::default() };
-    let c = Cify { extents, no_unroll: kernel.no_unroll, narrow };
+    let names = kernel_names(kernel);
+    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, no_unroll: kernel.no_unroll, narrow };
     // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));
-    emit_shared_layout(out, kernel, "  ")?;
+    emit_shared_layout(out, kernel, &c, "  ")?;
     for s in &kernel.body {
         c.stmt(s, 1, out)?;
     }
@@ -258,9 +307,32 @@ pub fn shared_bytes_expr(kernel: &Kernel) -> Result<String, String> {
     let bytes: Vec<String> = kernel
         .shared_layout()
         .iter()
-        .map(|s| poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64))).map(|e| format!("({e})")))
+        .map(|s| poly_expr(&(s.elements() * Poly::int(s.elem.size_bytes() as i64))).map(|e| format!("({})", spelled(&e))))
         .collect::<Result<_, _>>()?;
     Ok(bytes.join(" + "))
+}
+
+/// The divisors of every `/` and `%` in `e`, innermost first.
+pub fn divisors(e: &Expr) -> Vec<&Expr> {
+    let mut out = Vec::new();
+    fn walk<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+        match &e.kind {
+            ExprKind::Binary(op, a, b) => {
+                walk(a, out);
+                walk(b, out);
+                if matches!(op, BinOp::Div | BinOp::Rem) && !matches!(b.kind, ExprKind::Int(v) if v != 0) {
+                    out.push(b);
+                }
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => walk(a, out),
+            ExprKind::Cond(c, a, b) => [c, a, b].into_iter().for_each(|x| walk(x, out)),
+            ExprKind::Index { indices, .. } => indices.iter().for_each(|x| walk(x, out)),
+            ExprKind::Call(_, args) => args.iter().for_each(|x| walk(x, out)),
+            ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Var(_) | ExprKind::Builtin(_) => {}
+        }
+    }
+    walk(e, &mut out);
+    out
 }
 
 /// The launch wrapper's name for a kernel.
@@ -281,11 +353,12 @@ pub fn launch_params(function: &KernelFunction, kernel: &Kernel) -> Vec<(String,
         .iter()
         .filter(|p| !derived.contains(&p.name.as_str()))
         .map(|p| {
+            let name = c_ident(&p.name).into_owned();
             let decl = match &p.kind {
-                KernelParamKind::Scalar(t) => format!("{t} {}", p.name),
-                KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, p.name),
+                KernelParamKind::Scalar(t) => format!("{t} {name}"),
+                KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{name}", if *is_const { "const " } else { "" }),
             };
-            (decl, p.name.clone())
+            (decl, name)
         })
         .collect()
 }
@@ -293,22 +366,29 @@ pub fn launch_params(function: &KernelFunction, kernel: &Kernel) -> Vec<(String,
 fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> Result<(), String> {
     let own: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
     let _ = writeln!(out, "// Launch `{}`: grid, block and dynamic shared memory from the parameters.", kernel.name);
-    let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
+    let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t metafork_stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
     for d in &function.derived {
-        let _ = writeln!(out, "  {} {} = {};", d.ty, d.name, d.value);
+        // C leaves a division by zero undefined: such a point has no launch.
+        for divisor in divisors(&d.value) {
+            let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
+        }
+        let _ = writeln!(out, "  {} {} = {};", d.ty, c_ident(&d.name), spelled(&d.value));
     }
     let dims = ["x", "y", "z"];
-    let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or("1".into(), |e| format!("(long)({e})"))).collect();
-    let block: Vec<String> = (0..3).map(|i| kernel.block.get(i).map_or(Ok("1".into()), |p| poly_expr(p).map(|e| e.to_string()))).collect::<Result<_, _>>()?;
-    for (i, d) in dims.iter().enumerate() {
-        let _ = writeln!(out, "  long grid_{d} = {}, block_{d} = {};", grid[i], block[i]);
+    let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or("1".into(), |e| format!("(long)({})", spelled(e)))).collect();
+    let block: Vec<String> = (0..3).map(|i| kernel.block.get(i).map_or(Ok("1".into()), |p| poly_expr(p).map(|e| spelled(&e).to_string()))).collect::<Result<_, _>>()?;
+    for divisor in kernel.grid.iter().flat_map(divisors) {
+        let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
     }
-    let _ = writeln!(out, "  if (grid_x <= 0 || grid_y <= 0 || grid_z <= 0) return cudaSuccess;  // no iteration to run");
-    let _ = writeln!(out, "  if (grid_x > 2147483647L || grid_y > 65535 || grid_z > 65535 || block_x <= 0 || block_y <= 0 || block_z <= 0)");
+    for (i, d) in dims.iter().enumerate() {
+        let _ = writeln!(out, "  long metafork_grid_{d} = {}, metafork_block_{d} = {};", grid[i], block[i]);
+    }
+    let _ = writeln!(out, "  if (metafork_grid_x <= 0 || metafork_grid_y <= 0 || metafork_grid_z <= 0) return cudaSuccess;  // no iteration to run");
+    let _ = writeln!(out, "  if (metafork_grid_x > 2147483647L || metafork_grid_y > 65535 || metafork_grid_z > 65535 || metafork_block_x <= 0 || metafork_block_y <= 0 || metafork_block_z <= 0)");
     let _ = writeln!(out, "    return cudaErrorInvalidConfiguration;");
-    let _ = writeln!(out, "  size_t shared_bytes = (size_t){};", shared_bytes_expr(kernel)?);
-    let args: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
-    let _ = writeln!(out, "  {}<<<dim3(grid_x, grid_y, grid_z), dim3(block_x, block_y, block_z), shared_bytes, stream>>>({});", kernel.name, args.join(", "));
+    let _ = writeln!(out, "  size_t metafork_shared_bytes = (size_t){};", shared_bytes_expr(kernel)?);
+    let args: Vec<String> = kernel.params.iter().map(|p| c_ident(&p.name).into_owned()).collect();
+    let _ = writeln!(out, "  {}<<<dim3(metafork_grid_x, metafork_grid_y, metafork_grid_z), dim3(metafork_block_x, metafork_block_y, metafork_block_z), metafork_shared_bytes, metafork_stream>>>({});", kernel.name, args.join(", "));
     let _ = writeln!(out, "  return cudaGetLastError();");
     let _ = writeln!(out, "}}");
     Ok(())

@@ -16,23 +16,34 @@ use crate::dispatch::{Dispatcher, FastPoly, Outcome};
 use crate::emit::cuda::{allow_shared_name, attributes_name, launch_name_of, launch_params};
 use crate::frontend::model::{FactKind, KernelFunction};
 use crate::kernel::Kernel;
+use crate::names::{c_comment, c_ident, c_string};
 use constraints::Rel;
 use std::fmt::Write;
 
 /// What the header defines once, whichever schedules' headers a program includes.
-const COMMON: &str = include_str!("dispatch_common.h");
+pub const COMMON: &str = include_str!("dispatch_common.h");
 
 /// The dispatch header and source for one schedule, as (file name, text) pairs.
 pub fn emit(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher) -> Result<Vec<(String, String)>, String> {
     emit_with_wisdom(source, function, kernel, d, None)
 }
 
-/// A tuning harness's `wisdom.yaml`: the fastest configuration it measured.
+/// A tuning harness's `wisdom.yaml`: the fastest configuration it measured. Untrusted: every
+/// field is checked against the program and its tree before it reaches generated code
+/// ([`Wisdom::check`]), and text fields are written only escaped.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct Wisdom {
     pub schedule: String,
     pub device: String,
+    /// The data sizes it was measured at.
+    #[serde(default)]
+    pub sizes: std::collections::BTreeMap<String, i64>,
     pub best: Option<WisdomChoice>,
+    /// Where it came from, and its text, for messages that name the line at fault.
+    #[serde(skip)]
+    origin: String,
+    #[serde(skip)]
+    text: String,
 }
 
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -42,9 +53,58 @@ pub struct WisdomChoice {
 }
 
 impl Wisdom {
+    /// Parse a wisdom file's text (`origin` names it in messages).
+    pub fn parse(text: &str, origin: &str) -> Result<Wisdom, String> {
+        let mut w: Wisdom = serde_yaml::from_str(text).map_err(|e| format!("{origin}: not a wisdom file: {e}"))?;
+        w.origin = origin.to_string();
+        w.text = text.to_string();
+        Ok(w)
+    }
+
     pub fn load(path: &std::path::Path) -> Result<Wisdom, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: not a wisdom file: {e}", path.display()))
+        Wisdom::parse(&text, &path.display().to_string())
+    }
+
+    /// `origin:LINE: message`, the line being the first that holds `needle` (the value at fault).
+    fn at(&self, needle: &str, message: String) -> String {
+        match self.text.lines().position(|l| l.contains(needle)) {
+            Some(i) => format!("{}:{}: {message}", self.origin, i + 1),
+            None => format!("{}: {message}", self.origin),
+        }
+    }
+
+    /// Check the wisdom against the schedule it is for: its leaf is a kernel leaf of the tree,
+    /// it sets only program parameters, to values a C `int` holds, and the program's facts hold
+    /// at them (with the measured sizes) wherever they can be evaluated.
+    pub fn check(&self, function: &KernelFunction, d: &Dispatcher) -> Result<(), String> {
+        let Some(best) = &self.best else { return Err(self.at("best", format!("the wisdom for `{}` has no `best` configuration (no candidate matched)", d.schedule))) };
+        if !d.kernels.contains(&best.leaf) {
+            return Err(self.at(&best.leaf, format!("leaf `{}` is not a kernel leaf of schedule `{}` (its leaves: {})", best.leaf.escape_debug(), d.schedule, d.kernels.join(", "))));
+        }
+        let program = function.program_parameters();
+        let data = function.data_parameters();
+        for (name, value) in &best.parameters {
+            if !program.contains(name) {
+                return Err(self.at(name, format!("the wisdom for `{}` sets `{}`, which is not a program parameter (those: {})", d.schedule, name.escape_debug(), program.join(", "))));
+            }
+            if i32::try_from(*value).is_err() {
+                return Err(self.at(name, format!("`{name}` = {value} does not fit a C `int`")));
+            }
+        }
+        for (name, value) in &self.sizes {
+            if !data.contains(name) {
+                return Err(self.at(name, format!("the wisdom's sizes name `{}`, which is not a data parameter (those: {})", name.escape_debug(), data.join(", "))));
+            }
+            if i32::try_from(*value).is_err() {
+                return Err(self.at(name, format!("size `{name}` = {value} does not fit a C `int`")));
+            }
+        }
+        let point: std::collections::BTreeMap<String, i64> = best.parameters.iter().chain(&self.sizes).map(|(k, v)| (k.clone(), *v)).collect();
+        if let Some(f) = d.facts.first_failing_where_known(&point) {
+            return Err(self.at("parameters", format!("its configuration violates the program's fact `{}`", f.text)));
+        }
+        Ok(())
     }
 }
 
@@ -55,17 +115,14 @@ pub fn emit_with_wisdom(source: &str, function: &KernelFunction, kernel: &Kernel
     let decls: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
     let mut h = header(source, d, &decls)?;
     if let Some(w) = wisdom.filter(|w| w.schedule == *s) {
-        let best = w.best.as_ref().ok_or_else(|| format!("the wisdom for `{s}` has no `best` configuration (no candidate matched)"))?;
-        let program = function.program_parameters();
+        w.check(function, d)?;
+        let best = w.best.as_ref().expect("checked");
         let mut sets = String::new();
         for (name, value) in &best.parameters {
-            if !program.contains(name) {
-                return Err(format!("the wisdom for `{s}` sets `{name}`, which is not a program parameter (those: {})", program.join(", ")));
-            }
-            sets += &format!(" p->{name} = {value};");
+            sets += &format!(" metafork_p->{} = {value}LL;", c_ident(name));
         }
         let at = h.rfind("#endif /*").expect("the header ends with its guard");
-        h.insert_str(at, &format!("/* Program parameters measured best on {} (leaf {}), from a tuning harness's wisdom. */\nstatic inline void metafork_{s}_wisdom(metafork_{s}_params *p) {{{sets} }}\n\n", c_string(&w.device), best.leaf));
+        h.insert_str(at, &format!("/* Program parameters measured best on {} (leaf {}), from a tuning harness's wisdom. */\nstatic inline void metafork_{s}_wisdom(metafork_{s}_params *metafork_p) {{{sets} }}\n\n", c_comment(&w.device), c_comment(&best.leaf)));
     }
     Ok(vec![(format!("{s}_dispatch.h"), h), (format!("{s}_dispatch.cu"), launcher(source, function, kernel, d))])
 }
@@ -93,11 +150,6 @@ fn rel_code(r: Rel) -> u8 {
     }
 }
 
-/// A C string literal.
-fn c_string(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
 /// Constant tables need at least one element in C++.
 fn table(out: &mut String, ty: &str, name: &str, rows: &[String], filler: &str) {
     let rows = if rows.is_empty() { vec![filler.to_string()] } else { rows.to_vec() };
@@ -106,19 +158,20 @@ fn table(out: &mut String, ty: &str, name: &str, rows: &[String], filler: &str) 
 
 fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<String, String> {
     let s = &d.schedule;
-    let guard = format!("METAFORK_{}_DISPATCH_H", s.to_uppercase());
+    // Case kept: two schedules whose names differ in case get two guards.
+    let guard = format!("METAFORK_DISPATCH_H_{s}");
     let leaves = d.kernels.len().max(1);
     let mut out = String::new();
-    let _ = writeln!(out, "// Generated by metafork from {source}: leaf selection for schedule `{s}`.");
+    let _ = writeln!(out, "// Generated by metafork from {}: leaf selection for schedule `{s}`.", c_comment(source));
     let _ = writeln!(out, "// Plain C++ (GCC or Clang); include <cuda_runtime.h> first to also declare the launch functions.");
     let _ = writeln!(out, "#ifndef {guard}\n#define {guard}\n");
     out.push_str(COMMON);
     let _ = writeln!(out, "\n/* The kernel leaves of `{s}`, by index (what select returns). */");
-    let _ = writeln!(out, "#define METAFORK_{}_LEAVES {}", s.to_uppercase(), d.kernels.len());
+    let _ = writeln!(out, "#define METAFORK_{s}_LEAVES {}", d.kernels.len());
     let names: Vec<String> = d.kernels.iter().map(|k| c_string(k)).collect();
     table(&mut out, "char *const", &format!("metafork_{s}_leaf_names"), &names, "\"\"");
     let _ = writeln!(out, "\n/* The program's integer parameters. */");
-    let _ = writeln!(out, "typedef struct metafork_{s}_params {{\n{}}} metafork_{s}_params;", d.params.iter().map(|p| format!("  long long {p};\n")).collect::<String>());
+    let _ = writeln!(out, "typedef struct metafork_{s}_params {{\n{}}} metafork_{s}_params;", d.params.iter().map(|p| format!("  long long {};\n", c_ident(p))).collect::<String>());
     let _ = writeln!(out, "\n/* What the CUDA runtime reports of each compiled leaf; 0 where not known (then the tree's estimate counts). */");
     let _ = writeln!(out, "typedef struct metafork_{s}_compiled {{\n  long long registers[{leaves}];\n  long long max_threads[{leaves}];\n}} metafork_{s}_compiled;");
 
@@ -148,38 +201,44 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     // Selection: facts first, then the rules.
     let _ = writeln!(out, "\n/* The first kernel leaf that admits the point (an index), or a negative METAFORK_* status;");
     let _ = writeln!(out, "   `compiled` may be NULL; `detail`, when not NULL, receives the failing fact or the counter at fault. */");
-    let _ = writeln!(out, "static inline int metafork_{s}_select(const metafork_device *dev, const metafork_{s}_compiled *compiled, const metafork_{s}_params *p, const char **detail) {{");
-    let _ = writeln!(out, "  if (detail) *detail = \"\";");
-    let _ = writeln!(out, "  if (!metafork_device_valid(dev)) return METAFORK_BAD_DEVICE;");
+    let _ = writeln!(out, "static inline int metafork_{s}_select(const metafork_device *metafork_dev, const metafork_{s}_compiled *metafork_compiled, const metafork_{s}_params *metafork_p, const char **metafork_detail) {{");
+    let _ = writeln!(out, "  if (metafork_detail) *metafork_detail = \"\";");
+    let _ = writeln!(out, "  if (!metafork_device_valid(metafork_dev)) return METAFORK_BAD_DEVICE;");
     for p in &d.params {
-        let _ = writeln!(out, "  const long long {p} = p->{p};");
+        let p = c_ident(p);
+        let _ = writeln!(out, "  const long long {p} = metafork_p->{p};");
     }
     for f in &d.facts.facts {
         let status = match f.kind {
             FactKind::Assert => "METAFORK_ASSERT_FAILED",
-            FactKind::Assume => "METAFORK_OUTSIDE_ASSUMPTIONS",
+            FactKind::Assume | FactKind::Defined => "METAFORK_OUTSIDE_ASSUMPTIONS",
         };
-        let _ = writeln!(out, "  {{ /* {} */\n    int ok = 1;\n    const long long v = {};\n    if (!ok || v == 0) {{ if (detail) *detail = {}; return {status}; }}\n  }}", f.text.replace("*/", "* /"), d.facts.cpp(f, "ok"), c_string(&f.text));
+        let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    if (!metafork_ok || metafork_v == 0) {{ if (metafork_detail) *metafork_detail = {}; return {status}; }}\n  }}", c_comment(&f.text), d.facts.cpp(f, "metafork_ok"), c_string(&f.text));
     }
-    let mut vals: Vec<String> = d.params.clone();
-    vals.extend(["dev->registers_per_thread", "dev->shared_memory_per_block_optin", "dev->threads_per_block", "dev->registers_per_block", "dev->registers_per_multiprocessor", "dev->warps_per_multiprocessor", "dev->multiprocessors"].map(String::from));
-    let _ = writeln!(out, "  const long long vals[] = {{{}}};", vals.join(", "));
-    let _ = writeln!(out, "  return metafork_select_rules({tables}, vals, {}, compiled ? compiled->registers : 0, compiled ? compiled->max_threads : 0, detail);", d.params.len());
+    let mut vals: Vec<String> = d.params.iter().map(|p| c_ident(p).into_owned()).collect();
+    vals.extend(["registers_per_thread", "shared_memory_per_block_optin", "threads_per_block", "registers_per_block", "registers_per_multiprocessor", "warps_per_multiprocessor", "multiprocessors"].map(|f| format!("metafork_dev->{f}")));
+    let _ = writeln!(out, "  const long long metafork_vals[] = {{{}}};", vals.join(", "));
+    let _ = writeln!(out, "  return metafork_select_from_table({tables}, metafork_vals, {}, metafork_compiled ? metafork_compiled->registers : 0, metafork_compiled ? metafork_compiled->max_threads : 0, metafork_detail);", d.params.len());
     let _ = writeln!(out, "}}\n");
     let _ = writeln!(out, "/* Dynamic shared memory (bytes) kernel leaf `leaf` needs at `p`; -1 on overflow or a bad index. */");
-    let _ = writeln!(out, "static inline long long metafork_{s}_shared_bytes(int leaf, const metafork_{s}_params *p) {{");
+    let _ = writeln!(out, "static inline long long metafork_{s}_shared_bytes(int metafork_leaf, const metafork_{s}_params *metafork_p) {{");
     let zeros = vec!["0"; 7].join(", ");
-    let _ = writeln!(out, "  const long long vals[] = {{{}{}{zeros}}};", d.params.iter().map(|x| format!("p->{x}")).collect::<Vec<_>>().join(", "), if d.params.is_empty() { "" } else { ", " });
-    let _ = writeln!(out, "  return metafork_leaf_shared_bytes(metafork_{s}_rules, {}, metafork_{s}_terms, metafork_{s}_factors, leaf, vals);", d.rules.len());
+    let _ = writeln!(out, "  const long long metafork_vals[] = {{{}{}{zeros}}};", d.params.iter().map(|x| format!("metafork_p->{}", c_ident(x))).collect::<Vec<_>>().join(", "), if d.params.is_empty() { "" } else { ", " });
+    let _ = writeln!(out, "  return metafork_shared_bytes_of_leaf(metafork_{s}_rules, {}, metafork_{s}_terms, metafork_{s}_factors, metafork_leaf, metafork_vals);", d.rules.len());
     let _ = writeln!(out, "}}\n");
     let _ = writeln!(out, "#if defined(__CUDACC__) || defined(CUDART_VERSION)");
     let _ = writeln!(out, "/* Fill `dev` and `compiled` for the current device (see {s}_dispatch.cu). */");
-    let _ = writeln!(out, "extern \"C\" cudaError_t metafork_{s}_query(metafork_device *dev, metafork_{s}_compiled *compiled);");
+    let _ = writeln!(out, "extern \"C\" cudaError_t metafork_{s}_query(metafork_device *metafork_dev, metafork_{s}_compiled *metafork_compiled);");
     let _ = writeln!(out, "/* Select and launch on the current device: returns the leaf launched, or a negative METAFORK_* status");
     let _ = writeln!(out, "   (METAFORK_CUDA_ERROR with *cuda_error set); nothing is launched unless a leaf admits the point. */");
-    let _ = writeln!(out, "extern \"C\" int metafork_{s}_launch({}, cudaStream_t stream, cudaError_t *cuda_error, const char **detail);", launch_decls.join(", "));
+    let _ = writeln!(out, "extern \"C\" int metafork_{s}_launch({}{}cudaStream_t metafork_stream, cudaError_t *metafork_cuda_error, const char **metafork_detail);", launch_decls.join(", "), if launch_decls.is_empty() { "" } else { ", " });
     let _ = writeln!(out, "#endif\n\n#endif /* {guard} */");
     Ok(out)
+}
+
+/// A parameter list: `items` then `tail`, comma-separated (either may be empty).
+fn joined(items: &[&str], tail: &str) -> String {
+    items.iter().copied().chain((!tail.is_empty()).then_some(tail)).collect::<Vec<_>>().join(", ")
 }
 
 fn launcher(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher) -> String {
@@ -188,37 +247,37 @@ fn launcher(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispat
     let decls: Vec<&str> = params.iter().map(|(decl, _)| decl.as_str()).collect();
     let names: Vec<&str> = params.iter().map(|(_, n)| n.as_str()).collect();
     let mut out = String::new();
-    let _ = writeln!(out, "// Generated by metafork from {source}: run-time dispatch for schedule `{s}`.");
+    let _ = writeln!(out, "// Generated by metafork from {}: run-time dispatch for schedule `{s}`.", c_comment(source));
     let _ = writeln!(out, "// Link with the leaf kernels' files ({}).", d.kernels.iter().map(|k| format!("{k}.cu")).collect::<Vec<_>>().join(", "));
     let _ = writeln!(out, "#include <cuda_runtime.h>\n#include <mutex>\n#include \"{s}_dispatch.h\"\n");
     for k in &d.kernels {
-        let _ = writeln!(out, "extern \"C\" cudaError_t {}({}, cudaStream_t stream);", launch_name_of(k), decls.join(", "));
-        let _ = writeln!(out, "extern \"C\" cudaError_t {}(cudaFuncAttributes *attributes);", attributes_name(k));
-        let _ = writeln!(out, "extern \"C\" cudaError_t {}(size_t bytes);", allow_shared_name(k));
+        let _ = writeln!(out, "extern \"C\" cudaError_t {}({});", launch_name_of(k), joined(&decls, "cudaStream_t metafork_stream"));
+        let _ = writeln!(out, "extern \"C\" cudaError_t {}(cudaFuncAttributes *metafork_attributes);", attributes_name(k));
+        let _ = writeln!(out, "extern \"C\" cudaError_t {}(size_t metafork_bytes);", allow_shared_name(k));
     }
     let list = |f: &dyn Fn(&str) -> String| if d.kernels.is_empty() { "0".to_string() } else { d.kernels.iter().map(|k| f(k)).collect::<Vec<_>>().join(", ") };
-    let _ = writeln!(out, "\ntypedef cudaError_t (*metafork_{s}_launch_fn)({}, cudaStream_t);", decls.join(", "));
+    let _ = writeln!(out, "\ntypedef cudaError_t (*metafork_{s}_launch_fn)({});", joined(&decls, "cudaStream_t"));
     let _ = writeln!(out, "static const metafork_{s}_launch_fn metafork_{s}_launchers[] = {{{}}};", list(&|k| launch_name_of(k)));
     let _ = writeln!(out, "static cudaError_t (*const metafork_{s}_attributes[])(cudaFuncAttributes *) = {{{}}};", list(&|k| attributes_name(k)));
     let _ = writeln!(out, "static cudaError_t (*const metafork_{s}_allow_shared[])(size_t) = {{{}}};\n", list(&|k| allow_shared_name(k)));
-    let _ = writeln!(out, "extern \"C\" cudaError_t metafork_{s}_query(metafork_device *dev, metafork_{s}_compiled *compiled) {{");
-    let _ = writeln!(out, "  cudaError_t e = metafork_query_device(dev);\n  if (e != cudaSuccess) return e;");
-    let _ = writeln!(out, "  for (int i = 0; i < METAFORK_{}_LEAVES; i++) {{", s.to_uppercase());
-    let _ = writeln!(out, "    cudaFuncAttributes a;\n    if ((e = metafork_{s}_attributes[i](&a)) != cudaSuccess) return e;");
-    let _ = writeln!(out, "    compiled->registers[i] = a.numRegs;\n    compiled->max_threads[i] = a.maxThreadsPerBlock;\n  }}\n  return cudaSuccess;\n}}\n");
-    let _ = writeln!(out, "extern \"C\" int metafork_{s}_launch({}, cudaStream_t stream, cudaError_t *cuda_error, const char **detail) {{", decls.join(", "));
+    let _ = writeln!(out, "extern \"C\" cudaError_t metafork_{s}_query(metafork_device *metafork_dev, metafork_{s}_compiled *metafork_compiled) {{");
+    let _ = writeln!(out, "  cudaError_t metafork_e = metafork_query_device(metafork_dev);\n  if (metafork_e != cudaSuccess) return metafork_e;");
+    let _ = writeln!(out, "  for (int metafork_i = 0; metafork_i < METAFORK_{s}_LEAVES; metafork_i++) {{");
+    let _ = writeln!(out, "    cudaFuncAttributes metafork_a;\n    if ((metafork_e = metafork_{s}_attributes[metafork_i](&metafork_a)) != cudaSuccess) return metafork_e;");
+    let _ = writeln!(out, "    metafork_compiled->registers[metafork_i] = metafork_a.numRegs;\n    metafork_compiled->max_threads[metafork_i] = metafork_a.maxThreadsPerBlock;\n  }}\n  return cudaSuccess;\n}}\n");
+    let _ = writeln!(out, "extern \"C\" int metafork_{s}_launch({}) {{", joined(&decls, "cudaStream_t metafork_stream, cudaError_t *metafork_cuda_error, const char **metafork_detail"));
     let _ = writeln!(out, "  // The device's properties and the leaves' attributes, queried once per device.");
-    let _ = writeln!(out, "  static std::mutex lock;\n  static int cached = -1;\n  static metafork_device cached_dev;\n  static metafork_{s}_compiled cached_compiled;");
-    let _ = writeln!(out, "  cudaError_t ignored;\n  if (!cuda_error) cuda_error = &ignored;\n  *cuda_error = cudaSuccess;\n  if (detail) *detail = \"\";");
-    let _ = writeln!(out, "  int device = 0;\n  if ((*cuda_error = cudaGetDevice(&device)) != cudaSuccess) return METAFORK_CUDA_ERROR;");
-    let _ = writeln!(out, "  metafork_device dev;\n  metafork_{s}_compiled compiled;\n  {{\n    std::lock_guard<std::mutex> guard(lock);");
-    let _ = writeln!(out, "    if (cached != device) {{\n      if ((*cuda_error = metafork_{s}_query(&cached_dev, &cached_compiled)) != cudaSuccess) return METAFORK_CUDA_ERROR;\n      cached = device;\n    }}");
-    let _ = writeln!(out, "    dev = cached_dev;\n    compiled = cached_compiled;\n  }}");
-    let _ = writeln!(out, "  metafork_{s}_params p = {{{}}};", d.params.iter().map(|x| format!("(long long){x}")).collect::<Vec<_>>().join(", "));
-    let _ = writeln!(out, "  int leaf = metafork_{s}_select(&dev, &compiled, &p, detail);\n  if (leaf < 0) return leaf;");
-    let _ = writeln!(out, "  long long shared = metafork_{s}_shared_bytes(leaf, &p);\n  if (shared < 0) return METAFORK_OVERFLOW;");
-    let _ = writeln!(out, "  if (shared > dev.shared_memory_per_block && (*cuda_error = metafork_{s}_allow_shared[leaf]((size_t)shared)) != cudaSuccess) return METAFORK_CUDA_ERROR;");
-    let _ = writeln!(out, "  if ((*cuda_error = metafork_{s}_launchers[leaf]({}{}stream)) != cudaSuccess) return METAFORK_CUDA_ERROR;", names.join(", "), if names.is_empty() { "" } else { ", " });
-    let _ = writeln!(out, "  return leaf;\n}}");
+    let _ = writeln!(out, "  static std::mutex metafork_lock;\n  static int metafork_cached = -1;\n  static metafork_device metafork_cached_dev;\n  static metafork_{s}_compiled metafork_cached_compiled;");
+    let _ = writeln!(out, "  cudaError_t metafork_ignored;\n  if (!metafork_cuda_error) metafork_cuda_error = &metafork_ignored;\n  *metafork_cuda_error = cudaSuccess;\n  if (metafork_detail) *metafork_detail = \"\";");
+    let _ = writeln!(out, "  int metafork_device_id = 0;\n  if ((*metafork_cuda_error = cudaGetDevice(&metafork_device_id)) != cudaSuccess) return METAFORK_CUDA_ERROR;");
+    let _ = writeln!(out, "  metafork_device metafork_dev;\n  metafork_{s}_compiled metafork_compiled;\n  {{\n    std::lock_guard<std::mutex> metafork_guard(metafork_lock);");
+    let _ = writeln!(out, "    if (metafork_cached != metafork_device_id) {{\n      if ((*metafork_cuda_error = metafork_{s}_query(&metafork_cached_dev, &metafork_cached_compiled)) != cudaSuccess) return METAFORK_CUDA_ERROR;\n      metafork_cached = metafork_device_id;\n    }}");
+    let _ = writeln!(out, "    metafork_dev = metafork_cached_dev;\n    metafork_compiled = metafork_cached_compiled;\n  }}");
+    let _ = writeln!(out, "  metafork_{s}_params metafork_p = {{{}}};", d.params.iter().map(|x| format!("(long long){}", c_ident(x))).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(out, "  int metafork_leaf = metafork_{s}_select(&metafork_dev, &metafork_compiled, &metafork_p, metafork_detail);\n  if (metafork_leaf < 0) return metafork_leaf;");
+    let _ = writeln!(out, "  long long metafork_shared = metafork_{s}_shared_bytes(metafork_leaf, &metafork_p);\n  if (metafork_shared < 0) return METAFORK_OVERFLOW;");
+    let _ = writeln!(out, "  if (metafork_shared > metafork_dev.shared_memory_per_block && (*metafork_cuda_error = metafork_{s}_allow_shared[metafork_leaf]((size_t)metafork_shared)) != cudaSuccess) return METAFORK_CUDA_ERROR;");
+    let _ = writeln!(out, "  if ((*metafork_cuda_error = metafork_{s}_launchers[metafork_leaf]({})) != cudaSuccess) return METAFORK_CUDA_ERROR;", joined(&names, "metafork_stream"));
+    let _ = writeln!(out, "  return metafork_leaf;\n}}");
     out
 }

@@ -89,7 +89,7 @@ static inline int metafork_poly_value(const metafork_term *terms, const metafork
 /* The first kernel rule whose constraints hold at `vals` (parameters, then R, Z_B, T_B, R_B from
    index `machine`); a kernel's own register check uses `registers[kernel]` when positive, and
    `max_threads[kernel]` when positive must admit the block. */
-static inline int metafork_select_rules(const metafork_rule *rules, int rule_count, const metafork_constraint *constraints,
+static inline int metafork_select_from_table(const metafork_rule *rules, int rule_count, const metafork_constraint *constraints,
                                         const metafork_term *terms, const metafork_factor *factors, const long long *vals,
                                         int machine, const long long *registers, const long long *max_threads, const char **detail) {
   const char *no_kernel = 0;
@@ -128,7 +128,7 @@ static inline int metafork_select_rules(const metafork_rule *rules, int rule_cou
 }
 
 /* The shared-memory bytes of kernel leaf `leaf`; -1 on overflow or a bad index. */
-static inline long long metafork_leaf_shared_bytes(const metafork_rule *rules, int rule_count, const metafork_term *terms,
+static inline long long metafork_shared_bytes_of_leaf(const metafork_rule *rules, int rule_count, const metafork_term *terms,
                                                    const metafork_factor *factors, int leaf, const long long *vals) {
   for (int i = 0; i < rule_count; i++) {
     __int128 v;

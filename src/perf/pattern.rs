@@ -82,7 +82,7 @@ impl LaneValues {
         for (d, v) in t.into_iter().enumerate() {
             values.insert(thread(d as u8), int(v));
         }
-        let is_division = |v: &Var| v.name().starts_with("aux_");
+        let is_division = |v: &Var| crate::access::is_aux(v.name());
         let exact = |p: &Poly, values: &mut BTreeMap<Var, Rational>| -> Option<i64> {
             for v in p.vars() {
                 if !values.contains_key(&v) {

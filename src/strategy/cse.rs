@@ -176,7 +176,7 @@ fn contains_barrier(s: &Stmt) -> bool {
 
 impl Cse {
     fn local(&mut self) -> String {
-        let n = format!("metafork_cse{}", self.next);
+        let n = crate::names::internal(&format!("cse{}", self.next));
         self.next += 1;
         n
     }

@@ -203,7 +203,7 @@ pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &
         }
         let mut copies = Vec::new();
         for tag in ["1", "2"] {
-            let name = format!("{}__{tag}", l.var.name);
+            let name = crate::names::copy_of(&l.var.name, tag);
             let mut env_k = env.clone();
             env_k.insert(l.var.name.clone(), Some(Poly::var(&name)));
             col.context.set_domain(constraints::Var::new(&name), constraints::Domain::integer());
@@ -239,7 +239,7 @@ pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &
     let distinct: Vec<Constraint> = match &work {
         WorkList::Loop(_) => {
             let StmtKind::For(l) = &list[last].kind else { return Ok(None) };
-            vec![Constraint::ne(&Poly::var(&format!("{}__1", l.var.name)), &Poly::var(&format!("{}__2", l.var.name)))]
+            vec![Constraint::ne(&Poly::var(&crate::names::copy_of(&l.var.name, "1")), &Poly::var(&crate::names::copy_of(&l.var.name, "2")))]
         }
         _ => Vec::new(),
     };
@@ -279,7 +279,7 @@ pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &
         target[last] = stmt(StmtKind::Block(stmts));
     } else {
         let work: Vec<Stmt> = target.drain(first..).collect();
-        let name = "metafork_item";
+        let name = "$item"; // internal (crate::names)
         target.push(stmt(StmtKind::Decl { ty: ScalarType::Int, vars: vec![Declarator { name: Ident { name: name.into(), span: Default::default() }, init: item }] }));
         let mut chain: Option<Stmt> = None;
         for (k, s) in work.into_iter().enumerate().rev() {

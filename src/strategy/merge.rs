@@ -27,7 +27,7 @@ use constraints::{Constraint, Poly};
 pub const FACTOR: i64 = 2;
 
 /// The loop counter of the merged iterations.
-const COUNTER: &str = "metafork_merged";
+const COUNTER: &str = "$merged"; // internal (crate::names): spelled `metafork_merged`
 
 /// The kernel with [`FACTOR`] grid-`x` iterations per block, or `None` where it does not apply.
 pub fn merge(kernel: &Kernel) -> Option<Kernel> {

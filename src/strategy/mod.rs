@@ -13,7 +13,8 @@ pub(crate) mod syntax;
 pub mod unroll;
 pub(crate) mod walk;
 
-use crate::frontend::model::{FactKind, KernelFunction};
+use crate::frontend::model::{Fact, FactKind, KernelFunction};
+use constraints::solver::{Backend, CheckResult};
 use constraints::{Domain, System, Var};
 
 /// The facts every strategy may rely on: the function's polynomial facts, and every integer
@@ -33,4 +34,29 @@ pub fn base_context(function: &KernelFunction) -> System {
         }
     }
     s
+}
+
+/// The first fact, in program order, that Z3 proves contradicts the facts before it (every
+/// integer parameter an integer): then no parameter value satisfies them all. `None` when they
+/// are consistent or Z3 cannot tell.
+pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -> Option<&'f Fact> {
+    let mut s = System::new();
+    for p in function.params.iter().filter(|p| p.ty.is_integer()) {
+        s.set_domain(Var::new(&p.name), Domain::integer());
+    }
+    let timeout_ms = backend.timeout_ms();
+    let facts: Vec<Option<constraints::Constraint>> = function.facts.iter().map(|f| f.constraint.clone()).collect();
+    let at = constraints::solver::in_fresh_context(move || {
+        let own = Backend::new(timeout_ms);
+        for (i, c) in facts.into_iter().enumerate() {
+            if let Some(c) = c {
+                s.add(c);
+                if matches!(own.check(&s), CheckResult::Unsat) {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    });
+    at.map(|i| &function.facts[i])
 }

@@ -36,7 +36,7 @@ pub fn narrow(kernel: &Kernel) -> Option<Kernel> {
 }
 
 fn is_tool_name(name: &str) -> bool {
-    name.starts_with("metafork_")
+    crate::names::is_internal(name)
 }
 
 /// Narrows the tool's temporaries, and the subscripts of the tool's shared tiles wherever

@@ -160,7 +160,7 @@ pub fn prefetch(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -
                 continue;
             }
             let text = element.to_string();
-            let mut name = format!("{array}_reg");
+            let mut name = crate::names::readable(&format!("{array}_reg"));
             while taken.contains(&name) {
                 name.push('_');
             }

@@ -6,24 +6,7 @@
 use crate::frontend::ast::*;
 use std::collections::BTreeSet;
 
-pub(crate) fn walk_expr(x: &Expr, f: &mut dyn FnMut(&Expr)) {
-    f(x);
-    match &x.kind {
-        ExprKind::Index { indices, .. } => indices.iter().for_each(|i| walk_expr(i, f)),
-        ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => walk_expr(a, f),
-        ExprKind::Binary(_, a, b) => {
-            walk_expr(a, f);
-            walk_expr(b, f);
-        }
-        ExprKind::Cond(c, a, b) => {
-            walk_expr(c, f);
-            walk_expr(a, f);
-            walk_expr(b, f);
-        }
-        ExprKind::Call(_, args) => args.iter().for_each(|a| walk_expr(a, f)),
-        _ => {}
-    }
-}
+pub(crate) use crate::frontend::ast::walk_expr;
 
 pub(crate) fn walk_exprs(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
     match &s.kind {

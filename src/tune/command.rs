@@ -7,7 +7,7 @@ use crate::frontend::CheckedProgram;
 use crate::output::write_atomic;
 use constraints::device::DeviceProfile;
 use serde::Serialize;
-use std::io::IsTerminal;
+use crate::command::{text_table, Progress};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -40,35 +40,17 @@ pub fn parse_range(text: &str) -> Result<(String, Vec<i64>), String> {
     let values = match spec.split_once("..") {
         Some((lo, hi)) => {
             let (lo, hi) = (int(lo)?, int(hi)?);
-            if lo > hi || hi - lo >= 1_000_000 {
-                return Err(format!("`{text}`: the range must be LO..HI with LO <= HI and under a million values"));
+            if lo > hi || i128::from(hi) - i128::from(lo) >= i128::from(super::space::MAX_VALUES) {
+                return Err(format!("`{text}`: the range must be LO..HI with LO <= HI and at most {} values", super::space::MAX_VALUES));
             }
             (lo..=hi).collect()
         }
         None => spec.split(',').map(int).collect::<Result<Vec<_>, _>>()?,
     };
+    if values.len() > super::space::MAX_VALUES as usize {
+        return Err(format!("`{text}`: more than {} values", super::space::MAX_VALUES));
+    }
     Ok((name.trim().to_string(), values))
-}
-
-/// A progress line on stderr, only when stderr is a terminal (a few lines of code: a crate
-/// such as indicatif would add dependencies for one line of output).
-fn progress_line(label: String) -> Option<impl FnMut(f64)> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let start = Instant::now();
-    Some(move |fraction: f64| {
-        if start.elapsed().as_millis() >= 300 {
-            let filled = (fraction.clamp(0.0, 1.0) * 30.0) as usize;
-            eprint!("\r{label} [{}{}] {:3.0}%", "#".repeat(filled), " ".repeat(30 - filled), fraction * 100.0);
-        }
-    })
-}
-
-fn end_progress() {
-    if std::io::stderr().is_terminal() {
-        eprint!("\r\x1b[2K");
-    }
 }
 
 /// Run `tune`; returns what to print on stdout.
@@ -108,9 +90,10 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
             }
             let kernel = crate::kernel::Kernel::from_schedule(function, schedule).map_err(|e| format!("{}: {e}", schedule.name))?;
             let tree = crate::tree::build(function, kernel, &backend).map_err(|e| format!("{}: {e}", schedule.name))?;
-            let mut bar = progress_line(format!("tune {}", schedule.name));
-            let tuned = tune(function, &tree, &device, &request, bar.as_mut().map(|b| b as &mut dyn FnMut(f64)));
-            end_progress();
+            let mut bar = Progress::new(format!("tune {}", schedule.name));
+            let mut set = |f: f64| if let Some(b) = bar.as_mut() { b.set(f) };
+            let tuned = tune(function, &tree, &device, &request, Some(&mut set));
+            drop(bar);
             let tuned = tuned.map_err(|e| format!("{}: {e}", schedule.name))?;
             results.push((function, tree, tuned));
         }
@@ -125,9 +108,11 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     let yaml = serde_yaml::to_string(&all).map_err(|e| e.to_string())?;
     write_atomic(&options.output, yaml.as_bytes()).map_err(|e| format!("cannot write `{}`: {e}", options.output.display()))?;
     if let Some(dir) = &options.emit_harness {
+        let mut files = crate::output::DirFiles::new();
         for (function, tree, tuned) in &results {
-            super::harness::write(&file.display().to_string(), function, tree, tuned, options.top, dir)?;
+            super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
         }
+        crate::output::write_dir(dir, &files, None, None)?;
     }
     if options.json {
         let configs: Vec<serde_json::Value> = all
@@ -165,7 +150,7 @@ fn table(t: &Tuned, top: usize) -> String {
         row.extend([c.leaf.clone(), c.registers.to_string(), c.shared_memory_bytes.to_string(), c.threads_per_block.to_string(), format!("{:.3}", c.occupancy), format!("{:.3}", c.coalescing), format!("{:.3}", c.bank_efficiency), format!("{:.3}", c.branch_efficiency), format!("{:.3}", c.score)]);
         rows.push(row);
     }
-    out + &crate::cli::text_table(&rows) + "\n"
+    out + &text_table(&rows) + "\n"
 }
 
 #[derive(Serialize)]
@@ -184,11 +169,15 @@ fn standalone(path: &Path, options: &Options) -> Result<String, String> {
     let spaces: Vec<(String, Space, super::space::SpaceSpec)> = load(path, options.space_name.as_deref())?;
     let mut reports = Vec::new();
     for (name, space, _) in &spaces {
-        let mut bar = progress_line(format!("space {name}"));
+        let mut bar = Progress::new(format!("space {name}"));
+        let mut set = |f: f64| if let Some(b) = bar.as_mut() { b.set(f) };
         let start = Instant::now();
-        let admissible = space.build(None, bar.as_mut().map(|b| b as &mut dyn FnMut(f64)));
+        let admissible = space.build(None, Some(&mut set));
         let seconds = start.elapsed().as_secs_f64();
-        end_progress();
+        drop(bar);
+        if let Some(why) = &admissible.stopped {
+            return Err(format!("space `{name}`: {why}"));
+        }
         let configurations = options.json.then(|| {
             (0..admissible.len())
                 .map(|i| space.names.iter().cloned().zip(admissible.row(i).iter().map(|v| serde_json::Value::from(*v))).collect())
@@ -203,5 +192,5 @@ fn standalone(path: &Path, options: &Options) -> Result<String, String> {
     for r in &reports {
         rows.push(vec![r.space.clone(), r.parameters.to_string(), r.cartesian.to_string(), r.admissible.to_string(), format!("{:.2} ms", r.seconds * 1e3)]);
     }
-    Ok(crate::cli::text_table(&rows))
+    Ok(text_table(&rows))
 }

@@ -97,6 +97,13 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             return Err(format!("`{name}` is not an integer parameter of `{}` (its parameters: {})", function.name, dispatcher.params.join(", ")));
         }
     }
+    // A value must fit the parameter's C type: the kernel computes with it in that type.
+    for (name, value) in request.sizes.iter().map(|(n, v)| (n, *v)).chain(request.values.iter().flat_map(|(n, vs)| vs.iter().map(move |v| (n, *v)))) {
+        let ty = function.params.iter().find(|p| &p.name == name).map_or(crate::frontend::ast::ScalarType::Long, |p| p.ty);
+        if ty == crate::frontend::ast::ScalarType::Int && i32::try_from(value).is_err() {
+            return Err(format!("`{name}` = {value} does not fit `int`, the type of `{name}` in `{}`", function.name));
+        }
+    }
     let block_vars: BTreeSet<String> = tree.nodes[0].code.block.iter().flat_map(|p| p.vars()).map(|v| v.name().to_string()).collect();
     let mut enumeration = BTreeMap::new();
     let mut domains = Vec::new();
@@ -138,6 +145,9 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let admissible = space.build(Some(&mut filter), progress);
     if let Some(e) = failure {
         return Err(e);
+    }
+    if let Some(why) = admissible.stopped {
+        return Err(why);
     }
     // Each leaf's access patterns, once.
     let backend = constraints::solver::Backend::default();

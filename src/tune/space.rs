@@ -20,6 +20,12 @@ use constraints::{Rel, Var};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The most values one parameter may take (a range or a list).
+pub const MAX_VALUES: i64 = 1_000_000;
+/// The most admissible configurations a space may have: each is kept in memory (and, for
+/// `tune`, scored); a space with more is refused with a message, never an allocation failure.
+pub const MAX_ADMISSIBLE: usize = 5_000_000;
+
 /// One parameter's values: a list, or an inclusive range with an optional step.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
@@ -32,14 +38,16 @@ impl Values {
     pub fn expand(&self) -> Result<Vec<i64>, String> {
         match self {
             Values::List(v) if v.is_empty() => Err("an empty value list".into()),
+            Values::List(v) if v.len() > MAX_VALUES as usize => Err(format!("a list of more than {MAX_VALUES} values")),
             Values::List(v) => Ok(v.clone()),
             Values::Range { range: [lo, hi], step } => {
                 let step = step.unwrap_or(1);
                 if step < 1 || lo > hi {
                     return Err(format!("range [{lo}, {hi}] with step {step} is empty or backwards"));
                 }
-                if (hi - lo) / step >= 100_000_000 {
-                    return Err(format!("range [{lo}, {hi}] has too many values"));
+                // In 128 bits: `hi - lo` of two 64-bit values may not fit 64.
+                if (i128::from(*hi) - i128::from(*lo)) / i128::from(step) >= i128::from(MAX_VALUES) {
+                    return Err(format!("range [{lo}, {hi}] with step {step} has more than {MAX_VALUES} values"));
                 }
                 Ok((*lo..=*hi).step_by(step as usize).collect())
             }
@@ -117,6 +125,9 @@ pub struct Space {
 pub struct Admissible {
     pub width: usize,
     pub values: Vec<i64>,
+    /// Set when the search stopped early (the time budget, or [`MAX_ADMISSIBLE`]): `values`
+    /// is then only part of the space, and callers report the reason instead.
+    pub stopped: Option<String>,
 }
 
 impl Admissible {
@@ -230,7 +241,7 @@ impl Space {
             let Some(depth) = r.slots.iter().map(|&s| depth_of[s]).max() else {
                 // A constant restriction: true keeps everything, false nothing.
                 if !r.code.holds(&[]) {
-                    return Admissible { width: self.names.len(), values: Vec::new() };
+                    return Admissible { width: self.names.len(), values: Vec::new(), stopped: None };
                 }
                 continue;
             };
@@ -257,9 +268,9 @@ impl Space {
                 d
             })
             .collect();
-        let mut search = Search { space: self, order: &order, domains: &domains, checks: &checks, row: vec![0; self.names.len()], out: Vec::new(), filter, progress, visited: 0 };
+        let mut search = Search { space: self, order: &order, domains: &domains, checks: &checks, row: vec![0; self.names.len()], out: Vec::new(), filter, progress, visited: 0, stopped: None };
         search.descend(0, 0.0, 1.0);
-        Admissible { width: self.names.len(), values: search.out }
+        Admissible { width: self.names.len(), values: search.out, stopped: search.stopped }
     }
 }
 
@@ -273,15 +284,24 @@ struct Search<'a, 'f, 'g> {
     filter: Option<&'f mut (dyn FnMut(&[i64]) -> bool + 'f)>,
     progress: Option<&'g mut (dyn FnMut(f64) + 'g)>,
     visited: u64,
+    /// Why the search stopped early: the budget, or too many admissible points.
+    stopped: Option<String>,
 }
 
 impl Search<'_, '_, '_> {
     fn descend(&mut self, depth: usize, done: f64, share: f64) {
+        if self.stopped.is_some() {
+            return;
+        }
         if depth == self.order.len() {
             if let Some(f) = self.filter.as_mut() {
                 if !f(&self.row) {
                     return;
                 }
+            }
+            if self.out.len() >= MAX_ADMISSIBLE * self.row.len() {
+                self.stopped = Some(format!("the space has more than {MAX_ADMISSIBLE} admissible configurations; narrow its values or add restrictions"));
+                return;
             }
             self.out.extend_from_slice(&self.row);
             return;
@@ -305,6 +325,9 @@ impl Search<'_, '_, '_> {
         if self.visited % 4096 == 0 {
             if let Some(p) = self.progress.as_mut() {
                 p(done + share);
+            }
+            if constraints::budget::expired() {
+                self.stopped.get_or_insert_with(|| format!("{} before the space was searched (--time-limit)", constraints::budget::REASON));
             }
         }
     }

@@ -101,12 +101,17 @@ fn inputs(function: &KernelFunction, point: &BTreeMap<String, i64>, rng: &mut Sp
         }
     }
     let mut buffers = Vec::new();
+    let mut total: i64 = 0;
     for a in &function.arrays {
         let mut dims = Vec::new();
         for e in &a.extents {
             let v = e.eval(&exact).map_err(|v| format!("the extent of `{}` needs `{v}`", a.name))?;
             let v = i64::try_from(v.to_integer()).map_err(|_| format!("the extent of `{}` is too large", a.name))?;
             dims.push(v.max(0));
+        }
+        total = dims.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d)).and_then(|n| total.checked_add(n)).unwrap_or(i64::MAX);
+        if total > MAX_ELEMENTS {
+            return Err(format!("the arrays hold more than {MAX_ELEMENTS} elements at this point (array `{}`), too many to run on the CPU", a.name));
         }
         let mut b = Buffer::new(&a.name, a.elem, dims, Value::zero(a.elem));
         for x in b.data.iter_mut() {
@@ -116,6 +121,11 @@ fn inputs(function: &KernelFunction, point: &BTreeMap<String, i64>, rng: &mut Sp
     }
     Ok((args, buffers))
 }
+
+/// The most array elements a differential run allocates (all arrays together): a point beyond
+/// it is not run (programs with constant huge extents stay unverified rather than exhaust
+/// memory).
+pub const MAX_ELEMENTS: i64 = 1 << 22;
 
 /// Run both programs at `point` on the same seeded inputs and compare. When the serial
 /// program itself stops on a defect (the source program is broken), the kernel is still run:

@@ -277,6 +277,9 @@ impl Frame<'_> {
             if *self.steps > STEP_BUDGET {
                 return Err(Fault::Error(format!("the run exceeded {STEP_BUDGET} steps")));
             }
+            if *self.steps % (1 << 20) == 0 && constraints::budget::expired() {
+                return Err(Fault::Error(constraints::budget::REASON.into()));
+            }
             match &instrs[*pc] {
                 Instr::Set { slot, op, value } => {
                     let v = self.eval(slots, value)?;

@@ -96,6 +96,11 @@ impl LeafReport {
 /// each worker with its own solver back end; the reports come back in leaf order, the same
 /// whatever the number of workers.
 pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, options: Options) -> Result<Vec<LeafReport>, String> {
+    verify_tree_reporting(function, tree, backend, options, &|| {})
+}
+
+/// As [`verify_tree`], calling `done` (from any worker) each time a leaf's report is complete.
+pub fn verify_tree_reporting(function: &KernelFunction, tree: &Tree, backend: &Backend, options: Options, done: &(dyn Fn() + Sync)) -> Result<Vec<LeafReport>, String> {
     let schedule = function.schedules.iter().position(|s| s.name == tree.schedule).ok_or_else(|| format!("no schedule `{}`", tree.schedule))?;
     let leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).collect();
     // Leaves often share code: the proof under the root's system holds for each of them; a
@@ -116,7 +121,9 @@ pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, op
             Verdict::Proved => general.clone(),
             _ => twothread::check(function, &leaf.staged, &leaf.correctness_constraints(&tree.machine), own),
         };
-        verify_leaf(function, schedule, tree, leaf, statik, own, options)
+        let report = verify_leaf(function, schedule, tree, leaf, statik, own, options);
+        done();
+        report
     });
     reports.into_iter().collect()
 }
@@ -204,12 +211,13 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], backend: &Backend, f: impl Fn(&Ba
 /// The exit status for a set of reports: 0 all proved, 1 a defect, 2 something unverified.
 pub fn exit_code(reports: &[LeafReport]) -> i32 {
     let statuses: Vec<Status> = reports.iter().map(|r| r.status()).collect();
+    use crate::command::exit;
     if statuses.iter().any(|s| matches!(s, Status::Defect(..))) {
-        1
+        exit::DEFECT
     } else if statuses.iter().any(|s| matches!(s, Status::Unverified(_))) {
-        2
+        exit::UNVERIFIED
     } else {
-        0
+        exit::OK
     }
 }
 

@@ -29,7 +29,7 @@ use constraints::{Constraint, Domain, Poly, System, Var};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The suffix of the second thread's variables.
-const SECOND: &str = "__2";
+const SECOND: &str = "$2"; // crate::names::copy_of(name, "2")
 
 /// A concrete counterexample: parameter values and the threads involved.
 #[derive(Clone, Debug)]
@@ -199,8 +199,8 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         divisions: Vec::new(),
     };
     for (name, def) in &m.col.aux_defs {
-        if let (true, Some(rest)) = (def.quotient, name.strip_prefix("aux_q")) {
-            m.divisions.push((Var::new(name), Var::new(&format!("aux_r{rest}")), def.dividend.clone(), def.divisor.clone()));
+        if let (true, Some(rest)) = (def.quotient, name.strip_prefix(crate::access::AUX_QUOTIENT)) {
+            m.divisions.push((Var::new(name), Var::new(&format!("{}{rest}", crate::access::AUX_REMAINDER)), def.dividend.clone(), def.divisor.clone()));
         }
     }
     // Each fact for the first thread, and renamed for the second when it names its variables.
@@ -221,7 +221,7 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
             continue;
         }
         let locals: Vec<Var> = c.vars().into_iter().filter(|v| m.thread_local(v)).collect();
-        let aux: Vec<Var> = locals.iter().filter(|v| v.name().starts_with("aux_")).cloned().collect();
+        let aux: Vec<Var> = locals.iter().filter(|v| crate::access::is_aux(v.name())).cloned().collect();
         let triggers = if aux.is_empty() { locals.clone() } else { aux };
         m.candidates.push(Candidate { constraint: c, locals, triggers });
     }

@@ -51,9 +51,9 @@ impl Frame<'_> {
                 let a = users[id].iter().next().cloned().unwrap_or_default();
                 let n = per_array.entry(a.clone()).or_insert(0);
                 *n += 1;
-                format!("{a}_tile{}", *n - 1)
+                crate::names::readable(&format!("{a}_tile{}", *n - 1))
             } else {
-                format!("metafork_tile{id}")
+                crate::names::internal(&format!("tile{id}"))
             };
             names.push(name.clone());
             arrays.push(SharedArray { name, elem: *elem, extents: vec![size] });
@@ -148,15 +148,15 @@ impl Frame<'_> {
     pub(super) fn load_loop(&self, t: &Tile, slot: &str, aux: &BTreeMap<String, crate::access::AuxDef>, rank: &Expr, nthreads: &Expr) -> Result<Stmt, String> {
         let n = poly_expr(&t.elements())?;
         let trips = bin(BinOp::Div, bin(BinOp::Sub, bin(BinOp::Add, n.clone(), nthreads.clone()), e(ExprKind::Int(1))), nthreads.clone());
-        let mut inner = vec![long_decl("metafork_e", bin(BinOp::Add, bin(BinOp::Mul, var("metafork_it"), nthreads.clone()), rank.clone()))];
+        let mut inner = vec![long_decl("$e", bin(BinOp::Add, bin(BinOp::Mul, var("$it"), nthreads.clone()), rank.clone()))];
         let mut guarded = Vec::new();
         let r = t.extents.len();
         let mut stride = Poly::one();
         let mut coords = vec![Expr::new(ExprKind::Int(0), Span::default()); r];
         for d in (0..r).rev() {
-            let pos = if stride.as_constant().is_some_and(|c| c == Rational::from_integer(1.into())) { var("metafork_e") } else { bin(BinOp::Div, var("metafork_e"), poly_expr(&stride)?) };
+            let pos = if stride.as_constant().is_some_and(|c| c == Rational::from_integer(1.into())) { var("$e") } else { bin(BinOp::Div, var("$e"), poly_expr(&stride)?) };
             let c = if d == 0 { pos } else { bin(BinOp::Rem, pos, poly_expr(&t.extents[d])?) };
-            let name = format!("metafork_g{d}");
+            let name = crate::names::internal(&format!("g{d}"));
             guarded.push(long_decl(&name, bin(BinOp::Add, self.to_c(&t.origin[d], aux)?, c)));
             coords[d] = var(&name);
             stride = stride * &t.extents[d];
@@ -193,8 +193,8 @@ impl Frame<'_> {
         // Element e of the tile sits at e in the slot, or, with rows padded by one, at
         // e + e / W (W the row's length): (e / W)*(W + 1) + e % W.
         let at = match (t.padded, t.extents.last()) {
-            (true, Some(w)) => bin(BinOp::Add, var("metafork_e"), bin(BinOp::Div, var("metafork_e"), poly_expr(w)?)),
-            _ => var("metafork_e"),
+            (true, Some(w)) => bin(BinOp::Add, var("$e"), bin(BinOp::Div, var("$e"), poly_expr(w)?)),
+            _ => var("$e"),
         };
         let copy = st(StmtKind::Assign {
             target: e(ExprKind::Index { array: ident(slot), indices: vec![at] }),
@@ -206,12 +206,12 @@ impl Frame<'_> {
             None => copy,
         });
         inner.push(st(StmtKind::If {
-            cond: bin(BinOp::Lt, var("metafork_e"), n),
+            cond: bin(BinOp::Lt, var("$e"), n),
             then_branch: Box::new(st(StmtKind::Block(guarded))),
             else_branch: None,
         }));
         Ok(st(StmtKind::For(ForLoop {
-            var: ident("metafork_it"),
+            var: ident("$it"),
             ty: ScalarType::Long,
             lo: e(ExprKind::Int(0)),
             hi: trips,

@@ -6,7 +6,7 @@ pub(super) fn rename_poly(p: &Poly, rename: &BTreeSet<String>) -> Poly {
     let mut out = p.clone();
     for v in p.vars() {
         if rename.contains(v.name()) {
-            out = out.substitute(&v, &Poly::var(&format!("{}__2", v.name())));
+            out = out.substitute(&v, &Poly::var(&crate::names::copy_of(v.name(), "2")));
         }
     }
     out
@@ -29,7 +29,7 @@ impl Frame<'_> {
         }
         for (v, d) in col.context.domains().clone() {
             if rename.contains(v.name()) {
-                sys.set_domain(Var::new(&format!("{}__2", v.name())), d);
+                sys.set_domain(Var::new(&crate::names::copy_of(v.name(), "2")), d);
             }
         }
         a.guards.iter().for_each(|g| sys.add(g.clone()));
@@ -80,9 +80,9 @@ impl Frame<'_> {
                 for (i, c) in coords.iter().enumerate() {
                     let mut case = sys.clone();
                     for same in &coords[..i] {
-                        case.add(Constraint::eq(&Poly::var(same), &Poly::var(&format!("{same}__2"))));
+                        case.add(Constraint::eq(&Poly::var(same), &Poly::var(&crate::names::copy_of(same, "2"))));
                     }
-                    case.add(Constraint::ne(&Poly::var(c), &Poly::var(&format!("{c}__2"))));
+                    case.add(Constraint::ne(&Poly::var(c), &Poly::var(&crate::names::copy_of(c, "2"))));
                     if !self.unsat(&case) {
                         return Err(format!("two threads may touch the same element of `{array}`, one of them writing it (not proved otherwise)"));
                     }
