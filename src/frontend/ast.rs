@@ -364,3 +364,23 @@ impl fmt::Display for Expr {
         }
     }
 }
+
+/// Call `f` on `x` and every sub-expression, parents before children.
+pub fn walk_expr(x: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(x);
+    match &x.kind {
+        ExprKind::Index { indices, .. } => indices.iter().for_each(|i| walk_expr(i, f)),
+        ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => walk_expr(a, f),
+        ExprKind::Binary(_, a, b) => {
+            walk_expr(a, f);
+            walk_expr(b, f);
+        }
+        ExprKind::Cond(c, a, b) => {
+            walk_expr(c, f);
+            walk_expr(a, f);
+            walk_expr(b, f);
+        }
+        ExprKind::Call(_, args) => args.iter().for_each(|a| walk_expr(a, f)),
+        _ => {}
+    }
+}

@@ -188,6 +188,12 @@ fn number(text: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
         })?;
         let single = i < bytes.len() && (bytes[i] == b'f' || bytes[i] == b'F');
         let after = if single { i + 1 } else { i };
+        // C would give such a literal an infinite value (with at most a warning); generated
+        // code would then hold `inf`, which is not a C literal.
+        if !value.is_finite() || (single && !(value as f32).is_finite()) {
+            let ty = if single { "float" } else { "double" };
+            return Err(Diagnostic::new(Span::new(start, after), format!("floating literal `{}` is out of the range of `{ty}`", &text[start..after]), "too large"));
+        }
         return Ok((Tok::Float(value, single), end_of_number(after)?));
     }
     let v: i64 = lexeme.parse().map_err(|_| too_large(i))?;
@@ -235,5 +241,8 @@ mod tests {
         assert!(lex("99999999999999999999").unwrap_err().message.contains("too large"));
         assert!(lex("12abc").unwrap_err().message.contains("malformed number"));
         assert!(lex("x @ y").unwrap_err().message.contains("unexpected character `@`"));
+        assert!(lex("1e400").unwrap_err().message.contains("out of the range of `double`"));
+        assert!(lex("1e39f").unwrap_err().message.contains("out of the range of `float`"));
+        assert!(lex("1e38f 1e308 1e-400").is_ok());
     }
 }

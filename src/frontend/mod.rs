@@ -17,8 +17,11 @@ pub use diag::{Diagnostic, Diagnostics};
 pub use model::CheckedProgram;
 pub use source::{SourceFile, Span};
 
-/// Parse and check one file.
+/// Parse and check one file. Line ends may be `\n`, `\r\n` or a lone `\r`: the text is read
+/// with each made `\n`, so lines and columns count as an editor shows them.
 pub fn check_source(name: &str, text: &str) -> Result<CheckedProgram, Diagnostics> {
+    let normalized = normalize_line_ends(text);
+    let text: &str = &normalized;
     let file = SourceFile::new(name, text);
     let fail = |items: Vec<Diagnostic>, file: SourceFile| Diagnostics { file, items };
     let tokens = match lexer::lex(text) {
@@ -30,4 +33,12 @@ pub fn check_source(name: &str, text: &str) -> Result<CheckedProgram, Diagnostic
         Err(d) => return Err(fail(vec![d], file)),
     };
     sema::check(&program).map_err(|items| fail(items, file))
+}
+
+/// `\r\n` and a lone `\r` as `\n`.
+pub fn normalize_line_ends(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\r') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
 }

@@ -58,6 +58,10 @@ pub struct Derived {
 pub enum FactKind {
     Assume,
     Assert,
+    /// Implied by the program's own arithmetic: an integer divisor that only parameters and
+    /// derived scalars determine is not zero (C leaves a division by zero undefined, so no
+    /// launch may happen there).
+    Defined,
 }
 
 /// One conjunct of an `assume` or `assert`.

@@ -9,12 +9,16 @@ use super::lexer::{Tok, Token};
 use super::source::Span;
 
 /// The deepest nesting of statements and expressions accepted (each parenthesis level costs
-/// two, each chained binary operator one). Measured: a debug build overflows a 2 MiB stack
-/// (a test thread's) near 250, so 128 leaves twice the headroom; real kernels nest < 20.
+/// two, each unary operator or cast one); real kernels nest < 20.
 pub const MAX_DEPTH: usize = 128;
+/// The deepest syntax tree accepted: nesting plus the operators of left-leaning chains
+/// (`a + b + ... + z` is as deep as it has operators), which later passes recurse over. A flat
+/// sum of 1000 terms is accepted. Measured: the passes need well under 64 MiB of stack (the
+/// binary's worker thread, and tests through `.cargo/config.toml`'s `RUST_MIN_STACK`) here.
+pub const MAX_TREE_DEPTH: usize = 2048;
 
 pub fn parse(tokens: Vec<Token>) -> Result<Program, Diagnostic> {
-    let mut p = Parser { tokens, pos: 0, depth: 0 };
+    let mut p = Parser { tokens, pos: 0, depth: 0, tree_depth: 0 };
     let mut functions = Vec::new();
     while !p.at_eof() {
         functions.push(p.function()?);
@@ -31,7 +35,7 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program, Diagnostic> {
 
 /// One C expression and nothing after it (a tuning space's restriction, for instance).
 pub fn parse_expression(tokens: Vec<Token>) -> Result<Expr, Diagnostic> {
-    let mut p = Parser { tokens, pos: 0, depth: 0 };
+    let mut p = Parser { tokens, pos: 0, depth: 0, tree_depth: 0 };
     let e = p.expr()?;
     if !p.at_eof() {
         return Err(Diagnostic::new(p.span(), "unexpected text after the expression", "expected the end of the expression"));
@@ -45,6 +49,8 @@ struct Parser {
     tokens: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// `depth` plus the chained operators above the current point.
+    tree_depth: usize,
 }
 
 fn describe(t: &Tok) -> String {
@@ -145,17 +151,19 @@ impl Parser {
 
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
+        self.tree_depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(self.error_here(
-                format!("nesting deeper than {MAX_DEPTH} levels"),
-                "too deeply nested",
-            ));
+            return Err(self.error_here(format!("nesting deeper than {MAX_DEPTH} levels"), "too deeply nested"));
+        }
+        if self.tree_depth > MAX_TREE_DEPTH {
+            return Err(self.error_here(format!("expression deeper than {MAX_TREE_DEPTH} levels (nesting and chained operators)"), "too long an expression"));
         }
         Ok(())
     }
 
     fn leave(&mut self) {
         self.depth -= 1;
+        self.tree_depth -= 1;
     }
 
     fn scalar_type(&mut self) -> Option<ScalarType> {
@@ -578,7 +586,7 @@ impl Parser {
 
     /// Precedence climbing over left-associative binary operators.
     /// Each operator of a chain deepens the (left-leaning) tree by one, so it counts towards
-    /// the depth limit like a nested parenthesis: later passes recurse over the tree.
+    /// the tree's depth ([`MAX_TREE_DEPTH`]), not towards nesting: later passes recurse over it.
     fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
         let mut lhs = self.unary()?;
         let mut chained = 0;
@@ -590,8 +598,9 @@ impl Parser {
             };
             self.bump();
             chained += 1;
-            if let Err(e) = self.enter() {
-                break Err(e);
+            self.tree_depth += 1;
+            if self.tree_depth > MAX_TREE_DEPTH {
+                break Err(self.error_here(format!("expression deeper than {MAX_TREE_DEPTH} levels (nesting and chained operators)"), "too long an expression"));
             }
             let rhs = match self.binary(op.precedence() + 1) {
                 Ok(r) => r,
@@ -600,7 +609,7 @@ impl Parser {
             let span = lhs.span.to(rhs.span);
             lhs = Expr::new(ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span);
         };
-        self.depth -= chained;
+        self.tree_depth -= chained;
         result
     }
 

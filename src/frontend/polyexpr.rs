@@ -11,27 +11,76 @@ use std::collections::BTreeMap;
 /// Polynomial values of derived scalars, by name (`None`: derived but not polynomial).
 pub type DerivedPolys = BTreeMap<String, Option<Poly>>;
 
+/// The largest polynomial metafork works with: total degree, and terms. Beyond them the
+/// algebra and every Z3 query on it would grow without bound (`d1 = d0 * d0; d2 = d1 * d1;
+/// ...`); real index arithmetic stays far below (degree 4, a dozen terms).
+pub const MAX_DEGREE: u32 = 32;
+pub const MAX_TERMS: usize = 4096;
+
+/// An expression whose polynomial would exceed [`MAX_DEGREE`] or [`MAX_TERMS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooLarge;
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "its polynomial exceeds degree {MAX_DEGREE} or {MAX_TERMS} terms, metafork's limits")
+    }
+}
+
 pub fn to_poly(e: &Expr, derived: &DerivedPolys) -> Option<Poly> {
-    match &e.kind {
+    try_to_poly(e, derived).ok().flatten()
+}
+
+/// As [`to_poly`], telling an expression too large to expand from one that is not polynomial.
+pub fn try_to_poly(e: &Expr, derived: &DerivedPolys) -> Result<Option<Poly>, TooLarge> {
+    Ok(match &e.kind {
         ExprKind::Int(v) => Some(Poly::int(*v)),
         ExprKind::Var(name) => match derived.get(name) {
             Some(p) => p.clone(),
             None => Some(Poly::var(name)),
         },
-        ExprKind::Unary(UnOp::Neg, a) => Some(-to_poly(a, derived)?),
+        ExprKind::Unary(UnOp::Neg, a) => try_to_poly(a, derived)?.map(|a| -a),
         ExprKind::Binary(op, a, b) => {
-            let (a, b) = (to_poly(a, derived)?, to_poly(b, derived)?);
+            let (Some(a), Some(b)) = (try_to_poly(a, derived)?, try_to_poly(b, derived)?) else { return Ok(None) };
             match op {
                 BinOp::Add => Some(a + b),
                 BinOp::Sub => Some(a - b),
-                BinOp::Mul => Some(a * b),
+                BinOp::Mul => {
+                    if a.total_degree() + b.total_degree() > MAX_DEGREE || a.num_terms().saturating_mul(b.num_terms()) > MAX_TERMS * 4 {
+                        return Err(TooLarge);
+                    }
+                    let p = a * b;
+                    if p.num_terms() > MAX_TERMS {
+                        return Err(TooLarge);
+                    }
+                    Some(p)
+                }
                 _ => None,
             }
         }
-        ExprKind::Cast(t, a) if t.is_integer() => to_poly(a, derived),
+        ExprKind::Cast(t, a) if t.is_integer() => try_to_poly(a, derived)?,
         _ => None,
+    })
+}
+
+/// The number of operations `e` stands for once every derived scalar in it is replaced by its
+/// definition (as the fact checks and the dispatch code evaluate it), saturating; `sizes`
+/// holds each derived scalar's own.
+pub fn expanded_size(e: &Expr, sizes: &BTreeMap<String, u64>) -> u64 {
+    let sub = |x: &Expr| expanded_size(x, sizes);
+    match &e.kind {
+        ExprKind::Var(name) => sizes.get(name).copied().unwrap_or(1),
+        ExprKind::Index { indices, .. } => indices.iter().map(sub).fold(1, u64::saturating_add),
+        ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => sub(a).saturating_add(1),
+        ExprKind::Binary(_, a, b) => sub(a).saturating_add(sub(b)).saturating_add(1),
+        ExprKind::Cond(c, a, b) => sub(c).saturating_add(sub(a)).saturating_add(sub(b)).saturating_add(1),
+        ExprKind::Call(_, args) => args.iter().map(sub).fold(1, u64::saturating_add),
+        ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Builtin(_) => 1,
     }
 }
+
+/// The most operations an expression may stand for once derived scalars are expanded.
+pub const MAX_EXPANDED: u64 = 10_000;
 
 /// A comparison of two polynomials as a constraint (`a >= b`, `a != b`, ...).
 pub fn to_constraint(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {

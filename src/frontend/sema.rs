@@ -16,9 +16,9 @@
 use super::ast::*;
 use super::diag::Diagnostic;
 use super::model::*;
-use super::polyexpr::{to_constraint, to_poly, DerivedPolys};
+use super::polyexpr::{expanded_size, to_constraint, to_poly, try_to_poly, DerivedPolys, MAX_EXPANDED};
 use super::source::Span;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The math functions a kernel may call, with their arity.
 pub const ALLOWED_CALLS: &[(&str, usize)] = &[
@@ -51,7 +51,7 @@ pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
             diags.push(Diagnostic::new(f.name.span, format!("function `{}` is defined twice", f.name.name), "second definition"));
             continue;
         }
-        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), data_params: BTreeSet::new(), function_names: &function_names };
+        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), divisors: Vec::new(), expanded: BTreeMap::new(), data_params: BTreeSet::new(), function_names: &function_names };
         let k = c.function(f);
         diags.extend(c.diags);
         if let Some(k) = k {
@@ -59,9 +59,33 @@ pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
         }
     }
     if diags.is_empty() {
+        name_schedules(&mut kernels);
         Ok(CheckedProgram { kernels })
     } else {
         Err(diags)
+    }
+}
+
+/// Schedule names, unique across the program (they name kernels, files and generated C
+/// identifiers): a function's only schedule takes the function's name; the `i`-th of several
+/// takes `<function>_<i>`, or, where that is a function's or an earlier schedule's name,
+/// the first free one of `<function>_s<i>`, `<function>_s<i>_2`, `<function>_s<i>_3`, ...
+fn name_schedules(kernels: &mut [KernelFunction]) {
+    let mut taken: BTreeSet<String> = kernels.iter().map(|k| k.name.clone()).collect();
+    for k in kernels.iter_mut() {
+        if k.schedules.len() < 2 {
+            continue;
+        }
+        for (i, s) in k.schedules.iter_mut().enumerate() {
+            let mut name = format!("{}_{i}", k.name);
+            let mut attempt = 1;
+            while taken.contains(&name) {
+                name = if attempt == 1 { format!("{}_s{i}", k.name) } else { format!("{}_s{i}_{attempt}", k.name) };
+                attempt += 1;
+            }
+            taken.insert(name.clone());
+            s.name = name;
+        }
     }
 }
 
@@ -69,6 +93,10 @@ struct Checker<'a> {
     diags: Vec<Diagnostic>,
     scopes: Vec<HashMap<String, Sym>>,
     derived: DerivedPolys,
+    /// Integer divisors that only parameters and derived scalars determine, as met.
+    divisors: Vec<Expr>,
+    /// Each derived scalar's size once expanded ([`expanded_size`]).
+    expanded: BTreeMap<String, u64>,
     /// Integer parameters used in some array extent (set by `params`).
     data_params: BTreeSet<String>,
     function_names: &'a BTreeSet<String>,
@@ -112,6 +140,7 @@ fn serial(l: &ForLoop) -> SerialLoop {
 
 fn dims_for(n: usize, prefix: &str) -> Vec<String> {
     let names: &[&str] = match n {
+        0 => &[],
         1 => &["x"],
         2 => &["y", "x"],
         _ => &["z", "y", "x"],
@@ -128,13 +157,27 @@ impl Checker<'_> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
-    fn declare(&mut self, id: &Ident, sym: Sym) {
-        let scope = self.scopes.last_mut().expect("a scope is open");
-        if scope.contains_key(&id.name) {
+    /// Declare a name. A name is declared once in a function: shadowing one of an enclosing
+    /// scope is refused, because parameters, derived scalars and counters are polynomial
+    /// variables by name, and two meanings of one name would merge in every constraint.
+    fn declare(&mut self, id: &Ident, sym: Sym) -> bool {
+        if self.scopes.last().expect("a scope is open").contains_key(&id.name) {
             self.diags.push(Diagnostic::new(id.span, format!("`{}` is already defined in this scope", id.name), "redefined here"));
-            return;
+            return false;
         }
-        scope.insert(id.name.clone(), sym);
+        if let Some(outer) = self.lookup(&id.name) {
+            let what = match outer {
+                Sym::Array { .. } => "an array parameter",
+                Sym::Scalar { origin: Origin::Param, .. } => "a parameter",
+                Sym::Scalar { origin: Origin::Derived, .. } => "a scalar defined before",
+                Sym::Scalar { origin: Origin::HostLoop | Origin::KernelLoop, .. } => "an enclosing loop's counter",
+                Sym::Scalar { origin: Origin::Local, .. } => "a variable of an enclosing block",
+            };
+            self.diags.push(Diagnostic::new(id.span, format!("`{}` is already {what}; give this one a name of its own", id.name), "shadows an outer name"));
+            return false;
+        }
+        self.scopes.last_mut().expect("a scope is open").insert(id.name.clone(), sym);
+        true
     }
 
     fn with_scope<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
@@ -152,6 +195,11 @@ impl Checker<'_> {
         let mut host_loops = Vec::new();
         for s in &f.body {
             self.host_stmt(s, &mut items, &mut host_loops);
+        }
+        for d in std::mem::take(&mut self.divisors) {
+            let condition = Expr::new(ExprKind::Binary(BinOp::Ne, Box::new(d.clone()), Box::new(Expr::new(ExprKind::Int(0), d.span))), d.span);
+            let constraint = to_constraint(&condition, &self.derived);
+            items.facts.push(Fact { kind: FactKind::Defined, condition, constraint });
         }
         self.scopes.pop();
         if items.schedules.is_empty() && self.diags.len() == errors_before {
@@ -208,7 +256,7 @@ impl Checker<'_> {
             } else {
                 Sym::Array { ty: p.ty, rank: p.dims.len(), is_const: p.is_const }
             };
-            self.declare(&p.name, sym);
+            let _ = self.declare(&p.name, sym);
             if !p.dims.is_empty() {
                 arrays.push(ArrayInfo {
                     name: p.name.name.clone(),
@@ -237,6 +285,48 @@ impl Checker<'_> {
 
     // ---- outside the schedules ----
 
+    /// Record an integer divisor that the host knows before a launch (its names are all
+    /// parameters and derived scalars): it becomes the fact `divisor != 0`.
+    fn note_divisor(&mut self, d: &Expr) {
+        if matches!(d.kind, ExprKind::Int(v) if v != 0) {
+            return;
+        }
+        let mut names = Vec::new();
+        d.names(&mut names);
+        let host_known = names.iter().all(|n| matches!(self.lookup(n), Some(Sym::Scalar { ty, origin: Origin::Param | Origin::Derived }) if ty.is_integer()));
+        if host_known && !self.divisors.iter().any(|x| x.to_string() == d.to_string()) {
+            self.divisors.push(d.clone());
+        }
+    }
+
+    /// Whether a fact is what the dispatch code can check at run time: integer arithmetic on
+    /// parameters and derived scalars (`+ - * / %`, comparisons, `&& || !`, `?:`, integer casts);
+    /// refuses anything else where it stands.
+    fn fact_form(&mut self, e: &Expr) -> bool {
+        let bad = |x: &Expr| -> Option<(Span, String)> {
+            match &x.kind {
+                ExprKind::Call(f, _) => Some((f.span, format!("`{}(...)` cannot appear in a fact: facts are integer arithmetic on parameters (`+ - * / %`, comparisons, `&& || !`, `?:`), which the dispatch code checks at run time; write `{}` with `?:` or comparisons", f.name, if f.name == "min" || f.name == "max" { "it" } else { "the condition" }))),
+                ExprKind::Float { .. } => Some((x.span, "a floating literal cannot appear in a fact: facts are integer arithmetic on parameters".to_string())),
+                ExprKind::Cast(t, _) if !t.is_integer() => Some((x.span, format!("a cast to `{t}` cannot appear in a fact: facts are integer arithmetic on parameters"))),
+                ExprKind::Index { array, .. } => Some((array.span, format!("array `{}` cannot appear in a fact: facts are about parameters", array.name))),
+                _ => None,
+            }
+        };
+        let mut found = None;
+        walk_expr(e, &mut |x| {
+            if found.is_none() {
+                found = bad(x);
+            }
+        });
+        match found {
+            Some((span, message)) => {
+                self.err(span, message, "not checkable at run time");
+                false
+            }
+            None => true,
+        }
+    }
+
     fn host_stmt(&mut self, s: &Stmt, items: &mut HostItems, host_loops: &mut Vec<SerialLoop>) {
         match &s.kind {
             StmtKind::Empty => {}
@@ -252,15 +342,37 @@ impl Checker<'_> {
                             self.err(d.init.span, format!("`{}` is an integer but its value is `{t}`", d.name.name), "expected an integer expression");
                         }
                     }
-                    let poly = to_poly(&d.init, &self.derived);
+                    // A name already in use is refused here, and its definition not recorded:
+                    // recording it would give the old name a second meaning in every polynomial.
+                    if !self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived }) {
+                        continue;
+                    }
+                    self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
+                    let poly = match try_to_poly(&d.init, &self.derived) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            self.err(d.init.span, format!("`{}` is too large to work with: {e}", d.name.name), "too large a polynomial");
+                            None
+                        }
+                    };
                     self.derived.insert(d.name.name.clone(), poly.clone());
-                    self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived });
                     items.derived.push(Derived { name: d.name.name.clone(), ty: *ty, value: d.init.clone(), poly });
                 }
             }
             StmtKind::Assume(e) | StmtKind::Assert(e) => {
                 let kind = if matches!(s.kind, StmtKind::Assume(_)) { FactKind::Assume } else { FactKind::Assert };
-                if self.host_expr(e, "a fact").is_some() {
+                if self.host_expr(e, "a fact").is_some() && self.fact_form(e) {
+                    // The dispatch code and the fact checks substitute derived scalars.
+                    if expanded_size(e, &self.expanded) > MAX_EXPANDED {
+                        self.err(e.span, format!("this fact stands for more than {MAX_EXPANDED} operations once the scalars it reads are replaced by their definitions, as the run-time checks do; state it on scalars defined more directly"), "too large once expanded");
+                    }
+                    let sides = e.conjuncts().into_iter().filter_map(|c| match &c.kind {
+                        ExprKind::Binary(_, a, b) => Some([a, b]),
+                        _ => None,
+                    });
+                    if let Some(t) = sides.flatten().find_map(|x| try_to_poly(x, &self.derived).err()) {
+                        self.err(e.span, format!("this fact is too large to work with: {t}"), "too large a polynomial");
+                    }
                     for c in e.conjuncts() {
                         items.facts.push(Fact { kind, condition: c.clone(), constraint: to_constraint(c, &self.derived) });
                     }
@@ -378,7 +490,7 @@ impl Checker<'_> {
                         "cannot tell which `meta_for` loops form the thread block",
                         "no loop of this group has a program-parameter extent",
                     )
-                    .with_note("give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop"),
+                    .with_note("give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more"),
                 );
                 return None;
             }
@@ -438,10 +550,11 @@ impl Checker<'_> {
             e.names(&mut names);
             names.iter().all(|n| self.is_program_parameter(n))
         };
+        // At least one loop stays in the grid.
         group
             .iter()
             .rev()
-            .take(3)
+            .take(3.min(group.len().saturating_sub(1)))
             .take_while(|l| program_param(&l.lo) && program_param(&l.hi) && {
                 let mut names = Vec::new();
                 l.hi.names(&mut names);
@@ -475,7 +588,7 @@ impl Checker<'_> {
                     if let Some(t) = self.expr(&d.init) {
                         let _ = t; // C converts between arithmetic types on initialisation.
                     }
-                    self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Local });
+                    let _ = self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Local });
                 }
             }
             StmtKind::Assign { target, value, .. } => {
@@ -595,6 +708,9 @@ impl Checker<'_> {
                 if *op == BinOp::Rem && !(ta.is_integer() && tb.is_integer()) {
                     self.err(e.span, "invalid operands to `%`: C requires integer operands", format!("`{ta} % {tb}`"));
                     return None;
+                }
+                if matches!(op, BinOp::Div | BinOp::Rem) && ta.is_integer() && tb.is_integer() {
+                    self.note_divisor(b);
                 }
                 if op.is_comparison() || op.is_logical() {
                     Some(ScalarType::Int)
