@@ -22,9 +22,11 @@ demo: build
 test: setup
 	METAFORK_REQUIRE_NVCC=1 cargo test --workspace
 
-# libFuzzer on the parser (needs cargo-fuzz; see scripts/fuzz.sh). Not part of `make test`.
+# libFuzzer on the whole pipeline (FUZZ_TARGET=parse: the front end only); needs cargo-fuzz,
+# see scripts/fuzz.sh. Not part of `make test`.
+FUZZ_TARGET ?= pipeline
 fuzz: setup
-	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET=$(FUZZ_TARGET) bash scripts/fuzz.sh
 
 # Register estimate against ptxas over every example kernel (the table in bench/RESULTS.md).
 bench-counters: setup

@@ -333,5 +333,15 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
     assert!(err.positions()[0].2.contains("nesting deeper than"), "{}", err.render(false));
     let chain = format!("c[k] = a[k]{};", " + a[k]".repeat(20000));
     let err = check_source("chain.mf", &kernel(&format!("        {chain}"))).unwrap_err();
-    assert!(err.positions()[0].2.contains("nesting deeper than"), "{}", err.render(false));
+    assert!(err.positions()[0].2.contains("expression deeper than"), "{}", err.render(false));
+}
+
+#[test]
+fn a_long_flat_sum_is_not_nesting() {
+    // 120 and 1000 terms: a stencil or a generated expression, not deep nesting.
+    for n in [120, 1000] {
+        let sum = format!("c[k] = a[k]{};", " + a[k]".repeat(n - 1));
+        let program = check_source("sum.mf", &kernel(&format!("        {sum}"))).unwrap_or_else(|e| panic!("{n} terms: {}", e.render(false)));
+        assert_eq!(program.kernels.len(), 1);
+    }
 }

@@ -316,7 +316,7 @@ fn transposition_tree_has_a_padded_leaf_without_bank_conflicts() {
             // Inside the leaf's region as far as the parameters go (B1 >= 32, B0 even).
             let region_params: Vec<_> = leaf.constraints.constraints().iter().filter(|c| c.vars().iter().all(|v| point.contains_key(v.name()))).collect();
             assert!(region_params.iter().all(|c| c.holds_at(&values(&point)).unwrap()), "{point:?} is outside leaf {}", leaf.id);
-            let ways = |k: &metafork::kernel::Kernel| pattern::patterns(f, k, &tree.root_constraints, &b).iter().filter(|p| p.shared && p.text.starts_with("a_tile0") && !p.write).map(|p| p.warp(&point, [b1, b0, 1]).unwrap().bank_ways()).max().unwrap();
+            let ways = |k: &metafork::kernel::Kernel| pattern::patterns(f, k, &tree.root_constraints, &b).iter().filter(|p| p.shared && p.text.starts_with(&metafork::names::readable("a_tile0")) && !p.write).map(|p| p.warp(&point, [b1, b0, 1]).unwrap().bank_ways()).max().unwrap();
             assert_eq!(ways(&leaf.staged), 1, "padded read at {point:?}");
             assert!(ways(unpadded) >= 2, "unpadded read at {point:?}");
             checked += 1;

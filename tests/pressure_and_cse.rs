@@ -141,7 +141,7 @@ fn cse_level_2_holds_the_accumulator_in_a_local_across_the_loop() {
     assert_eq!(loops_without(&kernel.body, "c"), loops_without(&level1.body, "c"), "level 1 does not touch loops");
     assert!(loops_without(&level2.body, "c") > loops_without(&kernel.body, "c"), "the loop no longer accesses c");
     let text = format!("{:?}", level2.body);
-    assert!(text.contains("metafork_cse0"), "{text}");
+    assert!(text.contains(&metafork::names::internal("cse0")), "{text}");
     // The loop's own entry test guards the read and the write-back.
     let ir = metafork::lower::kernel_ir(&level2).unwrap();
     assert!(ir.contains("define ptx_kernel"), "{ir}");

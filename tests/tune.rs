@@ -145,7 +145,7 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
         args.extend(sizes.iter().copied());
         let out = metafork(&dir, &args);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-        let sources: Vec<PathBuf> = std::fs::read_dir(&h).unwrap().map(|e| e.unwrap().path()).collect();
+        let sources: Vec<PathBuf> = std::fs::read_dir(&h).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
         assert!(sources.iter().any(|p| p.ends_with(format!("{name}_harness.cu"))));
         let o = Command::new(&nvcc).args(["-O3", "-arch=sm_90", "-o"]).arg(h.join("harness")).args(&sources).output().unwrap();
         assert!(o.status.success(), "{name}: nvcc: {}", String::from_utf8_lossy(&o.stderr));
@@ -166,18 +166,23 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
 #[test]
 fn wisdom_sets_the_dispatch_defaults() {
     let dir = scratch("tune-wisdom");
-    std::fs::write(dir.join("wisdom.yaml"), "schedule: matmul\ndevice: \"NVIDIA H200\"\nsizes: {n: 4096}\nrepetitions: 7\nbest: {leaf: matmul_leaf4, parameters: {B0: 16, s: 2, ub1: 32}, median_ms: 1.5, model_rank: 3}\nleaves: []\n").unwrap();
+    // A kernel leaf of the tree, as a harness would name it.
+    let out = metafork(&dir, &["gen", "--emit-cuda", &example("matmul"), "-o", "plain"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tree = std::fs::read_to_string(dir.join("plain/tree.yaml")).unwrap();
+    let leaf = tree.lines().find_map(|l| l.trim().strip_prefix("kernel_name: ")).unwrap().to_string();
+    std::fs::write(dir.join("wisdom.yaml"), format!("schedule: matmul\ndevice: \"NVIDIA H200\"\nsizes: {{n: 4096}}\nrepetitions: 7\nbest: {{leaf: {leaf}, parameters: {{B0: 16, s: 2, ub1: 32}}, median_ms: 1.5, model_rank: 3}}\nleaves: []\n")).unwrap();
     let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "wisdom.yaml", &example("matmul"), "-o", "out"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let header = std::fs::read_to_string(dir.join("out/matmul_dispatch.h")).unwrap();
-    assert!(header.contains("static inline void metafork_matmul_wisdom(metafork_matmul_params *p) { p->B0 = 16; p->s = 2; p->ub1 = 32; }"), "{header}");
+    assert!(header.contains("static inline void metafork_matmul_wisdom(metafork_matmul_params *metafork_p) { metafork_p->B0 = 16LL; metafork_p->s = 2LL; metafork_p->ub1 = 32LL; }"), "{header}");
     if let Some(cxx) = cxx() {
         std::fs::write(dir.join("out/main.cpp"), "#include \"matmul_dispatch.h\"\nint main() { metafork_matmul_params p = {4096, 0, 0, 0}; metafork_matmul_wisdom(&p);\n  metafork_device d = {255, 232448, 49152, 1024, 65536, 65536, 64, 132};\n  return metafork_matmul_select(&d, 0, &p, 0) >= 0 && p.B0 == 16 ? 0 : 1; }\n").unwrap();
         let o = Command::new(&cxx).args(["-std=c++11", "-o"]).arg(dir.join("out/main")).arg(dir.join("out/main.cpp")).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert!(Command::new(dir.join("out/main")).status().unwrap().success(), "the wisdom's configuration must be admissible on an H200");
     }
-    std::fs::write(dir.join("bad.yaml"), "schedule: matmul\ndevice: x\nbest: {leaf: matmul_leaf4, parameters: {Q: 1}}\n").unwrap();
+    std::fs::write(dir.join("bad.yaml"), format!("schedule: matmul\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{Q: 1}}}}\n")).unwrap();
     let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", &example("matmul"), "-o", "bad"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`Q`, which is not a program parameter"));

@@ -325,18 +325,20 @@ fn verify_command_exit_codes() {
     let proved = text.split_once(" leaves proved").map(|(before, _)| before.rsplit('\n').next().unwrap_or("").split_whitespace().collect::<Vec<_>>()).unwrap_or_default();
     assert!(proved.len() >= 3 && proved[proved.len() - 3] == proved[proved.len() - 1] && proved[proved.len() - 1].parse::<usize>().unwrap_or(0) >= 3, "{text}");
     assert_eq!(metafork(&["verify", out.to_str().unwrap()]).status.code(), Some(0));
-    // An edited kernel is not what the program generates: unusable, exit 2.
+    // An edited kernel is not what the program generates: a defect, exit 3, naming the file.
     let leaf = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().contains("_leaf")).unwrap();
     std::fs::write(&leaf, "// edited\n").unwrap();
     let o = metafork(&["verify", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is not what metafork generates"));
-    assert_eq!(metafork(&["verify", dir.join("missing").to_str().unwrap()]).status.code(), Some(2));
-    // A program whose blocks all write the same elements: a race, exit 1, with the threads.
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not what metafork generates") && err.contains(leaf.file_name().unwrap().to_str().unwrap()), "{err}");
+    // Not a directory `gen` wrote: unusable input, exit 1.
+    assert_eq!(metafork(&["verify", dir.join("missing").to_str().unwrap()]).status.code(), Some(1));
+    // A program whose blocks all write the same elements: a race, exit 3, with the threads.
     let src = dir.join("racy.mf");
     std::fs::write(&src, "void f(int N, int B, const float a[N][N], float c[N]) { assume(N >= 1 && B >= 1); int d = N / B;\n  meta_schedule { meta_for (int i = 0; i < N; i++) meta_for (int v = 0; v < d; v++) meta_for (int u = 0; u < B; u++) c[v * B + u] = a[i][v * B + u]; } }\n").unwrap();
     let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", dir.join("racy").to_str().unwrap(), "--verify"]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert_eq!(o.status.code(), Some(3), "{text}");
     assert!(text.contains("DEFECT (race)") && text.contains("of block"), "{text}");
 }

@@ -1,0 +1,421 @@
+//! Inputs and situations a compiler tool meets in the field (issues 23 and 30): output paths
+//! that are links, FIFOs or devices; interrupted and concurrent runs; tampered output
+//! directories; hostile names; programs that used to crash, hang or exhaust memory; values out
+//! of range; bad profiles and wisdom. Each test runs the real binary.
+
+mod common;
+
+use common::{cxx, scratch};
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_metafork"))
+}
+
+fn metafork(dir: &Path, args: &[&str]) -> Output {
+    bin().current_dir(dir).args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+const SAXPY: &str = "void saxpy(int N, int B, float alpha, const float x[N], float y[N]) {
+  assume(N >= 1 && B >= 1);
+  int dim = (N + B - 1) / B;
+  meta_schedule {
+    meta_for (int i = 0; i < dim; i++)
+      meta_for (int j = 0; j < B; j++) {
+        int p = i * B + j;
+        if (p < N)
+          y[p] = alpha * x[p] + y[p];
+      }
+  }
+}
+";
+
+const COPY: &str = "void copy(int N, int B, const float a[N], float c[N]) {
+  assume(N >= 1 && B >= 1);
+  int d = (N + B - 1) / B;
+  meta_schedule {
+    meta_for (int i = 0; i < d; i++)
+      meta_for (int j = 0; j < B; j++) {
+        int p = i * B + j;
+        if (p < N) c[p] = a[p];
+      }
+  }
+}
+";
+
+/// Every entry of a directory with its contents (directories as `None`).
+fn snapshot(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let t = e.file_type().unwrap();
+        out.insert(name, if t.is_file() { Some(fs::read(e.path()).unwrap()) } else { None });
+    }
+    out
+}
+
+/// A directory `gen` wrote is whole: its manifest lists exactly its metafork files, each with
+/// its hash; other entries are `extra`.
+fn assert_whole(dir: &Path, extra: &[&str]) {
+    let manifest: serde_json::Value = serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let files = manifest["files"].as_object().unwrap();
+    for (name, hash) in files {
+        let bytes = fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(metafork::output::manifest::sha256_hex(&bytes), hash.as_str().unwrap(), "{name} is not the file of the manifest's run");
+    }
+    let mut on_disk: Vec<String> = snapshot(dir).into_keys().collect();
+    on_disk.retain(|n| n != "manifest.json" && !extra.contains(&n.as_str()));
+    let listed: Vec<String> = files.keys().cloned().collect();
+    assert_eq!(on_disk, listed, "the directory holds files of another run");
+}
+
+#[test]
+fn gen_replaces_its_output_whole_and_keeps_the_users_files() {
+    let dir = scratch("hostile-whole");
+    fs::write(dir.join("saxpy.mf"), SAXPY).unwrap();
+    fs::write(dir.join("copy.mf"), COPY).unwrap();
+    assert!(metafork(&dir, &["gen", "--emit-cuda", "saxpy.mf", "-o", "out"]).status.success());
+    fs::write(dir.join("out/notes.txt"), "mine").unwrap();
+    fs::create_dir(dir.join("out/build")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "copy.mf", "-o", "out"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let names: Vec<String> = snapshot(&dir.join("out")).into_keys().collect();
+    assert!(!names.iter().any(|n| n.starts_with("saxpy")), "stale files of the earlier program stay: {names:?}");
+    assert_eq!(fs::read_to_string(dir.join("out/notes.txt")).unwrap(), "mine");
+    assert!(dir.join("out/build").is_dir());
+    assert_whole(&dir.join("out"), &["notes.txt", "build"]);
+    assert_eq!(snapshot(&dir).keys().filter(|n| n.starts_with('.')).count(), 0, "no staging directory is left");
+}
+
+#[test]
+fn an_interrupted_gen_leaves_the_old_output_and_the_next_run_cleans_up() {
+    let dir = scratch("hostile-interrupt");
+    fs::write(dir.join("saxpy.mf"), SAXPY).unwrap();
+    let matmul = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matmul.mf")).unwrap();
+    fs::write(dir.join("matmul.mf"), matmul).unwrap();
+    assert!(metafork(&dir, &["gen", "--emit-cuda", "saxpy.mf", "-o", "out"]).status.success());
+    let before = snapshot(&dir.join("out"));
+    // Stopped at many moments: before, during and after building the tree and writing.
+    // Whenever it stops, the directory is the old output or the new one, whole.
+    let mut unchanged = 0;
+    let mut before = before;
+    for (signal, after_ms) in [(libc::SIGINT, 30), (libc::SIGKILL, 150), (libc::SIGINT, 400), (libc::SIGKILL, 900), (libc::SIGTERM, 1500), (libc::SIGKILL, 3000)] {
+        let mut child = bin().current_dir(&dir).args(["gen", "--emit-cuda", "matmul.mf", "-o", "out"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(after_ms));
+        unsafe { libc::kill(child.id() as i32, signal) };
+        child.wait().unwrap();
+        let now = snapshot(&dir.join("out"));
+        if now == before {
+            unchanged += 1;
+        } else {
+            assert_whole(&dir.join("out"), &[]);
+            before = now;
+        }
+    }
+    assert!(unchanged > 0, "no run was stopped before it finished");
+    let o = metafork(&dir, &["gen", "--emit-cuda", "saxpy.mf", "-o", "out"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_whole(&dir.join("out"), &[]);
+    let hidden: Vec<String> = snapshot(&dir).into_keys().filter(|n| n.starts_with('.')).collect();
+    assert!(hidden.is_empty(), "staging directories left: {hidden:?}");
+}
+
+#[test]
+fn concurrent_gens_into_one_directory_never_mix_their_files() {
+    let dir = scratch("hostile-concurrent");
+    fs::write(dir.join("saxpy.mf"), SAXPY).unwrap();
+    fs::write(dir.join("copy.mf"), COPY).unwrap();
+    for _ in 0..3 {
+        let children: Vec<_> = ["saxpy.mf", "copy.mf", "saxpy.mf", "copy.mf"].iter().map(|f| bin().current_dir(&dir).args(["gen", "--emit-cuda", f, "-o", "out"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()).collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        assert_whole(&dir.join("out"), &[]);
+    }
+}
+
+#[test]
+fn writers_never_write_through_links_fifos_or_devices() {
+    let dir = scratch("hostile-targets");
+    fs::write(dir.join("saxpy.mf"), SAXPY).unwrap();
+    fs::write(dir.join("precious"), "precious").unwrap();
+    symlink(dir.join("precious"), dir.join("link.yaml")).unwrap();
+    let fifo = dir.join("fifo.yaml");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for target in ["link.yaml", "fifo.yaml", "/dev/null"] {
+        for args in [vec!["parse", "saxpy.mf", "-o", target], vec!["tune", "saxpy.mf", "--device", "h100", "--size", "N=1024", "-o", target]] {
+            let start = Instant::now();
+            let o = metafork(&dir, &args);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+            assert!(text(&o).contains("metafork only replaces regular files"), "{args:?}: {}", text(&o));
+            assert!(start.elapsed() < Duration::from_secs(60), "{args:?} blocked");
+        }
+    }
+    assert_eq!(fs::read_to_string(dir.join("precious")).unwrap(), "precious");
+    assert!(fs::symlink_metadata(dir.join("link.yaml")).unwrap().file_type().is_symlink());
+    assert!(Path::new("/dev/null").metadata().is_ok());
+    // The output directory as a link, out of harm's way: refused, the target untouched.
+    fs::create_dir(dir.join("elsewhere")).unwrap();
+    symlink(dir.join("elsewhere"), dir.join("out")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "saxpy.mf", "-o", "out"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("symbolic link"), "{}", text(&o));
+    assert!(snapshot(&dir.join("elsewhere")).is_empty());
+    // A long output name (near the 255-byte limit) gets a short temporary.
+    let long = "n".repeat(250);
+    let o = metafork(&dir, &["parse", "saxpy.mf", "-o", &long]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+fn gen_into(dir: &Path, source: &str, out: &str) {
+    let o = metafork(dir, &["gen", "--emit-cuda", source, "-o", out]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory() {
+    let dir = scratch("hostile-verify");
+    fs::write(dir.join("saxpy.mf"), SAXPY).unwrap();
+    gen_into(&dir, "saxpy.mf", "good");
+    let o = metafork(&dir, &["verify", "good"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    type Tamper = fn(&Path);
+    let tampers: [(&str, &str, Tamper); 7] = [
+        ("tree.yaml", "tree.yaml", |d| fs::write(d.join("tree.yaml"), fs::read_to_string(d.join("tree.yaml")).unwrap().replace("R_B", "R")).unwrap()),
+        ("dispatch header", "saxpy_dispatch.h", |d| fs::write(d.join("saxpy_dispatch.h"), fs::read_to_string(d.join("saxpy_dispatch.h")).unwrap() + "// x\n").unwrap()),
+        ("dispatch source", "saxpy_dispatch.cu", |d| fs::write(d.join("saxpy_dispatch.cu"), "int x;\n").unwrap()),
+        ("a removed file", "tree.dot", |d| fs::remove_file(d.join("tree.dot")).unwrap()),
+        ("an extra manifest entry", "extra.cu", |d| {
+            let m = fs::read_to_string(d.join("manifest.json")).unwrap();
+            fs::write(d.join("extra.cu"), "").unwrap();
+            fs::write(d.join("manifest.json"), m.replace("\"files\": {", &format!("\"files\": {{\n    \"extra.cu\": \"{}\",", metafork::output::manifest::sha256_hex(b"")))).unwrap();
+        }),
+        ("the source's copy", "source.mf", |d| fs::write(d.join("source.mf"), SAXPY.replace("B >= 1", "B >= 2")).unwrap()),
+        ("the source as a link", "source.mf", |d| {
+            fs::remove_file(d.join("source.mf")).unwrap();
+            symlink("/etc/passwd", d.join("source.mf")).unwrap();
+        }),
+    ];
+    for (what, file, tamper) in tampers {
+        let d = dir.join(file.replace('.', "_"));
+        gen_into(&dir, "saxpy.mf", d.to_str().unwrap());
+        tamper(&d);
+        let o = metafork(&dir, &["verify", d.to_str().unwrap()]);
+        let t = text(&o);
+        assert!(matches!(o.status.code(), Some(1) | Some(3)), "{what}: {t}");
+        assert!(t.contains(file), "{what}: the message names no file: {t}");
+        assert!(!t.contains("root:"), "{what}: a line of another file was shown: {t}");
+    }
+    // A source named in a manifest must be the directory's own copy.
+    let d = dir.join("elsewhere");
+    gen_into(&dir, "saxpy.mf", d.to_str().unwrap());
+    let m = fs::read_to_string(d.join("manifest.json")).unwrap();
+    fs::write(d.join("manifest.json"), m.replace("\"file\": \"source.mf\"", "\"file\": \"../../../etc/passwd\"")).unwrap();
+    let o = metafork(&dir, &["verify", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!text(&o).contains("root:"), "{}", text(&o));
+    // With the source given on the command line, a directory moved elsewhere still verifies.
+    fs::rename(dir.join("good"), dir.join("moved")).unwrap();
+    let o = metafork(Path::new("/"), &["verify", dir.join("moved").to_str().unwrap(), "--source", dir.join("saxpy.mf").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn hostile_file_names_and_wisdom_cannot_inject_code() {
+    let dir = scratch("hostile-inject");
+    // A directory's name ends the comment, a newline starts a directive, a backslash ends.
+    let name = "nl\n#error injected\n*/ \\.mf";
+    fs::create_dir_all(dir.join("nl\n#error injected\n*")).unwrap();
+    fs::write(dir.join(name), SAXPY).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", name, "-o", "out"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for e in fs::read_dir(dir.join("out")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "cu" || x == "h") {
+            let t = fs::read_to_string(&p).unwrap();
+            assert!(!t.lines().any(|l| l.starts_with("#error")), "{}: {t}", p.display());
+        }
+    }
+    if let Some(cxx) = cxx() {
+        let o = Command::new(&cxx).args(["-std=c++11", "-fsyntax-only", "-x", "c++"]).arg(dir.join("out/saxpy_dispatch.h")).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = metafork(&dir, &["verify", "out"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Wisdom: a leaf that is not a leaf of the tree, with a comment end in it, is refused with
+    // its line; a device name with one is written escaped.
+    let leaf = fs::read_to_string(dir.join("out/tree.yaml")).unwrap().lines().find_map(|l| l.trim().strip_prefix("kernel_name: ").map(str::to_string)).unwrap();
+    fs::write(dir.join("bad.yaml"), "schedule: saxpy\ndevice: x\nbest:\n  leaf: \"saxpy_leaf7 */ #error injected /*\"\n  parameters: {B: 64}\n").unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", name, "-o", "w"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("bad.yaml:4:") && text(&o).contains("is not a kernel leaf"), "{}", text(&o));
+    fs::write(dir.join("good.yaml"), format!("schedule: saxpy\ndevice: \"evil */ #error injected /* \\n#define x\"\nsizes: {{N: 4096}}\nbest: {{leaf: {leaf}, parameters: {{B: 64}}}}\n")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "good.yaml", name, "-o", "w"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let h = fs::read_to_string(dir.join("w/saxpy_dispatch.h")).unwrap();
+    assert!(h.contains("metafork_saxpy_wisdom") && !h.lines().any(|l| l.starts_with("#error") || l.starts_with("#define x")), "{h}");
+    if let Some(cxx) = cxx() {
+        let o = Command::new(&cxx).args(["-std=c++11", "-fsyntax-only", "-x", "c++"]).arg(dir.join("w/saxpy_dispatch.h")).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(metafork(&dir, &["verify", "w"]).status.code(), Some(0));
+    // A wisdom violating the program's facts, or setting a value beyond `int`.
+    fs::write(dir.join("facts.yaml"), format!("schedule: saxpy\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{B: 0}}}}\n")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "facts.yaml", name, "-o", "w2"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("violates the program's fact"), "{}", text(&o));
+    fs::write(dir.join("huge.yaml"), format!("schedule: saxpy\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{B: 4294967296}}}}\n")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "huge.yaml", name, "-o", "w2"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("does not fit a C `int`"), "{}", text(&o));
+}
+
+/// Programs and arguments that crashed, hung or ran out of memory, each now a clear error.
+#[test]
+fn what_crashed_or_hung_is_now_a_clear_error() {
+    let dir = scratch("hostile-crash");
+    let program = |body: &str| format!("void f(int N, int B, const float a[N], float c[N]) {{\n  assume(N >= 1 && B >= 1);\n{body}\n  meta_schedule {{\n    meta_for (int i = 0; i < d; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int p = i * B + j;\n        if (p < N) c[p] = a[p];\n      }}\n  }}\n}}\n");
+    // A scalar in terms of itself through a shadowed name; a squared chain; a chain whose
+    // expansion a fact would need.
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("shadow", program("  int B2 = B;\n  { int B = B2 * 2; }\n  int d = (N + B - 1) / B;"), "is already a parameter"),
+        ("square", program(&((0..12).map(|k| if k == 0 { "  int s0 = N + B + 1;".to_string() } else { format!("  int s{k} = s{} * s{};", k - 1, k - 1) }).collect::<Vec<_>>().join("\n") + "\n  int d = (N + B - 1) / B;")), "too large"),
+        ("chain", program(&((0..40).map(|k| match k { 0 => "  int d0 = N;".to_string(), 1 => "  int d1 = B;".to_string(), _ => format!("  int d{k} = d{} + d{};", k - 1, k - 2) }).collect::<Vec<_>>().join("\n") + "\n  assume(d39 >= 1);\n  int d = (N + B - 1) / B;")), "more than 10000 operations"),
+        ("min in a fact", program("  assume(min(N, B) >= 1);\n  int d = (N + B - 1) / B;"), "cannot appear in a fact"),
+        ("contradiction", program("  assume(N < 0);\n  int d = (N + B - 1) / B;"), "contradict each other"),
+        ("huge literal", program("  int d = (N + B - 1) / B;").replace("c[p] = a[p]", "c[p] = a[p] * 1e400"), "out of the range of `double`"),
+    ];
+    for (what, source, expected) in cases {
+        fs::write(dir.join("p.mf"), &source).unwrap();
+        let start = Instant::now();
+        let o = metafork(&dir, &["gen", "--emit-cuda", "p.mf", "-o", "out"]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{what}: {t}");
+        assert!(t.contains(expected) && t.contains("p.mf:"), "{what}: {t}");
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}: {:?}", start.elapsed());
+    }
+    // Every `meta_for` extent a plain program parameter: no panic, a kernel.
+    fs::write(dir.join("plain.mf"), "void f(int N, int B, int G, const float a[N], float c[N]) {\n  assume(N >= 1 && B >= 1 && G >= 1);\n  meta_schedule {\n    meta_for (int i = 0; i < G; i++)\n      meta_for (int j = 0; j < B; j++) {\n        int p = i * B + j;\n        if (p < N) c[p] = a[p];\n      }\n  }\n}\n").unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "plain.mf", "-o", "plain"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Huge tuning spaces: refused, never an abort.
+    fs::write(dir.join("s.mf"), SAXPY).unwrap();
+    fs::write(dir.join("space.yaml"), "params:\n  a: {range: [-9223372036854775807, 9223372036854775807]}\n").unwrap();
+    let o = metafork(&dir, &["tune", "--space", "space.yaml"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("more than"), "{}", text(&o));
+    fs::write(dir.join("cart.yaml"), "params:\n  a: {range: [1, 1000000]}\n  b: {range: [1, 1000000]}\n  c: {range: [1, 1000000]}\n").unwrap();
+    let start = Instant::now();
+    let o = metafork(&dir, &["tune", "--space", "cart.yaml", "--time-limit", "20"]);
+    assert!(matches!(o.status.code(), Some(1) | Some(4)) && text(&o).contains("space"), "{}", text(&o));
+    assert!(start.elapsed() < Duration::from_secs(60));
+    let o = metafork(&dir, &["tune", "s.mf", "--device", "h100", "--size", "N=1024", "--range", "B=-9223372036854775807..9223372036854775807"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // Sizes beyond `int`.
+    let o = metafork(&dir, &["tune", "s.mf", "--device", "h100", "--size", "N=3000000000"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("does not fit `int`"), "{}", text(&o));
+    // A full standard output is an error, not a panic.
+    gen_into(&dir, "s.mf", "sx");
+    let full = fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let o = bin().current_dir(&dir).args(["verify", "sx"]).stdout(full).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot write to standard output"), "{}", text(&o));
+}
+
+#[test]
+fn budgets_end_long_phases_with_their_own_exit_code() {
+    let dir = scratch("hostile-budget");
+    let matmul = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matmul.mf")).unwrap();
+    fs::write(dir.join("matmul.mf"), &matmul).unwrap();
+    let start = Instant::now();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "matmul.mf", "-o", "out", "--time-limit", "1"]);
+    // A debug build needs longer than a second for matmul's tree.
+    if !o.status.success() {
+        assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+        assert!(text(&o).contains("time budget"), "{}", text(&o));
+        assert!(!dir.join("out").exists(), "nothing is written when the tree is not finished");
+    }
+    assert!(start.elapsed() < Duration::from_secs(30), "{:?}", start.elapsed());
+    // A ptxas that never ends is stopped.
+    let fake = dir.join("bin");
+    fs::create_dir(&fake).unwrap();
+    for tool in ["ptxas", "nvcc"] {
+        fs::write(fake.join(tool), "#!/bin/sh\nsleep 600\n").unwrap();
+        let mut p = fs::metadata(fake.join(tool)).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+        fs::set_permissions(fake.join(tool), p).unwrap();
+    }
+    fs::write(dir.join("s.mf"), SAXPY).unwrap();
+    let path = format!("{}:{}", fake.display(), std::env::var("PATH").unwrap_or_default());
+    let start = Instant::now();
+    let o = bin().current_dir(&dir).env("PATH", path).args(["counters", "s.mf", "--ptxas", "sm_90", "--time-limit", "3"]).output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("did not finish"), "{}", text(&o));
+    assert!(start.elapsed() < Duration::from_secs(30), "{:?}", start.elapsed());
+}
+
+#[test]
+fn diagnostics_count_characters_read_any_line_end_and_exit_codes_follow_one_scheme() {
+    let dir = scratch("hostile-diag");
+    // A column after non-ASCII text counts characters.
+    fs::write(dir.join("u.mf"), SAXPY.replace("y[p] = alpha * x[p] + y[p];", "y[p] = /* é */ alpha * x[p] + @;")).unwrap();
+    let o = metafork(&dir, &["parse", "u.mf"]);
+    assert_eq!(o.status.code(), Some(1));
+    let line = SAXPY.lines().position(|l| l.contains("y[p] = alpha")).unwrap() + 1;
+    let col = "          y[p] = /* é */ alpha * x[p] + ".chars().count() + 1;
+    assert!(text(&o).contains(&format!("u.mf:{line}:{col}:")), "{}", text(&o));
+    // Lone carriage returns end lines.
+    fs::write(dir.join("cr.mf"), SAXPY.replace('\n', "\r").replace("y[p] = alpha * x[p] + y[p];", "y[p] = alpha * x[p] + @;")).unwrap();
+    let o = metafork(&dir, &["parse", "cr.mf"]);
+    assert!(text(&o).contains(&format!("cr.mf:{line}:")), "{}", text(&o));
+    fs::write(dir.join("crlf.mf"), SAXPY.replace('\n', "\r\n")).unwrap();
+    assert!(metafork(&dir, &["parse", "crlf.mf"]).status.success());
+    // Usage errors exit 2; input errors 1; the scheme is in --help.
+    assert_eq!(metafork(&dir, &["gen"]).status.code(), Some(2));
+    assert_eq!(metafork(&dir, &["frobnicate"]).status.code(), Some(2));
+    assert_eq!(metafork(&dir, &["parse", "missing.mf"]).status.code(), Some(1));
+    let help = text(&metafork(&dir, &["--help"]));
+    assert!(help.contains("3 a defect") && help.contains("4 unverified"), "{help}");
+    // A device profile no device has, with the line at fault.
+    let h100 = text(&metafork(&dir, &["devices", "h100"]));
+    fs::write(dir.join("dev.yaml"), h100.replace("warp_size: 32", "warp_size: 31")).unwrap();
+    let o = metafork(&dir, &["devices", "dev.yaml"]);
+    let at = h100.lines().position(|l| l.starts_with("warp_size")).unwrap() + 1;
+    assert!(o.status.code() == Some(1) && text(&o).contains(&format!("dev.yaml:{at}: field `warp_size` must be 32")), "{}", text(&o));
+}
+
+/// A block size the facts do not bound: the division by it becomes a fact, so the dispatcher
+/// refuses `B = 0` and the tree (and so `verify`) covers only points where `B != 0`.
+#[test]
+fn a_division_by_a_parameter_is_refused_where_it_is_zero() {
+    let source = SAXPY.replace("assume(N >= 1 && B >= 1);", "assume(N >= 1);");
+    let program = metafork::frontend::check_source("z.mf", &source).unwrap();
+    let f = &program.kernels[0];
+    assert!(f.facts.iter().any(|x| x.kind == metafork::frontend::model::FactKind::Defined && x.condition.to_string() == "B != 0"), "{:?}", f.facts);
+    let backend = constraints::solver::Backend::default();
+    let (_, trees, _) = metafork::emit::command::files("z.mf", &source, &program, true, None).unwrap();
+    let (function, tree) = &trees[0];
+    assert!(tree.root_constraints.constraints().iter().any(|c| c.to_string() == "B != 0"), "{:?}", tree.root_constraints);
+    let d = metafork::dispatch::Dispatcher::new(function, tree).unwrap();
+    let limits = metafork::dispatch::DeviceLimits::of(&constraints::device::DeviceProfile::load("h100").unwrap());
+    let at = |b: i64| d.select_exact(&limits, &[], &[("N".to_string(), 1000), ("B".to_string(), b)].into()).unwrap();
+    assert!(matches!(at(0), metafork::dispatch::Selection::OutsideAssumptions(ref t) if t.contains("B != 0")), "{:?}", at(0));
+    assert!(matches!(at(128), metafork::dispatch::Selection::Leaf(_)));
+    let reports = metafork::verify::verify_tree(function, tree, &backend, Default::default()).unwrap();
+    assert!(reports.iter().all(|r| r.status() == metafork::verify::Status::Proved));
+    // The launch wrapper refuses it too, before dividing.
+    let (files, _, _) = metafork::emit::command::files("z.mf", &source, &program, true, None).unwrap();
+    let leaf = files.iter().find(|(n, _)| n.ends_with(".cu") && n.contains("_leaf")).unwrap();
+    let text = String::from_utf8(leaf.1.clone()).unwrap();
+    let guard = text.find("if ((B) == 0) return cudaErrorInvalidValue;").expect("a guard");
+    assert!(guard < text.find("int dim = ").unwrap(), "{text}");
+}
