@@ -1,7 +1,7 @@
 //! The performance counters' closed forms against the lane-enumerating evaluator, on every
 //! example's leaf kernels at sampled parameter points (issue 7: at least 500 agreeing points
 //! per counter and example), and what they say about the examples' accesses.
-mod common;
+use crate::common;
 
 use constraints::solver::Backend;
 use constraints::{Poly, Rational, Var};

@@ -5,9 +5,8 @@
 //! that `nvcc` compiles as one translation unit per example (so no two generated names meet),
 //! a dispatch header that plain C++ compiles, and trees whose every leaf `verify` proves.
 
-mod common;
 
-use common::{cxx, examples, nvcc, Rng};
+use crate::common::{cxx, examples, nvcc, Rng};
 use metafork::frontend::check_source;
 use metafork::frontend::lexer::{lex, Tok};
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,7 +74,7 @@ fn identifiers(text: &str) -> Vec<String> {
 
 #[test]
 fn renamed_examples_from_hostile_file_names_compile_and_verify() {
-    let dir = common::scratch("hygiene");
+    let dir = crate::common::scratch("hygiene");
     let mut rng = Rng(0x5eed_0f_6e6e);
     // Each example with its identifiers renamed to distinct colliding names, drawn without
     // replacement, and named by hostile text.
@@ -168,7 +167,10 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
         let device = constraints::device::DeviceProfile::load("h100").unwrap();
         for (function, tree) in &trees {
             let sizes: BTreeMap<String, i64> = function.data_parameters().into_iter().map(|d| (d, 64)).collect();
-            let request = metafork::tune::rank::Request { sizes, ..Default::default() };
+            // A few values per program parameter: the harness's names do not depend on how
+            // many configurations it measures, and the full default space is `tune`'s test.
+            let values: BTreeMap<String, Vec<i64>> = function.program_parameters().into_iter().map(|p| (p, vec![1, 4, 16, 64])).collect();
+            let request = metafork::tune::rank::Request { sizes, values, ..Default::default() };
             if let Ok(tuned) = metafork::tune::rank::tune(function, tree, &device, &request, None) {
                 if !tuned.admissible.is_empty() {
                     let mut h = metafork::output::DirFiles::new();
@@ -203,7 +205,7 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
     assert!(unreserved.is_empty(), "generated code uses these names, which a user's name is not escaped from: {unreserved:?}");
 
     let Some(nvcc) = nvcc() else { return };
-    let dir = common::scratch("macros");
+    let dir = crate::common::scratch("macros");
     std::fs::write(dir.join("inc.cu"), "#include <cuda_runtime.h>\n#include <mutex>\n#include <algorithm>\n#include <cmath>\n#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <vector>\n#include <limits.h>\n#include <stddef.h>\n").unwrap();
     let o = Command::new(&nvcc).current_dir(&dir).args(["-E", "-Xcompiler", "-dM", "-x", "cu", "inc.cu"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -5,10 +5,10 @@ use metafork::frontend::check_source;
 use proptest::prelude::*;
 
 const EXAMPLES: [&str; 4] = [
-    include_str!("../examples/matadd.mf"),
-    include_str!("../examples/matmul.mf"),
-    include_str!("../examples/jacobi1d.mf"),
-    include_str!("../examples/transpose.mf"),
+    include_str!("../../examples/matadd.mf"),
+    include_str!("../../examples/matmul.mf"),
+    include_str!("../../examples/jacobi1d.mf"),
+    include_str!("../../examples/transpose.mf"),
 ];
 
 /// Fragments a mutation may insert: tokens of the language, refused C, and odd characters.

@@ -1,7 +1,7 @@
 //! The verifier: differential runs of every example leaf against the serial program, Z3
 //! proofs of the examples' leaves, and deliberately broken kernels caught with witnesses that
 //! are replayed on the execution engine.
-mod common;
+use crate::common;
 
 use constraints::solver::Backend;
 use metafork::frontend::ast::*;

@@ -3,9 +3,8 @@
 //! directories; hostile names; programs that used to crash, hang or exhaust memory; values out
 //! of range; bad profiles and wisdom. Each test runs the real binary.
 
-mod common;
 
-use common::{cxx, scratch};
+use crate::common::{cxx, scratch};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::symlink;

@@ -12,8 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
-use common::{cxx, examples, nvcc, scratch, trees_of, Rng};
+use crate::common::{cxx, examples, nvcc, scratch, trees_of, Rng};
 
 /// A device: a built-in profile, or (one time in three) one with its limits scaled at random,
 /// (one time in four) few, small multiprocessors, and (one time in four) a register file near

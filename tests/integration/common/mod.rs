@@ -6,6 +6,8 @@ use metafork::frontend::check_source;
 use metafork::frontend::model::KernelFunction;
 use metafork::kernel::Kernel;
 use metafork::tree::{build, Tree};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Every `examples/*.mf` as (path, text), sorted by path.
 pub fn examples() -> Vec<(String, String)> {
@@ -15,17 +17,28 @@ pub fn examples() -> Vec<(String, String)> {
     v
 }
 
-/// The decision tree of every schedule of a program, with its function.
+/// The decision tree of every schedule of a program, with its function. Built once per test
+/// run for each distinct (path, text): the tests share one binary (`main.rs`), and building
+/// the examples' trees is the most expensive fixture they have; a tree is a pure function of
+/// the source, so every caller gets the same trees a fresh build would give. `backend` is
+/// charged with the queries of the builds it triggers.
 pub fn trees_of(path: &str, text: &str, backend: &Backend) -> Vec<(KernelFunction, Tree)> {
-    let p = check_source(path, text).unwrap();
-    let mut out = Vec::new();
-    for k in p.kernels {
-        for s in &k.schedules {
-            let t = build(&k, Kernel::from_schedule(&k, s).unwrap(), backend).unwrap();
-            out.push((k.clone(), t));
+    type Trees = Vec<(KernelFunction, Tree)>;
+    static BUILT: OnceLock<Mutex<HashMap<(String, String), Arc<OnceLock<Trees>>>>> = OnceLock::new();
+    let slot = BUILT.get_or_init(Default::default).lock().unwrap().entry((path.to_string(), text.to_string())).or_default().clone();
+    // Another thread building the same trees is waited for, not repeated.
+    slot.get_or_init(|| {
+        let p = check_source(path, text).unwrap();
+        let mut out = Vec::new();
+        for k in p.kernels {
+            for s in &k.schedules {
+                let t = build(&k, Kernel::from_schedule(&k, s).unwrap(), backend).unwrap();
+                out.push((k.clone(), t));
+            }
         }
-    }
-    out
+        out
+    })
+    .clone()
 }
 
 /// A small deterministic generator (xorshift), so tests need no extra dependency.

@@ -10,7 +10,7 @@ use metafork::frontend::check_source;
 use metafork::kernel::{Kernel, SharedArray};
 use std::process::Command;
 
-mod common;
+use crate::common;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
 

@@ -2,7 +2,7 @@
 //! value into a register: where they apply, the code they make, and that the verifier proves
 //! it and finds it equal to the serial program, exactly where the condition holds.
 
-mod common;
+use crate::common;
 
 use constraints::solver::Backend;
 use metafork::frontend::check_source;

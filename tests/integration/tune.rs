@@ -12,8 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
-use common::{cxx, nvcc, scratch};
+use crate::common::{cxx, nvcc, scratch};
 
 fn example(name: &str) -> String {
     format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"))

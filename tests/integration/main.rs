@@ -1,0 +1,25 @@
+//! Every integration test of the `metafork` crate, in one binary: one link instead of one per
+//! file, shared fixtures (`common`: the examples' trees, built once per run) and one pool of
+//! test threads for all of them, so a long test never leaves a core idle while the rest of its
+//! file is done (issue 25).
+
+mod common;
+
+mod caching;
+mod cli;
+mod counters;
+mod diagnostics;
+mod dispatch;
+mod emit_cuda;
+mod examples;
+mod granularity;
+mod hostile;
+mod hygiene;
+mod ilp;
+mod perf;
+mod pressure_and_cse;
+mod robustness;
+mod spaces;
+mod tree;
+mod tune;
+mod verify;
