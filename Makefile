@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg clean
 
 setup:
 	@bash scripts/setup.sh
@@ -39,6 +39,10 @@ bench-expansions: setup
 # Decision-tree generation time, Z3 queries, nodes and leaves per example.
 bench-gen: setup
 	cargo bench --bench gen
+
+# Whole `gen --emit-cuda` processes on the PolyBench kernels against PPCG's times (issue 25).
+bench-ppcg: build
+	cargo bench --bench ppcg
 
 # Search-space construction against Kernel Tuner's times (bench/tuning-spaces.yaml).
 bench-spaces: setup
