@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg gpu-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,14 @@ bench-gen: setup
 # Whole `gen --emit-cuda` processes on the PolyBench kernels against PPCG's times (issue 25).
 bench-ppcg: build
 	cargo bench --bench ppcg
+
+# The generated kernels on a real GPU (issue 27.6): prepares gpu-check/ here (every distinct
+# leaf kernel at two sizes against the serial program, compute-sanitizer, the tuner against an
+# exhaustive sweep, matmul against cuBLAS) and runs it when this machine has a GPU; elsewhere,
+# copy the folder to a GPU machine and run `bash gpu-check/run.sh` there (nvcc, python3).
+gpu-check: build
+	cargo bench --bench gpu_check -- $(CURDIR)/gpu-check
+	@if nvidia-smi -L >/dev/null 2>&1; then bash gpu-check/run.sh; else echo "No GPU here: run 'bash gpu-check/run.sh' on a GPU machine; it writes gpu-check/results.md"; fi
 
 # Search-space construction against Kernel Tuner's times (bench/tuning-spaces.yaml).
 bench-spaces: setup

@@ -12,6 +12,7 @@ pub mod emit;
 pub mod counters;
 pub mod dispatch;
 pub mod frontend;
+pub mod gpucheck;
 pub mod kernel;
 pub mod lower;
 pub mod names;

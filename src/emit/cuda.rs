@@ -246,6 +246,26 @@ impl Cify<'_> {
     }
 }
 
+/// Expressions of a function's own statements (its host code) as generated C++ prints them:
+/// subscripts linearised row-major in `long` over the function's arrays, names spelled by
+/// [`c_ident`] as the launch wrappers spell them. For gpu-check's serial programs.
+pub struct HostExprs<'f>(Cify<'f>);
+
+impl<'f> HostExprs<'f> {
+    pub fn new(function: &'f KernelFunction) -> HostExprs<'f> {
+        let extents = function.arrays.iter().map(|a| (a.name.as_str(), a.extents.as_slice())).collect();
+        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, no_unroll: false, narrow: Default::default() })
+    }
+
+    pub fn expr(&self, e: &Expr) -> Result<Expr, String> {
+        self.0.out(e)
+    }
+
+    pub fn name<'n>(&self, name: &'n str) -> std::borrow::Cow<'n, str> {
+        self.0.name(name)
+    }
+}
+
 fn params_list(kernel: &Kernel) -> String {
     kernel
         .params

@@ -6,9 +6,10 @@
 //! program allocates every array at the tuned sizes, fills them from a fixed seed, and for each
 //! candidate (best model rank first): restores the inputs, runs the schedule as the source does
 //! (its host loops around the launches) once to warm up and then `REPS` times, each timed with
-//! CUDA events; takes the median; compares every written array with the first candidate's
-//! result (integers exactly, floating point within 1e-5 relative: leaves may contract
-//! multiply-adds differently). It prints a table and writes `wisdom.yaml`: per leaf, the
+//! CUDA events; takes the median; compares every written array with the result of the first
+//! candidate that ran (a candidate that fails to launch is no reference; integers exactly,
+//! floating point within 1e-5 relative: leaves may contract multiply-adds differently). Every
+//! leaf is first allowed the device's largest dynamic shared memory. It prints a table and writes `wisdom.yaml`: per leaf, the
 //! fastest configuration whose result matched; and the fastest overall.
 
 use super::rank::Tuned;
@@ -57,7 +58,15 @@ fn harness(source: &str, function: &KernelFunction, tree: &Tree, tuned: &Tuned, 
     leaves.dedup();
     for l in &leaves {
         let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t metafork_stream);", launch_name_of(l), decls.join(", "), if decls.is_empty() { "" } else { ", " });
+        let _ = writeln!(out, "extern \"C\" cudaError_t {}(size_t metafork_bytes);", crate::emit::cuda::allow_shared_name(l));
     }
+    // Every leaf may use the device's largest dynamic shared memory (above 48 KiB a kernel
+    // must opt in, or large tiles fail to launch).
+    let _ = writeln!(out, "\nstatic void metafork_allow_shared(size_t metafork_most) {{");
+    for l in &leaves {
+        let _ = writeln!(out, "  {}(metafork_most);", crate::emit::cuda::allow_shared_name(l));
+    }
+    let _ = writeln!(out, "  cudaGetLastError();\n}}");
     let _ = writeln!(out, "\n#define METAFORK_CHECK(x) do {{ cudaError_t metafork_e_ = (x); if (metafork_e_ != cudaSuccess) {{ fprintf(stderr, \"%s:%d: %s\\n\", __FILE__, __LINE__, cudaGetErrorString(metafork_e_)); exit(1); }} }} while (0)\n");
     // The arrays at the tuned sizes (every candidate shares the data sizes).
     let sizes = &candidates[0].parameters;
@@ -163,6 +172,8 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop;
   METAFORK_CHECK(cudaGetDeviceProperties(&prop, 0));
   metafork_setup();
+  metafork_allow_shared((size_t)prop.sharedMemPerBlockOptin);
+  int reference = -1;  /* the first candidate that ran: the others are compared with it */
   const int count = (int)(sizeof metafork_candidates / sizeof metafork_candidates[0]);
   std::vector<double> medians(count, -1.0);
   std::vector<int> matched(count, 0);
@@ -189,11 +200,13 @@ int main(int argc, char **argv) {
     std::sort(times.begin(), times.end());
     medians[c] = times[times.size() / 2];
     for (size_t k = 0; k < metafork_arrays.size(); k++)
-      if (metafork_arrays[k].written) METAFORK_CHECK(cudaMemcpy(c == 0 ? metafork_arrays[k].reference : metafork_arrays[k].result, metafork_arrays[k].device, metafork_arrays[k].bytes, cudaMemcpyDeviceToHost));
-    double d = c == 0 ? 0 : metafork_difference();
+      if (metafork_arrays[k].written) METAFORK_CHECK(cudaMemcpy(reference < 0 ? metafork_arrays[k].reference : metafork_arrays[k].result, metafork_arrays[k].device, metafork_arrays[k].bytes, cudaMemcpyDeviceToHost));
+    int is_reference = reference < 0;
+    if (is_reference) reference = c;
+    double d = is_reference ? 0 : metafork_difference();
     matched[c] = d >= 0 && d <= 1e-5;
-    printf("%-5d %-24s %-28s %12.4f  %s", c + 1, metafork_candidates[c].leaf, metafork_candidates[c].parameters, medians[c], c == 0 ? "reference" : matched[c] ? "matches" : "MISMATCH");
-    if (c > 0 && d > 0) printf(" (max relative metafork_difference %.2e)", d);
+    printf("%-5d %-24s %-28s %12.4f  %s", c + 1, metafork_candidates[c].leaf, metafork_candidates[c].parameters, medians[c], is_reference ? "reference" : matched[c] ? "matches" : "MISMATCH");
+    if (!is_reference && d > 0) printf(" (max relative difference %.2e)", d);
     printf("\n");
   }
   FILE *f = fopen(wisdom, "w");

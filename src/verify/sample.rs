@@ -124,7 +124,7 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 
 /// Whether the constraints of `system` over the parameters alone hold at `point`: a necessary
 /// condition, checked exactly and without Z3, that rejects most candidates of a narrow region.
-fn parameter_constraints_hold(system: &System, point: &BTreeMap<String, i64>) -> bool {
+pub(crate) fn parameter_constraints_hold(system: &System, point: &BTreeMap<String, i64>) -> bool {
     let values = constraints::exact_point(point);
     system.constraints().iter().all(|c| c.holds_at(&values).unwrap_or(true))
 }

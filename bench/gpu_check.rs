@@ -1,0 +1,74 @@
+//! `make gpu-check`, preparation (issue 27.6): writes the self-contained folder that checks the
+//! generated kernels on a GPU machine having only nvcc, compute-sanitizer and python3.
+//!
+//! Usage: `cargo bench --bench gpu_check -- DIR` (default `gpu-check`). DIR is replaced:
+//! - `programs/<name>/`: every distinct leaf kernel of each example and PolyBench program, and
+//!   `check*.cu`, each kernel at two sizes against the serial program (`metafork::gpucheck`);
+//! - `tune/<name>/`: `metafork tune --emit-harness` for a few programs at realistic sizes on the
+//!   h100 profile with every admissible configuration (`--top` all): the model's first choice
+//!   against the exhaustive sweep;
+//! - `run.sh`, `report.py`, `cublas.py` (from `bench/gpu_check/`): build, run, sanitize, and
+//!   write one table, `results.md`.
+//! It needs the release binary for the tune harnesses (`make gpu-check` builds it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The tuned programs: (name, source, sizes), at sizes an H100 needs milliseconds for.
+const TUNED: [(&str, &str, &[&str]); 4] = [
+    ("matmul", "examples/matmul.mf", &["n=2048"]),
+    ("polybench-gemm", "examples/polybench/gemm.mf", &["ni=1024", "nj=1024", "nk=1024"]),
+    ("matvec", "examples/matvec.mf", &["N=8192"]),
+    ("transpose", "examples/transpose.mf", &["N=4096"]),
+];
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::env::args().skip(1).find(|a| !a.starts_with("--")).map(PathBuf::from).unwrap_or_else(|| root.join("gpu-check"));
+    if out.exists() {
+        std::fs::remove_dir_all(&out).unwrap_or_else(|e| panic!("cannot remove {}: {e}", out.display()));
+    }
+    std::fs::create_dir_all(out.join("programs")).unwrap();
+    let mut sources: Vec<(Option<&str>, PathBuf)> = Vec::new();
+    for (prefix, dir) in [(None, "examples"), (Some("polybench"), "examples/polybench")] {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
+        found.sort();
+        sources.extend(found.into_iter().map(|p| (prefix, p)));
+    }
+    let mut summary = String::from("| program | kernels | cases | kernels without a point |\n|---|---|---|---|\n");
+    for (prefix, path) in &sources {
+        let name = metafork::gpucheck::program_name(*prefix, path);
+        let text = std::fs::read_to_string(path).unwrap();
+        let shown = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let (files, prepared) = metafork::gpucheck::program_files(&shown, &name, &text).unwrap_or_else(|e| panic!("{shown}: {e}"));
+        let dir = out.join("programs").join(&name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, code) in files {
+            std::fs::write(dir.join(file), code).unwrap();
+        }
+        let unchecked: Vec<String> = prepared.unchecked.iter().map(|(k, e)| format!("{k}: {e}")).collect();
+        summary.push_str(&format!("| {name} | {} | {} | {} |\n", prepared.kernels, prepared.cases, if unchecked.is_empty() { "-".into() } else { unchecked.join("; ") }));
+        eprintln!("{name}: {} kernels, {} cases", prepared.kernels, prepared.cases);
+    }
+    std::fs::write(out.join("PREPARED.md"), &summary).unwrap();
+    let bin = root.join("target/release/metafork");
+    assert!(bin.is_file(), "{} is missing: `make gpu-check` builds it", bin.display());
+    for (name, source, sizes) in TUNED {
+        let dir = out.join("tune").join(name);
+        let mut cmd = Command::new(&bin);
+        cmd.args(["tune", "--device", "h100", "--top", "100000"]).arg(root.join(source));
+        for s in sizes {
+            cmd.args(["--size", s]);
+        }
+        cmd.arg("-o").arg(dir.join("tune.yaml")).arg("--emit-harness").arg(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "tune {source}: {}", String::from_utf8_lossy(&o.stderr));
+        std::fs::write(dir.join("sizes.txt"), sizes.join(" ") + "\n").unwrap();
+    }
+    for f in ["run.sh", "report.py", "cublas.py"] {
+        std::fs::copy(root.join("bench/gpu_check").join(f), out.join(f)).unwrap_or_else(|e| panic!("bench/gpu_check/{f}: {e}"));
+    }
+    print!("{summary}");
+    println!("\nprepared {}: run `bash {}/run.sh` on a GPU machine", out.display(), out.display());
+}

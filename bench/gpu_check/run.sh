@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# gpu-check, the GPU part (issue 27.6): run on a machine with an NVIDIA GPU, nvcc,
+# compute-sanitizer and python3 (PyTorch for the cuBLAS reference). Prepared by `make gpu-check`.
+#   1. builds every programs/<name>/check*.cu with its kernels (-fmad=false: see check.cu's
+#      header for the tolerance) and runs it: every distinct kernel at two sizes against the
+#      serial program, compiled by nvcc's host compiler;
+#   2. runs each check again, small sizes only, under compute-sanitizer memcheck and racecheck
+#      (every distinct kernel once under each tool);
+#   3. times cuBLAS SGEMM (PyTorch, TF32 off) at the matmul harness's size;
+#   4. builds and runs each tune/<name>/ harness: every admissible configuration at a realistic
+#      size, the model's first choice against the fastest (median of 7 timed runs each);
+#   5. writes results.md (one table per part) and prints it.
+# Environment: ARCH (default native), JOBS (default nproc).
+set -u
+cd "$(dirname "$0")"
+ARCH=${ARCH:-native}
+JOBS=${JOBS:-$(nproc)}
+rm -rf logs && mkdir -p logs
+nvidia-smi -L > logs/device.txt 2>&1 || echo "nvidia-smi failed" > logs/device.txt
+nvcc --version | tail -1 >> logs/device.txt
+
+build_program() {
+  local dir=$1 name
+  name=$(basename "$dir")
+  (
+    cd "$dir" || exit 1
+    kernels=$(ls *.cu | grep -v '^check')
+    for c in check*.cu; do
+      nvcc -O2 -fmad=false -Xcompiler -ffp-contract=off,-fwrapv -arch="$ARCH" -o "${c%.cu}" "$c" $kernels || exit 1
+    done
+  ) > "logs/build-$name.log" 2>&1 || echo "BUILD\t$name\tFAIL" >> logs/build-failures.tsv
+}
+export -f build_program
+export ARCH
+echo "[1/5] ($(date +%T)) building $(ls -d programs/* | wc -l) check programs ($JOBS at a time)"
+ls -d programs/* | xargs -P "$JOBS" -I{} bash -c 'build_program {}'
+
+echo "[1/5] running them ($(date +%T))"
+for dir in programs/*; do
+  for exe in "$dir"/check "$dir"/check_*; do
+    [ -x "$exe" ] || continue
+    timeout 300 "$exe" >> logs/cases.tsv 2> "logs/run-$(basename "$dir")-$(basename "$exe").err"
+    echo -e "RUN\t$(basename "$dir")\t$(basename "$exe")\t$?" >> logs/runs.tsv
+  done
+done
+
+sanitize() {
+  local exe=$1 tool=$2 name status
+  name="$(basename "$(dirname "$exe")")/$(basename "$exe")"
+  timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 9 "$exe" --small > "logs/san-$tool-${name//\//-}.log" 2>&1
+  status=$?
+  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "logs/san-$tool-${name//\//-}.log" | tail -1)
+  echo -e "SAN\t$name\t$tool\t$status\t$summary"
+}
+export -f sanitize
+echo "[2/5] compute-sanitizer memcheck and racecheck ($(date +%T))"
+for exe in programs/*/check programs/*/check_*; do
+  [ -x "$exe" ] || continue
+  for tool in memcheck racecheck; do echo "$exe $tool"; done
+done | xargs -P 4 -n 2 bash -c 'sanitize "$0" "$1"' > logs/sanitizer.tsv
+
+echo "[3/5] cuBLAS SGEMM ($(date +%T))"
+n=$(sed -n 's/.*n=\([0-9]*\).*/\1/p' tune/matmul/sizes.txt)
+timeout 120 python3 cublas.py "${n:-2048}" > logs/cublas.txt 2>&1 || echo "cublas.py failed" >> logs/cublas.txt
+
+echo "[4/5] tuning harnesses ($(date +%T))"
+for dir in tune/*; do
+  name=$(basename "$dir")
+  echo "  $name ($(date +%T))"
+  ( cd "$dir" && nvcc -O3 -arch="$ARCH" -o harness *.cu > build.log 2>&1 && timeout 500 ./harness wisdom.yaml > harness.txt 2> harness.err; echo $? > status.txt )
+done
+
+echo "[5/5] report ($(date +%T))"
+python3 report.py > results.md
+cat results.md

@@ -1,0 +1,80 @@
+//! The two parameter points at which gpu-check runs each distinct kernel.
+//!
+//! Contract: the *small* point is the verifier's first sample of the leaf's correctness
+//! constraints ([`crate::verify::sample::points`]: odd sizes, sizes that are not multiples of
+//! the block wherever the facts allow). The *large* point keeps its program parameters and
+//! multiplies every data parameter by the largest factor `k` (at most [`MAX_FACTOR`]) for which
+//! the arrays hold at most [`MAX_ELEMENTS`] elements together and the point still satisfies the
+//! facts and the leaf's constraints (Z3 with the machine limits free, as for the small point).
+//! Scaling every size by one factor keeps the divisibility facts (`n % B0 == 0`) and the
+//! homogeneous ones (`m <= n`) true, so a large point exists for nearly every leaf; when none
+//! does (a fact fixes a size), only the small point is returned.
+
+use crate::dispatch::facts::FactSet;
+use crate::frontend::model::KernelFunction;
+use constraints::solver::{Backend, CheckResult};
+use constraints::{Constraint, Poly, System};
+use std::collections::BTreeMap;
+
+/// The most array elements (all arrays together) at the large point: a few MiB, so that the
+/// serial reference on the host stays well under a second for cubic programs.
+pub const MAX_ELEMENTS: i128 = 1 << 20;
+/// The largest factor a size is scaled by.
+pub const MAX_FACTOR: i64 = 64;
+
+pub type Point = BTreeMap<String, i64>;
+
+/// The small point and, when one exists, the large one.
+pub fn two_points(function: &KernelFunction, system: &System, backend: &Backend, seed: u64) -> Result<Vec<(&'static str, Point)>, String> {
+    let small = crate::verify::sample::points(function, system, backend, 1, 48, seed)?;
+    let Some(small) = small.into_iter().next() else {
+        return Err("no parameter point of the leaf's constraints was found".into());
+    };
+    let mut out = vec![("small", small.clone())];
+    if let Some(large) = large_point(function, system, backend, &small)? {
+        out.push(("large", large));
+    }
+    Ok(out)
+}
+
+fn large_point(function: &KernelFunction, system: &System, backend: &Backend, small: &Point) -> Result<Option<Point>, String> {
+    let facts = FactSet::of(function)?;
+    let data = function.data_parameters();
+    if data.is_empty() {
+        return Ok(None);
+    }
+    for k in (2..=MAX_FACTOR).rev() {
+        let mut point = small.clone();
+        for d in &data {
+            let v = point.get_mut(d).ok_or_else(|| format!("the sample point has no value for `{d}`"))?;
+            *v = v.saturating_mul(k);
+        }
+        if elements(function, &point).is_none_or(|n| n > MAX_ELEMENTS) || !facts.holds(&point) || !crate::verify::sample::parameter_constraints_hold(system, &point) {
+            continue;
+        }
+        let mut pinned = system.clone();
+        for (name, v) in &point {
+            pinned.add(Constraint::eq(&Poly::var(name), &Poly::int(*v)));
+        }
+        if let CheckResult::Sat(_) = backend.check(&pinned) {
+            return Ok(Some(point));
+        }
+    }
+    Ok(None)
+}
+
+/// All arrays' elements together at `point`; `None` when an extent cannot be evaluated.
+pub fn elements(function: &KernelFunction, point: &Point) -> Option<i128> {
+    let exact = constraints::exact_point(point);
+    let mut total: i128 = 0;
+    for a in &function.arrays {
+        let mut n: i128 = 1;
+        for e in &a.extents {
+            let v = e.eval(&exact).ok()?;
+            let v = i128::try_from(v.to_integer()).ok()?.max(0);
+            n = n.checked_mul(v)?;
+        }
+        total = total.checked_add(n)?;
+    }
+    Some(total)
+}

@@ -1,0 +1,82 @@
+//! `make gpu-check`'s CPU part (issue 27.6): the folder's check programs are complete (every
+//! distinct leaf kernel at a small and, where the facts allow, a larger point inside the leaf's
+//! constraints, bounded by the h100 profile), and they build and link with nvcc against the
+//! kernels `gen` writes; without a GPU a program says so and exits 2. The GPU run itself is
+//! `bash gpu-check/run.sh` (bench/RESULTS.md).
+
+use crate::common::{nvcc, scratch};
+use metafork::dispatch::facts::FactSet;
+use metafork::frontend::check_source;
+use std::process::Command;
+
+/// `(case kernel, size, point)` rows of a check program's table.
+fn cases(check: &str) -> Vec<(String, String, String)> {
+    check
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{') && (l.contains("\"small\"") || l.contains("\"large\"")))
+        .map(|l| {
+            let q: Vec<&str> = l.split('"').collect();
+            (q[1].to_string(), q[3].to_string(), q[5].to_string())
+        })
+        .collect()
+}
+
+fn parse_point(text: &str) -> std::collections::BTreeMap<String, i64> {
+    text.split_whitespace().map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap();
+        (k.to_string(), v.parse().unwrap())
+    }).collect()
+}
+
+#[test]
+fn check_programs_cover_every_kernel_and_link_with_nvcc() {
+    // A function with two schedules in a host time loop, and a plain 2-D one.
+    for (path, name) in [("examples/polybench/jacobi2d.mf", "polybench-jacobi2d"), ("examples/matadd.mf", "matadd")] {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/").to_string() + path).unwrap();
+        let (files, prepared) = metafork::gpucheck::program_files(path, name, &text).unwrap();
+        assert!(prepared.unchecked.is_empty(), "{path}: kernels without a point: {:?}", prepared.unchecked);
+        let check = &files["check.cu"];
+        let kernels: Vec<&String> = files.keys().filter(|f| f.as_str() != "check.cu").collect();
+        assert_eq!(kernels.len(), prepared.kernels, "{path}");
+        let rows = cases(check);
+        assert_eq!(rows.len(), prepared.cases, "{path}: the case table");
+        let function = &check_source(path, &text).unwrap().kernels[0];
+        let facts = FactSet::of(function).unwrap();
+        for k in &kernels {
+            let kernel = k.trim_end_matches(".cu");
+            let mine: Vec<_> = rows.iter().filter(|(n, _, _)| n == kernel).collect();
+            assert!(mine.iter().any(|(_, s, _)| s == "small"), "{path}: `{kernel}` has no small case");
+            let small = mine.iter().find(|(_, s, _)| s == "small").map(|(_, _, p)| parse_point(p)).unwrap();
+            for (_, size, p) in &mine {
+                let point = parse_point(p);
+                assert!(facts.holds(&point), "{path}: `{kernel}` {size} point {p} breaks the facts");
+                if size == "large" {
+                    for d in function.data_parameters() {
+                        assert!(point[&d] > small[&d], "{path}: `{kernel}`'s large point does not grow `{d}`");
+                    }
+                    assert!(metafork::gpucheck::points::elements(function, &point).unwrap() <= metafork::gpucheck::points::MAX_ELEMENTS);
+                }
+            }
+        }
+        assert!(rows.iter().any(|(_, s, _)| s == "large"), "{path}: no large case at all");
+        if path.contains("jacobi2d") {
+            assert!(check.contains("metafork_with_s0") && check.contains("metafork_with_s1"), "both schedules are launched in turn");
+        }
+        let Some(nvcc) = nvcc() else { continue };
+        let dir = scratch(&format!("gpucheck-{name}"));
+        for (f, t) in &files {
+            std::fs::write(dir.join(f), t).unwrap();
+        }
+        let o = Command::new(&nvcc).current_dir(&dir).args(["-O2", "-fmad=false", "-Xcompiler", "-ffp-contract=off,-fwrapv", "-arch=sm_90", "-o", "check"]).args(files.keys()).output().unwrap();
+        assert!(o.status.success(), "{path}: nvcc could not build the check program:\n{}", String::from_utf8_lossy(&o.stderr));
+        // No GPU here (or one): either way the program runs without crashing; without a device
+        // it says so and exits 2.
+        let run = Command::new(dir.join("check")).output().unwrap();
+        match run.status.code() {
+            Some(2) => assert!(String::from_utf8_lossy(&run.stderr).contains("no CUDA device")),
+            Some(0) => assert!(String::from_utf8_lossy(&run.stdout).contains("\tPASS\t")),
+            other => panic!("{path}: the check program exited {other:?}:\n{}", String::from_utf8_lossy(&run.stdout)),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
