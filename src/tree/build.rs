@@ -1,0 +1,432 @@
+//! Building one tree: the builder's state and memo tables, the root (caching, CSE and prefetching
+//! kept where they change the code), and the resource-counter forks (the paper's Algorithm 2):
+//! evaluate a code's counters, branch on `counter <= limit`, and on refusal apply the first
+//! strategy left that lowers the counter. Every child system is checked for consistency against
+//! its parent's witness first, then by Z3.
+
+use super::*;
+
+pub(super) struct Builder<'a> {
+    pub(super) function: &'a KernelFunction,
+    pub(super) backend: &'a Backend,
+    pub(super) machine: MachineSymbols,
+    pub(super) nodes: Vec<Node>,
+    pub(super) cache: HashMap<String, Evaluated>,
+    /// Staged forms by logical code (without its unrolling flag).
+    pub(super) staged: HashMap<String, crate::strategy::caching::Staged>,
+    /// Strategy results by (strategy, code): the same code is refused on several branches.
+    pub(super) applied: HashMap<(Strategy, String), Option<Kernel>>,
+    /// Granularity-reduced code by the code without unrolling flag and cached arrays.
+    pub(super) reduced: HashMap<String, Option<Kernel>>,
+    /// The root system: the context in which accesses are modelled for the performance counters.
+    pub(super) root: System,
+    /// Performance conditions by (code that runs, counter).
+    pub(super) conditions: HashMap<(String, PerfKind), Vec<Condition>>,
+    /// The most levels one code's performance conditions can add (see [`Tree::height_bound`]).
+    pub(super) perf_levels: usize,
+}
+
+/// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
+pub(super) fn program_symbols(function: &KernelFunction) -> BTreeSet<String> {
+    function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect()
+}
+
+/// The error a tree build ends with when the time budget ([`constraints::budget`]) is spent.
+pub const BUDGET_SPENT: &str = "the time budget ran out before the tree was built";
+
+/// The root system: the program's facts, integer parameters, and positive per-block machine
+/// limits. The per-multiprocessor symbols enter (positive, integer) only below an occupancy
+/// fork, the one place they are read: two more variables in every query made Z3 measurably
+/// slower on the trees that never read them.
+pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> System {
+    let mut s = base_context(function);
+    machine.all()[..4].iter().for_each(|m| add_machine_symbol(&mut s, m));
+    s
+}
+
+pub(super) fn add_machine_symbol(s: &mut System, m: &str) {
+    s.set_domain(Var::new(m), Domain::integer());
+    s.add(Constraint::ge(&Poly::var(m), &Poly::one()));
+}
+
+/// A logical code's staged form and its counters.
+#[derive(Clone, Debug)]
+pub(super) struct Evaluated {
+    pub(super) staged: Kernel,
+    pub(super) cached: Vec<String>,
+    pub(super) counters: CounterValues,
+}
+
+/// The code as granularity reduction sees it: no cached arrays, none of the flags applied
+/// after staging.
+pub(super) fn plain_code(code: &Kernel) -> Kernel {
+    Kernel { cache: Vec::new(), ..unstaged_flags_cleared(code) }
+}
+
+/// The code as staging sees it: the flags that act on the staged code (unrolling, 32-bit
+/// indices, the register cap, CSE, the unrolling by 4, merging) cleared.
+pub(super) fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
+    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, merged: false, ..code.clone() }
+}
+
+/// The decision tree of one schedule. It is built in a Z3 context of its own (with a back end
+/// of its own, whose query count is added to `backend`'s), so that a tree never depends on
+/// what an earlier build on this thread left in the thread's context: repeated in-process
+/// builds (benchmarks, tests, `tune`) answer as a fresh `gen` does.
+pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
+    let timeout_ms = backend.timeout_ms();
+    let (tree, queries) = constraints::solver::in_fresh_context(move || {
+        let own = Backend::new(timeout_ms);
+        let tree = build_in_context(function, kernel, &own);
+        (tree, own.queries())
+    });
+    backend.add_queries(queries);
+    tree
+}
+
+pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
+    let machine = MachineSymbols::avoiding(&program_symbols(function));
+    let schedule_name = kernel.name.clone();
+    let mut root = root_constraints(function, &machine);
+    // Where the program's arithmetic is defined (a divisor is not zero) joins the root unless
+    // the facts already imply it: a disequality is a disjunction for Z3.
+    for f in function.facts.iter().filter(|f| f.kind == FactKind::Defined) {
+        if let Some(c) = &f.constraint {
+            if !matches!(backend.implies(&root, c), Implication::Proved) {
+                root.add(c.clone());
+            }
+        }
+    }
+    let before = backend.queries();
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
+    // Everything runs on this thread, in one order: Z3 contexts working on other threads at
+    // the same time change this one's models (and so the number of queries the tree reports)
+    // from run to run; a speculative granularity reduction on a second thread made `gen`'s
+    // output differ between runs, and was measured no faster (bench/RESULTS.md).
+    let ev = b.evaluate(&kernel)?;
+    let mut applied = Vec::new();
+    let mut decisions = Vec::new();
+    if !ev.cached.is_empty() {
+        applied.push(Strategy::CacheInSharedMemory);
+        decisions.push(format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), ev.cached.join(", ")));
+    }
+    // CSE at the root, kept when it changes the code that runs.
+    let with_cse = Kernel { cse: CSE_LEVEL, ..kernel.clone() };
+    let ev_cse = b.evaluate(&with_cse)?;
+    let (kernel, ev) = if ev_cse.staged.body != ev.staged.body {
+        applied.push(Strategy::EliminateCommonSubexpressions);
+        decisions.push(format!("apply {} (level {CSE_LEVEL})", Strategy::EliminateCommonSubexpressions.name()));
+        (with_cse, ev_cse)
+    } else {
+        (kernel, ev)
+    };
+    // Prefetching at the root, kept when it changes the code that runs.
+    let (kernel, ev) = match prefetch(function, &kernel, backend) {
+        Some(p) => {
+            let ev_p = b.evaluate(&p)?;
+            if ev_p.staged.body != ev.staged.body {
+                applied.push(Strategy::Prefetch);
+                decisions.push(format!("apply {}", Strategy::Prefetch.name()));
+                (p, ev_p)
+            } else {
+                (kernel, ev)
+            }
+        }
+        None => (kernel, ev),
+    };
+    b.nodes.push(Node {
+        id: 0,
+        code: kernel,
+        staged: ev.staged,
+        cached: ev.cached,
+        applied,
+        strategies_left: Strategy::ALL.to_vec(),
+        counters_left: Counter::ALL.to_vec(),
+        perf_done: 0,
+        constraints: root.clone(),
+        decisions,
+        counters: ev.counters,
+        kind: NodeKind::Inner,
+        children: Vec::new(),
+        depth: 0,
+        unknown: false,
+        witness: None,
+    });
+    b.expand(0)?;
+    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes: b.nodes, queries: backend.queries() - before, perf_levels: b.perf_levels })
+}
+
+impl Builder<'_> {
+    /// Node `id` keeps its code where strategy `s` was not allowed: final, or a leaf when `s`
+    /// was the last one tried (merging).
+    pub(super) fn keep(&mut self, id: usize, s: Strategy) -> Result<(), String> {
+        match s {
+            Strategy::Merge => {
+                self.nodes[id].kind = NodeKind::Leaf;
+                Ok(())
+            }
+            _ => self.finish(id),
+        }
+    }
+
+    pub(super) fn evaluate(&mut self, kernel: &Kernel) -> Result<Evaluated, String> {
+        let key = format!("{kernel:?}");
+        if let Some(v) = self.cache.get(&key) {
+            return Ok(v.clone());
+        }
+        // Staging does not depend on the flags that act on the staged code: stage once, then
+        // apply them: unrolling and the register cap as flags, 32-bit indices, then CSE.
+        let unrolled = unstaged_flags_cleared(kernel);
+        let skey = format!("{unrolled:?}");
+        let mut staged = match self.staged.get(&skey) {
+            Some(s) => s.clone(),
+            None => {
+                let s = stage(self.function, &unrolled, self.backend)?;
+                self.staged.insert(skey, s.clone());
+                s
+            }
+        };
+        staged.kernel.no_unroll = kernel.no_unroll;
+        staged.kernel.max_registers = kernel.max_registers;
+        if kernel.narrow_index {
+            staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
+        }
+        staged.kernel = eliminate(&staged.kernel, kernel.cse);
+        staged.kernel.cse = kernel.cse;
+        if let Some(condition) = &kernel.unroll {
+            if let Some(u) = unroll(self.function, &staged.kernel).filter(|u| u.trip_count == *condition) {
+                staged.kernel = u.kernel;
+            }
+            staged.kernel.unroll = kernel.unroll.clone();
+        }
+        if kernel.merged {
+            staged.kernel = merge(&staged.kernel).ok_or("iteration merging does not apply to this code")?;
+            staged.kernel.merged = true;
+        }
+        let c = count(&staged.kernel, &[])?;
+        let v = Evaluated {
+            staged: staged.kernel,
+            cached: staged.cached,
+            counters: CounterValues { registers: c.registers.registers, shared_bytes: c.shared_bytes, threads_per_block: c.threads_per_block },
+        };
+        self.cache.insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// Granularity reduction does not look at unrolling or at which arrays are cached: reduce
+    /// the code without them once, then give the result the parent's flags.
+    pub(super) fn reduce_granularity(&mut self, code: &Kernel) -> Result<Option<Kernel>, String> {
+        let plain = plain_code(code);
+        let key = format!("{plain:?}");
+        let reduced = match self.reduced.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let r = reduce_granularity(self.function, &plain, self.backend)?;
+                self.reduced.insert(key, r.clone());
+                r
+            }
+        };
+        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), unroll: code.unroll.clone(), merged: code.merged, ..r }))
+    }
+
+    pub(super) fn limit(&self, c: Counter) -> Poly {
+        Poly::var(match c {
+            Counter::SharedMemory => &self.machine.shared_per_block,
+            Counter::Registers => &self.machine.registers_per_thread,
+            Counter::ThreadsPerBlock => &self.machine.threads_per_block,
+            Counter::RegistersPerBlock => &self.machine.registers_per_block,
+            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters, the trip count and occupancy have no single machine limit"),
+        })
+    }
+
+    /// Consistency of a child's system given a known solution of its parent's: `None` drops
+    /// it; otherwise whether it is unknown, and a solution when one was found.
+    pub(super) fn consistent(&self, s: &System, parent_witness: Option<&Model>) -> Option<(bool, Option<Model>)> {
+        match self.backend.check_with_witness(s, parent_witness) {
+            CheckResult::Unsat => None,
+            CheckResult::Sat(m) => Some((false, Some(m))),
+            CheckResult::Unknown(_) => Some((true, None)),
+        }
+    }
+
+    /// A child of `parent` with `added` in its system and `decision` recorded, or `None` when
+    /// Z3 proves that system inconsistent.
+    pub(super) fn branch(&self, parent: &Node, added: &Constraint, decision: String) -> Option<Node> {
+        let mut sys = parent.constraints.clone();
+        sys.add(added.clone());
+        let (unknown, witness) = self.consistent(&sys, parent.witness.as_ref())?;
+        let mut node = self.branch_known(parent, added, decision);
+        node.witness = witness;
+        node.unknown |= unknown;
+        Some(node)
+    }
+
+    /// As [`Builder::branch`], for a system already known consistent (the caller sets the
+    /// witness).
+    pub(super) fn branch_known(&self, parent: &Node, added: &Constraint, decision: String) -> Node {
+        let mut sys = parent.constraints.clone();
+        sys.add(added.clone());
+        let mut node = parent.clone();
+        node.witness = None;
+        node.children = Vec::new();
+        node.constraints = sys;
+        node.depth += 1;
+        node.decisions.push(decision);
+        node
+    }
+
+    pub(super) fn child(&mut self, parent: usize, edge: (&'static str, Counter, Constraint), node: Node) -> usize {
+        let id = self.nodes.len();
+        let mut node = node;
+        node.id = id;
+        self.nodes.push(node);
+        // A final code's node is a leaf until a strategy forks it (`Builder::finish`).
+        self.nodes[parent].kind = NodeKind::Inner;
+        self.nodes[parent].children.push(Edge { kind: edge.0, counter: edge.1, constraint: edge.2, child: id });
+        id
+    }
+
+    /// The code `s` makes of `node`'s, or `None` when it does not apply there (memoised by code).
+    pub(super) fn apply(&mut self, s: Strategy, node: &Node) -> Result<Option<Kernel>, String> {
+        let key = (s, format!("{:?}", node.code));
+        if let Some(r) = self.applied.get(&key) {
+            return Ok(r.clone());
+        }
+        let code = &node.code;
+        let r = match s {
+            Strategy::ReduceRegisterPressure1 => no_unroll(code),
+            Strategy::ReduceGranularity => self.reduce_granularity(code)?,
+            Strategy::ReduceCse => {
+                // The highest lower level that frees registers, if any.
+                let mut found = None;
+                for level in (0..code.cse).rev() {
+                    let lower = Kernel { cse: level, ..code.clone() };
+                    if self.evaluate(&lower)?.counters.registers < node.counters.registers {
+                        found = Some(lower);
+                        break;
+                    }
+                }
+                found
+            }
+            Strategy::ReduceRegisterPressure2 => (!code.narrow_index && !node.cached.is_empty()).then(|| Kernel { narrow_index: true, ..code.clone() }),
+            Strategy::ReduceRegisterPressure3 => {
+                (code.max_registers.is_none() && node.counters.registers > REGISTER_CAP).then(|| Kernel { max_registers: Some(REGISTER_CAP), ..code.clone() })
+            }
+            Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
+            Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
+            Strategy::Interchange => crate::strategy::interchange::interchange(code),
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge => None,
+        };
+        self.applied.insert(key, r.clone());
+        Ok(r)
+    }
+
+    pub(super) fn expand(&mut self, id: usize) -> Result<(), String> {
+        if constraints::budget::expired() {
+            return Err(BUDGET_SPENT.into());
+        }
+        let Some(&counter) = self.nodes[id].counters_left.first() else {
+            return self.settle(id);
+        };
+        if let Some(kind) = counter.performance() {
+            return self.expand_performance(id, counter, kind);
+        }
+        let value = self.nodes[id].counters.value(counter);
+        let limit = self.limit(counter);
+        let parent = self.nodes[id].clone();
+
+        // Accept: the counter fits.
+        let accept = Constraint::le(&value, &limit);
+        if let Some(mut node) = self.branch(&parent, &accept, format!("accept {}: {accept}", counter.name())) {
+            node.counters_left.remove(0);
+            let c = self.child(id, ("accept", counter, accept), node);
+            self.expand(c)?;
+        }
+
+        // Refuse: the counter exceeds the limit; a strategy must lower it.
+        let refuse = Constraint::lt(&limit, &value);
+        if let Some(node) = self.branch(&parent, &refuse, format!("refuse {}: {refuse}", counter.name())) {
+            let candidates: Vec<Strategy> = parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)).collect();
+            self.refuse(id, (counter, &refuse), node, &candidates)?;
+        }
+        Ok(())
+    }
+
+    /// The refuse child of `parent` (with `node`'s system): the first of `candidates` that
+    /// applies is applied and the child expanded; with none, the child is an infeasible leaf.
+    pub(super) fn refuse(&mut self, parent: usize, (counter, refuse): (Counter, &Constraint), node: Node, candidates: &[Strategy]) -> Result<(), String> {
+        let mut node = node;
+        for &s in candidates {
+            let Some(code) = self.apply(s, &node)? else { continue };
+            let ev = self.evaluate(&code)?;
+            // For a register counter a strategy is taken only when the estimate drops (the
+            // block does not change): otherwise its child would refuse the same counter again.
+            if matches!(counter, Counter::Registers | Counter::RegistersPerBlock) && ev.counters.registers >= node.counters.registers {
+                continue;
+            }
+            take(&mut node, s, code, ev);
+            let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
+            return self.expand(c);
+        }
+        node.kind = NodeKind::Infeasible { counter };
+        self.child(parent, ("refuse", counter, refuse.clone()), node);
+        Ok(())
+    }
+}
+
+
+/// `node` after strategy `s` made `code` (evaluated as `ev`) of its code: every counter is
+/// evaluated again on the new code.
+pub(super) fn take(node: &mut Node, s: Strategy, code: Kernel, ev: Evaluated) {
+    node.counters = ev.counters;
+    node.staged = ev.staged;
+    node.cached = ev.cached;
+    node.code = code;
+    node.applied.push(s);
+    node.strategies_left.retain(|x| *x != s);
+    node.counters_left = Counter::ALL.to_vec();
+    node.perf_done = 0;
+    node.decisions.push(format!("apply {}", s.name()));
+}
+
+/// A kernel and its variants under the implemented strategies, named by suffix (`""`,
+/// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
+/// the schedule asks for caching and it applies, then each of those `" +narrow"`), as the code
+/// that runs: for benchmarks and tests.
+/// The tree of every schedule of a program, with its function; an error names the schedule.
+pub fn build_all<'p>(program: &'p crate::frontend::CheckedProgram, backend: &Backend) -> Result<Vec<(&'p KernelFunction, Tree)>, String> {
+    let mut trees = Vec::new();
+    for k in &program.kernels {
+        for s in &k.schedules {
+            let kernel = Kernel::from_schedule(k, s).map_err(|e| format!("{}: {e}", s.name))?;
+            trees.push((k, build(k, kernel, backend).map_err(|e| format!("{}: {e}", s.name))?));
+        }
+    }
+    Ok(trees)
+}
+
+pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {
+    let uncached = Kernel { cache: Vec::new(), ..kernel.clone() };
+    let mut logical = vec![(String::new(), uncached.clone())];
+    let reduced = reduce_granularity(function, &uncached, backend).ok().flatten();
+    if let Some(k) = no_unroll(&uncached) {
+        logical.push((" +nounroll".into(), k));
+    }
+    if let Some(r) = reduced {
+        logical.push((" +granularity".into(), r.clone()));
+        if let Some(k) = no_unroll(&r) {
+            logical.push((" +granularity +nounroll".into(), k));
+        }
+    }
+    let mut runs = Vec::new();
+    for (name, k) in logical {
+        let staged = stage(function, &Kernel { cache: kernel.cache.clone(), ..k.clone() }, backend).ok().filter(|s| !s.cached.is_empty());
+        runs.push((name.clone(), k));
+        if let Some(s) = staged {
+            runs.push((format!("{name} +cache"), s.kernel));
+        }
+    }
+    let narrowed: Vec<(String, Kernel)> = runs.iter().filter_map(|(name, k)| narrow::narrow(k).map(|n| (format!("{name} +narrow"), n))).collect();
+    runs.extend(narrowed);
+    runs
+}

@@ -1,0 +1,152 @@
+//! The forks on a path whose counters are all settled: unrolling the innermost serial loop
+//! (a `case` on its trip-count condition, then the unrolled code's register and occupancy
+//! gates) and iteration merging (a fork on the grid filling the device, then the merged code's
+//! gates). A gate refused keeps the code as it was: a leaf that still runs.
+
+use super::*;
+
+impl Builder<'_> {
+    /// A path whose counters are all settled: where its code's innermost serial loop can be
+    /// unrolled (once per path), a `case` child on the trip-count condition and an `outside`
+    /// child, the kernel as it is (no fork where the system decides the condition). On the
+    /// `case` side the unrolled code is taken where it fits and occupancy allows
+    /// ([`Builder::unroll_where_allowed`]). Every code that comes out is final
+    /// ([`Builder::finish`]).
+    pub(super) fn settle(&mut self, id: usize) -> Result<(), String> {
+        let node = self.nodes[id].clone();
+        let unrolled = match node.applied.contains(&Strategy::Unroll) {
+            true => None,
+            false => unroll(self.function, &node.staged),
+        };
+        let Some(u) = unrolled.filter(|u| self.implied(&node, &u.trip_count.negate()).is_err()) else {
+            return self.finish(id);
+        };
+        let code = Kernel { unroll: Some(u.trip_count.clone()), ..node.code.clone() };
+        let ev = self.evaluate(&code)?;
+        if self.implied(&node, &u.trip_count).is_ok() {
+            return self.unroll_where_allowed(id, code, ev);
+        }
+        let counter = Counter::TripCount;
+        let outside = u.trip_count.negate();
+        if let Some(case) = self.branch(&node, &u.trip_count, format!("case {} (`{}`): {}", counter.name(), u.counter, u.trip_count)) {
+            let c = self.child(id, ("case", counter, u.trip_count.clone()), case);
+            self.unroll_where_allowed(c, code, ev)?;
+        }
+        if let Some(out) = self.branch(&node, &outside, format!("outside {} (`{}`): {outside}", counter.name(), u.counter)) {
+            let c = self.child(id, ("outside", counter, outside), out);
+            self.finish(c)?;
+        }
+        Ok(())
+    }
+
+    /// Node `id`, whose region meets the trip-count condition, takes the unrolled `code` where
+    /// it fits and occupancy allows ([`Builder::register_gates`], [`Builder::take_where_allowed`]).
+    /// Unrolling changes neither the block, nor shared memory, nor any access's lane strides (a
+    /// copy's counter is the original's plus a constant), so the other counters stand.
+    pub(super) fn unroll_where_allowed(&mut self, id: usize, code: Kernel, ev: Evaluated) -> Result<(), String> {
+        let gates = self.register_gates(self.nodes[id].counters.registers, &ev);
+        self.take_where_allowed(id, Strategy::Unroll, code, ev, &gates)
+    }
+
+    /// Node `id`'s code is final but for iteration merging: where merging applies (a code
+    /// without barriers, whose grid extent has a polynomial lower bound with divisors the
+    /// region keeps positive), the merged code is taken where the merged grid still fills the
+    /// device ([`Builder::grid_fills_device`]) and the merged code fits and occupancy allows;
+    /// elsewhere (and on every `refuse`) node `id` is a leaf with its code. Merging changes
+    /// neither the block, nor shared memory, nor any access's lane strides.
+    pub(super) fn finish(&mut self, id: usize) -> Result<(), String> {
+        self.nodes[id].kind = NodeKind::Leaf;
+        let node = self.nodes[id].clone();
+        if node.code.merged || merge(&node.staged).is_none() {
+            return Ok(());
+        }
+        let Some(fill) = self.grid_fills_device(&node) else {
+            return Ok(());
+        };
+        let code = Kernel { merged: true, ..node.code.clone() };
+        let ev = self.evaluate(&code)?;
+        let mut gates = vec![(Counter::GridFill, fill)];
+        gates.extend(self.register_gates(node.counters.registers, &ev));
+        self.take_where_allowed(id, Strategy::Merge, code, ev, &gates)
+    }
+
+    /// The conditions under which a new code with `ev`'s registers replaces one with
+    /// `registers`: it fits the register limits (`r' <= R`, `r' * T <= R_B`) and, when it
+    /// raises the register allocation per warp, occupancy allows ([`occupancy_allows`]).
+    pub(super) fn register_gates(&self, registers: u32, ev: &Evaluated) -> Vec<(Counter, Constraint)> {
+        let new = ev.counters.registers;
+        let mut gates = vec![Counter::Registers, Counter::RegistersPerBlock].into_iter().map(|c| (c, Constraint::le(&ev.counters.value(c), &self.limit(c)))).collect::<Vec<_>>();
+        if warp_allocation(new) > warp_allocation(registers) {
+            gates.push((Counter::Occupancy, occupancy_allows(&self.machine, new)));
+        }
+        gates
+    }
+
+    /// The merged grid still fills every multiprocessor's warp slots: with `G` the grid's `x`
+    /// extent and `T` the threads per block, `(G / F) * T >= 32 * W_SM * N_SM` for merging
+    /// factor `F`, made polynomial through the extent's lower bound `n / d`
+    /// ([`extent_lower_bound`]): `n * T >= F * 32 * W_SM * N_SM * d`, which implies it. `None`
+    /// where the extent has no such bound or the region does not keep its divisors positive.
+    pub(super) fn grid_fills_device(&self, node: &Node) -> Option<Constraint> {
+        let bound = extent_lower_bound(node.staged.grid.first()?, self.function)?;
+        if !bound.requires.iter().all(|c| self.holds_throughout(node, c)) {
+            return None;
+        }
+        let slots = Poly::int(MERGE_FACTOR * 32) * &Poly::var(&self.machine.warps_per_multiprocessor) * &Poly::var(&self.machine.multiprocessors);
+        let excess = &(&bound.num * &node.counters.threads_per_block) - &(&slots * &bound.den);
+        // Divided by the positive variables common to every term (`B1 * s`, say): the same
+        // condition, of lower degree, which Z3's integer search decides much faster.
+        let positive: Vec<(Var, u32)> = excess.common_monomial().factors().iter().filter(|(v, _)| self.holds_throughout(node, &Constraint::ge(&Poly::from_var(v.clone()), &Poly::one()))).cloned().collect();
+        let common = positive.into_iter().fold(Poly::one(), |m, (v, e)| &m * &Poly::from_var(v).pow(e));
+        Some(Constraint::ge(&excess.divide_exact(&common)?, &Poly::zero()))
+    }
+
+    /// The forks of node `at` on `gates`, one per gate the region does not decide, before
+    /// strategy `s` makes `code` (evaluated as `ev`) of its code: each `accept` child goes on,
+    /// each `refuse` child keeps the code as it is, so the strategy never costs a kernel. The
+    /// `accept` subtree is built before its `refuse` sibling, so that the dispatcher, which
+    /// takes the first leaf in node order that holds, tries the new code first. Every code
+    /// that comes out is final ([`Builder::finish`]).
+    pub(super) fn take_where_allowed(&mut self, at: usize, s: Strategy, code: Kernel, ev: Evaluated, gates: &[(Counter, Constraint)]) -> Result<(), String> {
+        let Some(((counter, allows), rest)) = gates.split_first() else {
+            let n = &mut self.nodes[at];
+            take(n, s, code, ev);
+            n.counters_left.clear();
+            return self.finish(at);
+        };
+        let mut node = self.nodes[at].clone();
+        let reads: &[&String] = match counter {
+            Counter::Occupancy => &[&self.machine.registers_per_multiprocessor, &self.machine.warps_per_multiprocessor],
+            Counter::GridFill => &[&self.machine.warps_per_multiprocessor, &self.machine.multiprocessors],
+            _ => &[],
+        };
+        for m in reads {
+            if !node.constraints.vars().contains(&Var::new(m)) {
+                add_machine_symbol(&mut node.constraints, m);
+                // The parent's model, extended to the new symbol (at its least value), still
+                // solves the system: the branches below start from it.
+                if let Some(w) = node.witness.as_mut() {
+                    w.values.insert(Var::new(m), constraints::Rational::from_integer(1.into()));
+                }
+            }
+        }
+        let what = match s {
+            Strategy::Merge => "merged code".to_string(),
+            _ => "code unrolled by 4".to_string(),
+        };
+        let registers = ev.counters.registers;
+        let refuse = allows.negate();
+        let accepted = self.branch(&node, allows, format!("accept {} of the {what} ({registers} registers): {allows}", counter.name()));
+        let refused = self.branch(&node, &refuse, format!("refuse {} of the {what} ({registers} registers): {refuse}; not applied", counter.name()));
+        match (accepted, refused) {
+            (Some(_), None) => self.take_where_allowed(at, s, code, ev, rest),
+            (None, _) => self.keep(at, s),
+            (Some(accepted), Some(refused)) => {
+                let next = self.child(at, ("accept", *counter, allows.clone()), accepted);
+                self.take_where_allowed(next, s, code, ev, rest)?;
+                let other = self.child(at, ("refuse", *counter, refuse), refused);
+                self.keep(other, s)
+            }
+        }
+    }
+}
