@@ -505,8 +505,13 @@ impl PathSolver {
         if crate::budget::expired() {
             return CheckResult::Unknown(crate::budget::REASON.into());
         }
-        match self.solver.check() {
+        let watched = watchdog::watch(self.solver.get_context());
+        let answer = self.solver.check();
+        drop(watched);
+        match answer {
             SatResult::Unsat => CheckResult::Unsat,
+            // Interrupted at the deadline: the budget's answer, so the phase ends as spent.
+            SatResult::Unknown if crate::budget::expired() => CheckResult::Unknown(crate::budget::REASON.into()),
             SatResult::Unknown => CheckResult::Unknown(
                 self.solver.get_reason_unknown().unwrap_or_else(|| "unknown".into()),
             ),
@@ -654,5 +659,66 @@ mod tests {
         assert_eq!(parse_z3_numeral("(/ 1.0 3.0)"), Some(q(1, 3)));
         assert_eq!(parse_z3_numeral("(- (/ 1.0 3.0))"), Some(q(-1, 3)));
         assert_eq!(parse_z3_numeral("(root-obj (+ (^ x 2) (- 2)) 2)"), None);
+    }
+}
+
+/// The budget's deadline inside a query: a query that is still running when the deadline
+/// passes is interrupted (`Z3_interrupt`, which Z3 documents as callable from another thread),
+/// so a phase ends at its deadline rather than when its longest query would have.
+///
+/// Z3's own `timeout` parameter is not used: with Z3 4.8.12 (the version the project links)
+/// setting it per query deadlocked a `gen` run in Z3's timer thread (seen under gdb, 2026-11-25).
+/// One watchdog thread serves the process; a running query registers its context for the
+/// length of the call ([`watch`]), and the registry's lock keeps a context alive while the
+/// watchdog interrupts it (a context outlives every check made in it).
+mod watchdog {
+    use std::sync::{Mutex, OnceLock};
+    use std::time::Duration;
+
+    /// Contexts in a query, by registration number.
+    static RUNNING: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static STARTED: OnceLock<bool> = OnceLock::new();
+
+    /// How often the watchdog looks at the clock: the most a query can outlast the deadline.
+    const TICK: Duration = Duration::from_millis(20);
+
+    /// A context registered for the length of one query.
+    pub struct Watched(u64);
+
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+            running.retain(|(id, _)| *id != self.0);
+        }
+    }
+
+    /// Register `ctx` while one of its queries runs; nothing without a deadline.
+    pub fn watch(ctx: &z3::Context) -> Option<Watched> {
+        crate::budget::remaining()?;
+        let started = *STARTED.get_or_init(|| std::thread::Builder::new().name("z3-budget-watchdog".into()).spawn(run).is_ok());
+        if !started {
+            return None;
+        }
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push((id, ctx.get_z3_context().as_ptr() as usize));
+        Some(Watched(id))
+    }
+
+    fn run() {
+        loop {
+            std::thread::sleep(TICK);
+            if !crate::budget::expired() {
+                continue;
+            }
+            let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+            for (_, raw) in running.iter() {
+                if let Some(ctx) = std::ptr::NonNull::new(*raw as *mut z3_sys::_Z3_context) {
+                    // SAFETY: the context is registered, so its query is running and the
+                    // context alive; unregistering waits for this lock.
+                    unsafe { z3_sys::Z3_interrupt(ctx) };
+                }
+            }
+        }
     }
 }

@@ -153,6 +153,11 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         witness: None,
     });
     b.expand(0)?;
+    // A query the deadline cut short answered `unknown`, which keeps a child that Z3 might have
+    // dropped: a tree finished after the deadline is not the tree, so it is refused whole.
+    if constraints::budget::expired() {
+        return Err(BUDGET_SPENT.into());
+    }
     Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes: b.nodes, queries: backend.queries() - before, perf_levels: b.perf_levels })
 }
 
