@@ -187,3 +187,26 @@ fn float_suffixed_literals_keep_single_precision() {
     assert!(ir.contains("fmul float"), "{ir}");
     assert!(!ir.contains("double"), "no double arithmetic expected:\n{ir}");
 }
+
+#[test]
+fn counters_report_the_staged_code_that_the_tree_root_counts() {
+    // Issue 24: a schedule with `cache(...)` reported 0 shared bytes (the unstaged form). The
+    // command now counts what runs at the root of the tree: for every example, its shared
+    // memory and estimate are the root node's counters.
+    let backend = constraints::solver::Backend::default();
+    for (path, text) in crate::common::examples() {
+        let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["counters", "--json", &path]).output().unwrap();
+        assert!(out.status.success(), "{path}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let trees = crate::common::trees_of(&path, &text, &backend);
+        assert_eq!(v.as_array().unwrap().len(), trees.len(), "{path}");
+        for (record, (_, tree)) in v.as_array().unwrap().iter().zip(&trees) {
+            let root = &tree.nodes[0];
+            assert_eq!(record["kernel"], tree.schedule_name(), "{path}");
+            assert_eq!(record["shared_memory_bytes"].as_str().unwrap(), root.staged.shared_bytes().to_string(), "{path}: {}", tree.schedule_name());
+            if text.contains("cache(") && !root.cached.is_empty() {
+                assert_ne!(record["shared_memory_bytes"], "0", "{path}: a cached schedule uses shared memory");
+            }
+        }
+    }
+}
