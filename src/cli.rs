@@ -109,6 +109,11 @@ pub enum Command {
         /// status is then verify's (0 proved, 3 defect, 4 unverified).
         #[arg(long)]
         verify: bool,
+        /// Print a JSON summary (per schedule: nodes, kernel leaves, leaves without a kernel,
+        /// distinct kernels, height, Z3 queries; the files written) instead of the tree; with
+        /// --verify, the verdicts follow as `verify --json` prints them.
+        #[arg(long)]
+        json: bool,
     },
     /// Prove the kernel leaves of a `gen` output directory.
     ///
@@ -137,6 +142,10 @@ pub enum Command {
         /// Differential points per leaf.
         #[arg(long, default_value_t = 4)]
         points: usize,
+        /// Print the verdicts as JSON (one object per kernel leaf: schedule, leaf, kernel,
+        /// status `proved`/`defect`/`unverified`, defect, detail, Z3 queries, points) instead.
+        #[arg(long)]
+        json: bool,
     },
     /// Print each kernel's resource counters: registers per thread, shared memory per block,
     /// threads per block, of the code that runs at the root of its tree (`cache(...)` staged in
@@ -176,8 +185,8 @@ pub enum Command {
     /// or of a --space file), keeps the configurations that satisfy the program's facts and that
     /// some kernel leaf admits on the device for the given --size values, ranks them by occupancy
     /// times global-memory coalescing times shared-bank efficiency (from the leaf's counters and
-    /// its accesses at that point), prints the top --top as a table and writes every admissible
-    /// configuration, with its leaf, counters and score, to --output (tune.yaml).
+    /// its accesses at that point), prints the top --top as a table and, with --output FILE,
+    /// writes every admissible configuration, with its leaf, counters and score, to FILE.
     /// --emit-harness DIR writes a CUDA program that times the top configurations on a GPU and
     /// writes wisdom.yaml. Without FILE, --space FILE.yaml builds the space(s) in the file
     /// (parameters with value lists or {range: [lo, hi]}, restrictions as C expressions) and
@@ -206,9 +215,10 @@ pub enum Command {
         /// How many configurations the table shows (and the harness times).
         #[arg(long, default_value_t = 10)]
         top: usize,
-        /// Where to write every admissible configuration.
-        #[arg(short, long, default_value = "tune.yaml", value_name = "FILE")]
-        output: PathBuf,
+        /// Also write every admissible configuration, with its leaf, counters and score, to
+        /// FILE (YAML, written atomically). Nothing is written without it.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
         /// Print the admissible configurations as JSON (best first) instead of the table.
         #[arg(long)]
         json: bool,
@@ -225,6 +235,9 @@ pub enum Command {
     Devices {
         /// A built-in profile name (m2050, v100, a100, l4, h100, h200) or a path to a .yaml profile.
         device: Option<String>,
+        /// Print JSON (an array of every built-in profile, or the one profile) instead.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -265,8 +278,8 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, output.as_deref())
         }
-        Command::Verify { dir, source, points } => crate::verify::command::run(&dir, source.as_deref(), points, color),
-        Command::Gen { file, output, emit_cuda, wisdom, verify } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: wisdom.as_deref(), verify, color }),
+        Command::Verify { dir, source, points, json } => crate::verify::command::run(&dir, source.as_deref(), points, json, color),
+        Command::Gen { file, output, emit_cuda, wisdom, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: wisdom.as_deref(), verify, json, color }),
         Command::Counters { file, ptxas, json, at, device } => {
             let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
@@ -327,12 +340,17 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::input(e) } else { Failure::input(format!("error: {e}")) })?;
             emit(&text, None)
         }
-        Command::Devices { device } => {
-            let text = match device {
-                None => devices_table(&constraints::device::DeviceProfile::built_in()),
-                Some(d) => {
+        Command::Devices { device, json } => {
+            let text = match (device, json) {
+                (None, false) => devices_table(&constraints::device::DeviceProfile::built_in()),
+                (None, true) => serde_json::to_string_pretty(&constraints::device::DeviceProfile::built_in()).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?,
+                (Some(d), json) => {
                     let profile = constraints::device::DeviceProfile::load(&d).map_err(|e| Failure::input(format!("error: {e}")))?;
-                    serde_yaml::to_string(&profile).map_err(|e| Failure::input(e.to_string()))?
+                    if json {
+                        serde_json::to_string_pretty(&profile).map(|s| s + "\n").map_err(|e| Failure::input(e.to_string()))?
+                    } else {
+                        serde_yaml::to_string(&profile).map_err(|e| Failure::input(e.to_string()))?
+                    }
                 }
             };
             emit(&text, None)

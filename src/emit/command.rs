@@ -20,6 +20,8 @@ pub struct Request<'a> {
     pub emit_cuda: bool,
     pub wisdom: Option<&'a Path>,
     pub verify: bool,
+    /// Print a JSON summary instead of the tree.
+    pub json: bool,
     pub color: bool,
 }
 
@@ -62,9 +64,37 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, wisdom_text.as_deref().zip(wisdom.as_ref())).map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let source = SourceRef { name: name.clone(), file: SOURCE_COPY.into() };
     write_dir(r.output, &files, Some(source), wisdom.is_some().then(|| WISDOM_COPY.to_string())).map_err(|e| Failure::input(format!("error: {e}")))?;
-    command::print(&summary)?;
+    if r.json {
+        command::print(&json_summary(r.output, &trees, &files))?;
+    } else {
+        command::print(&summary)?;
+    }
     if r.verify {
-        crate::verify::command::report(&trees, crate::verify::Options::default())?;
+        crate::verify::command::report(&trees, crate::verify::Options::default(), r.json)?;
     }
     Ok(())
+}
+
+/// `gen --json`: per schedule its tree's size and kernels, and the files written.
+fn json_summary(output: &Path, trees: &[(&crate::frontend::model::KernelFunction, crate::tree::Tree)], files: &DirFiles) -> String {
+    use crate::tree::NodeKind;
+    let schedules: Vec<serde_json::Value> = trees
+        .iter()
+        .map(|(function, tree)| {
+            let kernels: std::collections::BTreeSet<String> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).map(|n| crate::emit::tree_files::leaf_kernel_name(tree, n.id)).collect();
+            serde_json::json!({
+                "function": function.name,
+                "schedule": tree.schedule_name(),
+                "nodes": tree.nodes.len(),
+                "kernel_leaves": tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).count(),
+                "leaves_without_kernel": tree.leaves().filter(|n| !matches!(n.kind, NodeKind::Leaf)).count(),
+                "kernels": kernels,
+                "height": tree.height(),
+                "z3_queries": tree.queries,
+            })
+        })
+        .collect();
+    let names: Vec<&String> = files.keys().collect();
+    let record = serde_json::json!({"output": command::shown(output), "schedules": schedules, "files": names});
+    serde_json::to_string_pretty(&record).map(|s| s + "\n").unwrap_or_else(|_| "{}\n".into())
 }

@@ -1,5 +1,5 @@
 //! `metafork tune`: argument parsing for sizes and ranges, the standalone space mode, the table,
-//! `tune.yaml`, `--json`, the progress line and `--emit-harness`. The CLI module calls [`run`].
+//! `-o FILE` (written only when given), `--json`, the progress line and `--emit-harness`. The CLI module calls [`run`].
 
 use super::rank::{tune, Request, Tuned};
 use super::space::{load, Space};
@@ -21,7 +21,7 @@ pub struct Options {
     pub space_name: Option<String>,
     pub schedule: Option<String>,
     pub top: usize,
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
     pub json: bool,
     pub emit_harness: Option<PathBuf>,
 }
@@ -106,7 +106,9 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     }
     let all: Vec<&Tuned> = results.iter().map(|(_, _, t)| t).collect();
     let yaml = serde_yaml::to_string(&all).map_err(|e| e.to_string())?;
-    write_atomic(&options.output, yaml.as_bytes()).map_err(|e| format!("cannot write `{}`: {e}", options.output.display()))?;
+    if let Some(output) = &options.output {
+        write_atomic(output, yaml.as_bytes()).map_err(|e| format!("cannot write `{}`: {e}", crate::command::shown(output)))?;
+    }
     if let Some(dir) = &options.emit_harness {
         let mut files = crate::output::DirFiles::new();
         for (function, tree, tuned) in &results {
@@ -125,7 +127,9 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     for t in &all {
         text += &table(t, options.top);
     }
-    text += &format!("all admissible configurations: {}\n", options.output.display());
+    if let Some(output) = &options.output {
+        text += &format!("all admissible configurations: {}\n", crate::command::shown(output));
+    }
     Ok(text)
 }
 

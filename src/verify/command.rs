@@ -27,7 +27,7 @@ fn differs(message: String) -> Failure {
 }
 
 /// Verify the trees and print the report; `Err` carries the exit status when not 0.
-pub fn report(trees: &[(&KernelFunction, Tree)], options: Options) -> Result<(), Failure> {
+pub fn report(trees: &[(&KernelFunction, Tree)], options: Options, json: bool) -> Result<(), Failure> {
     let backend = Backend::new(super::QUERY_TIMEOUT_MS);
     let total: usize = trees.iter().map(|(_, t)| t.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)).count()).sum();
     let bar = std::sync::Mutex::new((command::Progress::new("verify"), 0usize));
@@ -45,7 +45,7 @@ pub fn report(trees: &[(&KernelFunction, Tree)], options: Options) -> Result<(),
         reports.extend(verify_tree_reporting(function, tree, &backend, options, &tick).map_err(unusable)?);
     }
     drop(bar);
-    command::print(&render(&reports))?;
+    command::print(&if json { super::render_json(&reports) } else { render(&reports) })?;
     match exit_code(&reports) {
         exit::OK => Ok(()),
         code => Err(Failure::silent(code)),
@@ -62,7 +62,7 @@ fn listed(dir: &Path, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Failur
     Ok(bytes)
 }
 
-pub fn run(dir: &Path, source: Option<&Path>, points: usize, color: bool) -> Result<(), Failure> {
+pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: bool) -> Result<(), Failure> {
     let shown_dir = command::shown(dir);
     let manifest = Manifest::read(dir).map_err(unusable)?.ok_or_else(|| {
         unusable(format!("`{shown_dir}` has no `{MANIFEST}`: it is not a directory written by `metafork gen` (or by a version before manifests); run `metafork gen --emit-cuda` again"))
@@ -106,5 +106,5 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, color: bool) -> Res
             None => format!("`{shown_dir}/{MANIFEST}` does not list what metafork generates from the source"),
         }));
     }
-    report(&trees, Options { points, ..Options::default() })
+    report(&trees, Options { points, ..Options::default() }, json)
 }

@@ -221,6 +221,22 @@ pub fn exit_code(reports: &[LeafReport]) -> i32 {
     }
 }
 
+/// The report as JSON: one object per kernel leaf, in the text report's order.
+pub fn render_json(reports: &[LeafReport]) -> String {
+    let records: Vec<serde_json::Value> = reports
+        .iter()
+        .map(|r| {
+            let (status, defect, detail) = match r.status() {
+                Status::Proved => ("proved", None, String::new()),
+                Status::Defect(name, msg) => ("defect", Some(name), msg),
+                Status::Unverified(why) => ("unverified", None, why),
+            };
+            serde_json::json!({"schedule": r.schedule, "leaf": r.leaf, "kernel": r.kernel, "status": status, "defect": defect, "detail": detail, "z3_queries": r.statik.queries, "points": r.points})
+        })
+        .collect();
+    serde_json::to_string_pretty(&records).map(|s| s + "\n").unwrap_or_else(|_| "[]\n".into())
+}
+
 /// The report as text: one line per leaf.
 pub fn render(reports: &[LeafReport]) -> String {
     let mut out = String::new();

@@ -135,3 +135,41 @@ fn devices_lists_the_built_in_profiles_and_checks_a_users_profile() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("built-in profiles"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--json` on `devices`, `gen` and `verify` (issue 28): machine-readable output that agrees
+/// with the files and the text report.
+#[test]
+fn devices_gen_and_verify_speak_json() {
+    let out = metafork(&["devices", "--json"]);
+    assert!(out.status.success());
+    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all.len(), constraints::device::DeviceProfile::built_in().len());
+    assert!(all.iter().any(|d| d["name"] == "h100" && d["threads_per_block"] == 1024));
+    let out = metafork(&["devices", "a100", "--json"]);
+    let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(one["name"], "a100");
+    let out = metafork(&["devices", "h999", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    let dir = temp_dir("json");
+    let target = dir.join("out");
+    let out = metafork(&["gen", "--emit-cuda", "--json", &example("saxpy.mf"), "-o", target.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let schedule = &summary["schedules"][0];
+    assert_eq!(schedule["schedule"], "saxpy");
+    let mut kernels: Vec<String> = schedule["kernels"].as_array().unwrap().iter().map(|k| format!("{}.cu", k.as_str().unwrap())).collect();
+    kernels.sort();
+    let mut written: Vec<String> = std::fs::read_dir(&target).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|f| f.ends_with(".cu") && !f.ends_with("_dispatch.cu")).collect();
+    written.sort();
+    assert_eq!(kernels, written, "the summary's kernels are the files written");
+    for f in summary["files"].as_array().unwrap() {
+        assert!(target.join(f.as_str().unwrap()).is_file(), "{f}");
+    }
+    let out = metafork(&["verify", "--json", target.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let verdicts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verdicts.len() as u64, schedule["kernel_leaves"].as_u64().unwrap(), "one verdict per kernel leaf");
+    assert!(verdicts.iter().all(|v| v["status"] == "proved" && v["points"].as_u64().unwrap() > 0), "{verdicts:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

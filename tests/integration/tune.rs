@@ -25,7 +25,11 @@ fn metafork(dir: &Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn admissible_configurations_equal_brute_force_and_are_ranked() {
     let dir = scratch("tune-brute");
-    let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h200", "--size", "n=4096", "--json"]);
+    // Without -o nothing is written (issue 28: tune wrote ./tune.yaml wherever it ran).
+    let out = metafork(&dir, &["tune", &example("matvec"), "--device", "h200", "--size", "N=256"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "tune without -o writes no file");
+    let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h200", "--size", "n=4096", "--json", "-o", "tune.yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "no progress output when stderr is not a terminal: {}", String::from_utf8_lossy(&out.stderr));
     let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
@@ -121,7 +125,9 @@ fn bad_requests_get_clear_errors() {
         (&["tune"], "give a MetaFork FILE"),
     ];
     for (args, message) in cases {
-        let out = metafork(&dir, args);
+        let mut args = args.to_vec();
+        args.extend(["-o", "tune.yaml"]);
+        let out = metafork(&dir, &args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(message), "{args:?}: {err}");
