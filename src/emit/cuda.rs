@@ -311,11 +311,80 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));
     emit_shared_layout(out, kernel, &c, "  ")?;
-    for s in &kernel.body {
+    for s in &without_unused_locals(&kernel.body) {
         c.stmt(s, 1, out)?;
     }
     let _ = writeln!(out, "}}");
     Ok(())
+}
+
+/// The body without declarations of locals nothing reads, removed until none is left (a
+/// strategy can leave them: caching turns `a[p1]` into a tile access and leaves `int p1 = p +
+/// 1;`), so nvcc has no unused variable to warn about. A declaration's scope is the rest of its
+/// block; a name read anywhere there (even by a nested declaration of the same name) keeps it.
+/// Initialisers have no side effects (the language has none in expressions), so the code that
+/// runs is the same; the kernel form itself (what the verifier runs) is left as it is.
+fn without_unused_locals(body: &[Stmt]) -> Vec<Stmt> {
+    fn reads(stmts: &[Stmt], name: &str) -> bool {
+        let mut found = false;
+        for s in stmts {
+            crate::strategy::walk::walk_exprs(s, &mut |e| found |= matches!(&e.kind, ExprKind::Var(v) if v == name));
+        }
+        found
+    }
+    fn prune_block(items: &mut Vec<Stmt>, removed: &mut bool) {
+        items.iter_mut().for_each(|x| prune_inside(x, removed));
+        for i in 0..items.len() {
+            let (head, rest) = items.split_at_mut(i + 1);
+            if let StmtKind::Decl { vars, .. } = &mut head[i].kind {
+                let inits: Vec<Expr> = vars.iter().map(|d| d.init.clone()).collect();
+                let before = vars.len();
+                let mut k = 0;
+                vars.retain(|d| {
+                    k += 1;
+                    let later = inits[k..].iter().any(|x| {
+                        let mut f = false;
+                        walk_expr(x, &mut |e| f |= matches!(&e.kind, ExprKind::Var(v) if *v == d.name.name));
+                        f
+                    });
+                    later || reads(rest, &d.name.name)
+                });
+                *removed |= vars.len() != before;
+            }
+        }
+        items.retain(|s| !matches!(&s.kind, StmtKind::Decl { vars, .. } if vars.is_empty()));
+    }
+    /// A statement's own blocks; a declaration standing alone as a branch or loop body has an
+    /// empty scope.
+    fn prune_inside(s: &mut Stmt, removed: &mut bool) {
+        let alone = |b: &mut Stmt, removed: &mut bool| {
+            if matches!(b.kind, StmtKind::Decl { .. }) {
+                b.kind = StmtKind::Empty;
+                *removed = true;
+            } else {
+                prune_inside(b, removed);
+            }
+        };
+        match &mut s.kind {
+            StmtKind::Block(items) => prune_block(items, removed),
+            StmtKind::If { then_branch, else_branch, .. } => {
+                alone(then_branch, removed);
+                if let Some(e) = else_branch {
+                    alone(e, removed);
+                }
+            }
+            StmtKind::For(l) => alone(&mut l.body, removed),
+            _ => {}
+        }
+    }
+    let mut body = body.to_vec();
+    loop {
+        let mut removed = false;
+        prune_block(&mut body, &mut removed);
+        if !removed {
+            return body;
+        }
+    }
 }
 
 /// The bytes of dynamic shared memory the kernel needs, as a C expression.

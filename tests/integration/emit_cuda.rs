@@ -47,5 +47,9 @@ fn emitted_examples_compile_with_nvcc_for_three_architectures() {
     cmd.args(&sources);
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "nvcc failed for sm_75, sm_80 or sm_90:\n{}", String::from_utf8_lossy(&o.stderr));
+    // Code a person would write: no local that nothing reads (issue 28: jacobi1d's leaves kept
+    // `p1` after caching rewrote its accesses).
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("declared but never referenced") && !err.contains("set but never used"), "unused variables in emitted kernels:\n{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
