@@ -10,7 +10,8 @@
 #   4. builds and runs each tune/<name>/ harness: every admissible configuration at a realistic
 #      size, the model's first choice against the fastest (median of 7 timed runs each);
 #   5. writes results.md (one table per part) and prints it.
-# Environment: ARCH (default native), JOBS (default nproc).
+# Environment: ARCH (default native), JOBS (default nproc), QUICK=1 (parts 1 and 2 only: the
+# correctness runs and the sanitizers, about a minute on an H100).
 set -u
 cd "$(dirname "$0")"
 ARCH=${ARCH:-native}
@@ -58,6 +59,13 @@ for exe in programs/*/check programs/*/check_*; do
   [ -x "$exe" ] || continue
   for tool in memcheck racecheck; do echo "$exe $tool"; done
 done | xargs -P 4 -n 2 bash -c 'sanitize "$0" "$1"' > logs/sanitizer.tsv
+
+if [ "${QUICK:-0}" = 1 ]; then
+  echo "[5/5] report, parts 1-2 only ($(date +%T))"
+  python3 report.py > results.md
+  cat results.md
+  exit 0
+fi
 
 echo "[3/5] cuBLAS SGEMM ($(date +%T))"
 n=$(sed -n 's/.*n=\([0-9]*\).*/\1/p' tune/matmul/sizes.txt)
