@@ -222,7 +222,9 @@ fn run_case(function: &KernelFunction, schedules: &[ScheduleKernels], out: &mut 
     }
     let _ = writeln!(out, "  void *metafork_in[METAFORK_ARRAYS] = {{0}}, *metafork_expected[METAFORK_ARRAYS] = {{0}}, *metafork_got[METAFORK_ARRAYS] = {{0}};");
     for (k, a) in function.arrays.iter().enumerate() {
-        let count = if a.extent_exprs.is_empty() { "1".to_string() } else { a.extent_exprs.iter().map(|e| format!("metafork_extent((long long)({}))", HostExprs::new(function).expr(e).map(|x| x.to_string()).unwrap_or_else(|_| "0".into()))).collect::<Vec<_>>().join(" * ") };
+        let x = HostExprs::new(function);
+        let extents: Vec<String> = a.extent_exprs.iter().map(|e| x.expr(e).map(|v| format!("metafork_extent((long long)({v}))"))).collect::<Result<_, _>>()?;
+        let count = if extents.is_empty() { "1".to_string() } else { extents.join(" * ") };
         let kind = match a.elem {
             ScalarType::Float => 0,
             ScalarType::Double => 1,
