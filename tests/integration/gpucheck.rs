@@ -80,3 +80,21 @@ fn check_programs_cover_every_kernel_and_link_with_nvcc() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Names a C++ compiler or the check program itself could trip on: C++ keywords, CUDA
+/// built-ins, the harness's own prefix, a function named like a launch wrapper's prefix. The
+/// check program spells them as the kernels do, and it links.
+#[test]
+fn check_programs_survive_hostile_names() {
+    let text = "void metafork_run(int new, int class, float template, const float threadIdx[new], float metafork_host[new]) {\n  assume(new >= 1 && class >= 1);\n  int blockDim = (new + class - 1) / class;\n  meta_schedule {\n    meta_for (int warpSize = 0; warpSize < blockDim; warpSize++)\n      meta_for (int main = 0; main < class; main++) {\n        int p = warpSize * class + main;\n        if (p < new)\n          metafork_host[p] = template * threadIdx[p] + metafork_host[p];\n      }\n  }\n}\n";
+    let (files, prepared) = metafork::gpucheck::program_files("hostile.mf", "hostile", text).unwrap();
+    assert!(prepared.cases > 0 && prepared.unchecked.is_empty(), "{prepared:?}");
+    let Some(nvcc) = nvcc() else { return };
+    let dir = scratch("gpucheck-hostile");
+    for (f, t) in &files {
+        std::fs::write(dir.join(f), t).unwrap();
+    }
+    let o = Command::new(&nvcc).current_dir(&dir).args(["-O2", "-arch=sm_90", "-o", "check"]).args(files.keys()).output().unwrap();
+    assert!(o.status.success(), "nvcc could not build the check program:\n{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
