@@ -56,11 +56,11 @@ pub fn program(source: &str, program: &str, function: &KernelFunction, schedules
     out.push_str(COPIES);
     let params = param_list(function);
     let _ = writeln!(out, "\n// The serial program: every meta_for a sequential loop.\nstatic int metafork_serial({params}) {{");
-    host_body(function, &function.body, None, 1, &mut 0, &mut out)?;
+    host_body(function, &function.body, None, &mut out)?;
     out.push_str("  return 0;\n}\n");
     for (k, s) in schedules.iter().enumerate() {
         let _ = writeln!(out, "\n// Schedule {k} (`{}`) launched through kernel `metafork_which`, the others serial.\nstatic int metafork_with_s{k}(int metafork_which, {params}) {{", c_comment(&function.schedules[k].name));
-        host_body(function, &function.body, Some((k, s)), 1, &mut 0, &mut out)?;
+        host_body(function, &function.body, Some((k, s)), &mut out)?;
         out.push_str("  (void)metafork_which;\n  return 0;\n}\n");
     }
     cases_table(function, program, schedules, cases, &mut out)?;
@@ -83,74 +83,87 @@ fn param_list(function: &KernelFunction) -> String {
         .join(", ")
 }
 
-/// The statements `body` as host C++; schedule `launch.0` (counted by `next` in source order)
-/// becomes a launch of kernel `metafork_which` of `launch.1`.
-fn host_body(function: &KernelFunction, body: &[Stmt], launch: Option<(usize, &ScheduleKernels)>, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
-    for s in body {
-        host_stmt(function, s, launch, depth, next, out)?;
-    }
-    Ok(())
+/// A function's statements as host C++; schedule `launch.0` (counted in source order) becomes a
+/// launch of kernel `metafork_which` of `launch.1`.
+struct HostPrinter<'f> {
+    function: &'f KernelFunction,
+    x: HostExprs<'f>,
+    launch: Option<(usize, &'f ScheduleKernels<'f>)>,
 }
 
-fn host_stmt(function: &KernelFunction, s: &Stmt, launch: Option<(usize, &ScheduleKernels)>, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
-    let x = HostExprs::new(function);
-    let pad = "  ".repeat(depth);
-    let nested = |st: &Stmt, next: &mut usize, out: &mut String| -> Result<(), String> {
+/// `body` of `function` as host C++ (see [`HostPrinter`]).
+fn host_body<'f>(function: &'f KernelFunction, body: &[Stmt], launch: Option<(usize, &'f ScheduleKernels<'f>)>, out: &mut String) -> Result<(), String> {
+    let printer = HostPrinter { function, x: HostExprs::new(function), launch };
+    printer.body(body, 1, &mut 0, out)
+}
+
+impl HostPrinter<'_> {
+    fn body(&self, body: &[Stmt], depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
+        body.iter().try_for_each(|s| self.stmt(s, depth, next, out))
+    }
+
+    /// A branch or loop body one level deeper, without an extra brace level.
+    fn nested(&self, st: &Stmt, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
         match &st.kind {
-            StmtKind::Block(items) => host_body(function, items, launch, depth + 1, next, out),
-            _ => host_stmt(function, st, launch, depth + 1, next, out),
+            StmtKind::Block(items) => self.body(items, depth + 1, next, out),
+            _ => self.stmt(st, depth + 1, next, out),
         }
-    };
-    match &s.kind {
-        StmtKind::Empty => {}
-        StmtKind::Barrier => return Err("a barrier in a function body".into()),
-        StmtKind::Block(items) => {
-            let _ = writeln!(out, "{pad}{{");
-            host_body(function, items, launch, depth + 1, next, out)?;
-            let _ = writeln!(out, "{pad}}}");
-        }
-        StmtKind::Decl { ty, vars } => {
-            for d in vars {
-                let n = x.name(&d.name.name);
-                let _ = writeln!(out, "{pad}{ty} {n} = {}; (void){n};", x.expr(&d.init)?);
+    }
+
+    fn stmt(&self, s: &Stmt, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
+        let (x, function, launch) = (&self.x, self.function, self.launch);
+        let pad = "  ".repeat(depth);
+        match &s.kind {
+            StmtKind::Empty => {}
+            StmtKind::Barrier => return Err("a barrier in a function body".into()),
+            StmtKind::Block(items) => {
+                let _ = writeln!(out, "{pad}{{");
+                self.body(items, depth + 1, next, out)?;
+                let _ = writeln!(out, "{pad}}}");
             }
-        }
-        StmtKind::Assign { target, op, value } => {
-            let _ = writeln!(out, "{pad}{} {} {};", x.expr(target)?, op.c_symbol(), x.expr(value)?);
-        }
-        StmtKind::Assume(c) | StmtKind::Assert(c) => {
-            let _ = writeln!(out, "{pad}if (!({})) return -1;  // outside the program's facts", x.expr(c)?);
-        }
-        StmtKind::If { cond, then_branch, else_branch } => {
-            let _ = writeln!(out, "{pad}if ({}) {{", x.expr(cond)?);
-            nested(then_branch, next, out)?;
-            if let Some(e) = else_branch {
-                let _ = writeln!(out, "{pad}}} else {{");
-                nested(e, next, out)?;
+            StmtKind::Decl { ty, vars } => {
+                for d in vars {
+                    let n = x.name(&d.name.name);
+                    let _ = writeln!(out, "{pad}{ty} {n} = {}; (void){n};", x.expr(&d.init)?);
+                }
             }
-            let _ = writeln!(out, "{pad}}}");
-        }
-        StmtKind::For(l) | StmtKind::MetaFor(l) => {
-            let v = x.name(&l.var.name);
-            let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
-            let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, x.expr(&l.lo)?, if l.inclusive { "<=" } else { "<" }, x.expr(&l.hi)?);
-            nested(&l.body, next, out)?;
-            let _ = writeln!(out, "{pad}}}");
-        }
-        StmtKind::MetaSchedule { body, .. } => {
-            let k = *next;
-            *next += 1;
-            match launch {
-                Some((which, kernels)) if which == k => launch_block(function, kernels, &pad, out)?,
-                _ => {
-                    let _ = writeln!(out, "{pad}{{  // schedule {k}, serial");
-                    nested(body, next, out)?;
-                    let _ = writeln!(out, "{pad}}}");
+            StmtKind::Assign { target, op, value } => {
+                let _ = writeln!(out, "{pad}{} {} {};", x.expr(target)?, op.c_symbol(), x.expr(value)?);
+            }
+            StmtKind::Assume(c) | StmtKind::Assert(c) => {
+                let _ = writeln!(out, "{pad}if (!({})) return -1;  // outside the program's facts", x.expr(c)?);
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                let _ = writeln!(out, "{pad}if ({}) {{", x.expr(cond)?);
+                self.nested(then_branch, depth, next, out)?;
+                if let Some(e) = else_branch {
+                    let _ = writeln!(out, "{pad}}} else {{");
+                    self.nested(e, depth, next, out)?;
+                }
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::For(l) | StmtKind::MetaFor(l) => {
+                let v = x.name(&l.var.name);
+                let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
+                let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, x.expr(&l.lo)?, if l.inclusive { "<=" } else { "<" }, x.expr(&l.hi)?);
+                self.nested(&l.body, depth, next, out)?;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::MetaSchedule { body, .. } => {
+                let k = *next;
+                *next += 1;
+                match launch {
+                    Some((which, kernels)) if which == k => launch_block(function, kernels, &pad, out)?,
+                    _ => {
+                        let _ = writeln!(out, "{pad}{{  // schedule {k}, serial");
+                        self.nested(body, depth, next, out)?;
+                        let _ = writeln!(out, "{pad}}}");
+                    }
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Copy every array in, launch kernel `metafork_which` with the arrays' device copies (they

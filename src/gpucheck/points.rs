@@ -12,8 +12,8 @@
 
 use crate::dispatch::facts::FactSet;
 use crate::frontend::model::KernelFunction;
-use constraints::solver::{Backend, CheckResult};
-use constraints::{Constraint, Poly, System};
+use constraints::solver::Backend;
+use constraints::System;
 use std::collections::BTreeMap;
 
 /// The most array elements (all arrays together) at the large point: a few MiB, so that the
@@ -49,14 +49,7 @@ fn large_point(function: &KernelFunction, system: &System, backend: &Backend, sm
             let v = point.get_mut(d).ok_or_else(|| format!("the sample point has no value for `{d}`"))?;
             *v = v.saturating_mul(k);
         }
-        if elements(function, &point).is_none_or(|n| n > MAX_ELEMENTS) || !facts.holds(&point) || !crate::verify::sample::parameter_constraints_hold(system, &point) {
-            continue;
-        }
-        let mut pinned = system.clone();
-        for (name, v) in &point {
-            pinned.add(Constraint::eq(&Poly::var(name), &Poly::int(*v)));
-        }
-        if let CheckResult::Sat(_) = backend.check(&pinned) {
+        if elements(function, &point).is_some_and(|n| n <= MAX_ELEMENTS) && facts.holds(&point) && crate::verify::sample::admits(system, backend, &point) {
             return Ok(Some(point));
         }
     }

@@ -74,14 +74,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             };
             point.insert(d.clone(), v);
         }
-        if out.contains(&point) || !facts.holds(&point) || !parameter_constraints_hold(system, &point) {
-            continue;
-        }
-        let mut pinned = system.clone();
-        for (name, v) in &point {
-            pinned.add(Constraint::eq(&Poly::var(name), &Poly::int(*v)));
-        }
-        if let CheckResult::Sat(_) = backend.check(&pinned) {
+        if !out.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
             out.push(point);
         }
     }
@@ -122,9 +115,22 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
     found
 }
 
+/// Whether `system` admits `point` (its parameters fixed, the machine limits free): the exact
+/// check of the parameter-only constraints first, then Z3 (`unknown` admits nothing).
+pub(crate) fn admits(system: &System, backend: &Backend, point: &BTreeMap<String, i64>) -> bool {
+    if !parameter_constraints_hold(system, point) {
+        return false;
+    }
+    let mut pinned = system.clone();
+    for (name, v) in point {
+        pinned.add(Constraint::eq(&Poly::var(name), &Poly::int(*v)));
+    }
+    matches!(backend.check(&pinned), CheckResult::Sat(_))
+}
+
 /// Whether the constraints of `system` over the parameters alone hold at `point`: a necessary
 /// condition, checked exactly and without Z3, that rejects most candidates of a narrow region.
-pub(crate) fn parameter_constraints_hold(system: &System, point: &BTreeMap<String, i64>) -> bool {
+fn parameter_constraints_hold(system: &System, point: &BTreeMap<String, i64>) -> bool {
     let values = constraints::exact_point(point);
     system.constraints().iter().all(|c| c.holds_at(&values).unwrap_or(true))
 }
