@@ -187,8 +187,10 @@ pub enum Command {
     /// times global-memory coalescing times shared-bank efficiency (from the leaf's counters and
     /// its accesses at that point), prints the top --top as a table and, with --output FILE,
     /// writes every admissible configuration, with its leaf, counters and score, to FILE.
-    /// --emit-harness DIR writes a CUDA program that times the top configurations on a GPU and
-    /// writes wisdom.yaml. Without FILE, --space FILE.yaml builds the space(s) in the file
+    /// --emit-harness DIR writes a CUDA program holding every admissible configuration that, on
+    /// a GPU, times the model's top --top, then searches locally around the fastest (or times
+    /// all, with its --all), checks each answer against the serial program, keeps a cache to
+    /// resume from, and writes wisdom.yaml (`./harness --help` says more). Without FILE, --space FILE.yaml builds the space(s) in the file
     /// (parameters with value lists or {range: [lo, hi]}, restrictions as C expressions) and
     /// reports their sizes and construction times.
     Tune {
@@ -212,7 +214,8 @@ pub enum Command {
         /// Only this schedule (by name).
         #[arg(long)]
         schedule: Option<String>,
-        /// How many configurations the table shows (and the harness times).
+        /// How many configurations the table shows (and how many of the model's best the
+        /// harness times before its local search).
         #[arg(long, default_value_t = 10)]
         top: usize,
         /// Also write every admissible configuration, with its leaf, counters and score, to
@@ -222,7 +225,7 @@ pub enum Command {
         /// Print the admissible configurations as JSON (best first) instead of the table.
         #[arg(long)]
         json: bool,
-        /// Write a CUDA timing harness for the top configurations into DIR.
+        /// Write a CUDA timing harness for this schedule's admissible configurations into DIR.
         #[arg(long, value_name = "DIR")]
         emit_harness: Option<PathBuf>,
     },

@@ -65,9 +65,21 @@ print()
 
 # 3. The model's first choice against the exhaustive sweep.
 print("## Tuning: the model's first choice against every admissible configuration (h100 profile)\n")
-print("| program | sizes | configurations timed | model's #1 (ms) | fastest (ms) | fastest's model rank | #1 / fastest | mismatches | launch failures |")
-print("|---|---|---|---|---|---|---|---|---|")
-row = re.compile(r"^(\d+)\s+(\S+)\s+(.*?)\s+([0-9.]+)\s+(reference|matches|MISMATCH)")
+print("| program | sizes | configurations timed | model's #1 (ms) | fastest (ms) | fastest's model rank | #1 / fastest | mismatches | other answers | launch failures | search: timed | search: found (ms) | found / fastest |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+row = re.compile(r"^(\d+)\s+(\S+)\s+(.*?)\s+([0-9.]+)\s+(matches|MISMATCH|OTHER ANSWER)")
+
+
+def timings(path):
+    timed, failed = [], 0
+    for line in open(path):
+        m = row.match(line)
+        if m:
+            timed.append((int(m.group(1)), m.group(2), m.group(3), float(m.group(4)), m.group(5)))
+        elif "launch failed" in line:
+            failed += 1
+    return timed, failed
+
 best_of = {}
 for d in sorted(glob.glob("tune/*")):
     name = os.path.basename(d)
@@ -76,21 +88,20 @@ for d in sorted(glob.glob("tune/*")):
     if not os.path.exists(path):
         print(f"| {name} | {sizes} | not run | | | | | | |")
         continue
-    timed, failed, mismatches = [], 0, 0
-    for line in open(path):
-        m = row.match(line)
-        if m:
-            timed.append((int(m.group(1)), m.group(2), m.group(3), float(m.group(4)), m.group(5)))
-            mismatches += m.group(5) == "MISMATCH"
-        elif "launch failed" in line:
-            failed += 1
+    timed, failed = timings(path)
+    mismatches = sum(t[4] == "MISMATCH" for t in timed)
+    others = sum(t[4] == "OTHER ANSWER" for t in timed)
     if not timed:
-        print(f"| {name} | {sizes} | 0 | | | | | | {failed} |")
+        print(f"| {name} | {sizes} | 0 | | | | | | | {failed} | | | |")
         continue
     first = min(timed, key=lambda t: t[0])
-    fastest = min((t for t in timed if t[4] != "MISMATCH"), key=lambda t: t[3], default=first)
+    fastest = min((t for t in timed if t[4] == "matches"), key=lambda t: t[3], default=first)
     best_of[name] = (first, fastest)
-    print(f"| {name} | {sizes} | {len(timed)} | {first[3]:.4f} ({first[1]} {first[2]}) | {fastest[3]:.4f} ({fastest[1]} {fastest[2]}) | {fastest[0]} | {first[3] / fastest[3]:.2f} | {mismatches} | {failed} |")
+    search = os.path.join(d, "search.txt")
+    found = min((t for t in timings(search)[0] if t[4] == "matches"), key=lambda t: t[3], default=None) if os.path.exists(search) else None
+    searched = len(timings(search)[0]) if os.path.exists(search) else 0
+    found_text = f"{found[3]:.4f} ({found[1]} {found[2]}) | {found[3] / fastest[3]:.2f}" if found else "- | -"
+    print(f"| {name} | {sizes} | {len(timed)} | {first[3]:.4f} ({first[1]} {first[2]}) | {fastest[3]:.4f} ({fastest[1]} {fastest[2]}) | {fastest[0]} | {first[3] / fastest[3]:.2f} | {mismatches} | {others} | {failed} | {searched} | {found_text} |")
 print()
 
 # 4. cuBLAS.

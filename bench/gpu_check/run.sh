@@ -8,7 +8,8 @@
 #      (every distinct kernel once under each tool);
 #   3. times cuBLAS SGEMM (PyTorch, TF32 off) at the matmul harness's size;
 #   4. builds and runs each tune/<name>/ harness: every admissible configuration at a realistic
-#      size, the model's first choice against the fastest (median of 7 timed runs each);
+#      size, the model's first choice against the fastest (median of 7 timed runs each, every
+#      answer checked against the serial program), then the default search (top 10 + local);
 #   5. writes results.md (one table per part) and prints it.
 # Environment: ARCH (default native), JOBS (default nproc), QUICK=1 (parts 1 and 2 only: the
 # correctness runs and the sanitizers, about a minute on an H100).
@@ -75,7 +76,8 @@ echo "[4/5] tuning harnesses ($(date +%T))"
 for dir in tune/*; do
   name=$(basename "$dir")
   echo "  $name ($(date +%T))"
-  ( cd "$dir" && nvcc -O3 -arch="$ARCH" -o harness *.cu > build.log 2>&1 && timeout 500 ./harness wisdom.yaml > harness.txt 2> harness.err; echo $? > status.txt )
+  ( cd "$dir" && nvcc -O3 -arch="$ARCH" -o harness *.cu > build.log 2>&1 && timeout 500 ./harness --all --cache all.tsv wisdom.yaml > harness.txt 2> harness.err; echo $? > status.txt
+    timeout 300 ./harness --cache search.tsv wisdom-search.yaml > search.txt 2> search.err; echo $? > search-status.txt )
 done
 
 echo "[5/5] report ($(date +%T))"

@@ -166,6 +166,32 @@ impl HostPrinter<'_> {
     }
 }
 
+/// The `k`-th `meta_schedule` (source order) of `function`'s body as serial host C++ at
+/// `depth`: every `meta_for` a sequential loop; a failing fact returns -1.
+pub fn serial_schedule(function: &KernelFunction, k: usize, depth: usize, out: &mut String) -> Result<(), String> {
+    fn find<'s>(body: &'s [Stmt], k: usize, seen: &mut usize) -> Option<&'s Stmt> {
+        for s in body {
+            let found = match &s.kind {
+                StmtKind::MetaSchedule { .. } => {
+                    *seen += 1;
+                    (*seen == k + 1).then_some(s)
+                }
+                StmtKind::Block(items) => find(items, k, seen),
+                StmtKind::If { then_branch, else_branch, .. } => find(std::slice::from_ref(&**then_branch), k, seen).or_else(|| else_branch.as_ref().and_then(|e| find(std::slice::from_ref(&**e), k, seen))),
+                StmtKind::For(l) | StmtKind::MetaFor(l) => find(std::slice::from_ref(&*l.body), k, seen),
+                _ => None,
+            };
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+    let stmt = find(&function.body, k, &mut 0).ok_or_else(|| format!("the function has no schedule {k}"))?;
+    let printer = HostPrinter { function, x: HostExprs::new(function), launch: None };
+    printer.stmt(stmt, depth, &mut k.clone(), out)
+}
+
 /// Copy every array in, launch kernel `metafork_which` with the arrays' device copies (they
 /// shadow the host pointers in the block), copy every array back.
 fn launch_block(function: &KernelFunction, s: &ScheduleKernels, pad: &str, out: &mut String) -> Result<(), String> {

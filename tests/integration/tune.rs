@@ -136,9 +136,13 @@ fn bad_requests_get_clear_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The harness compiles with nvcc for the paper's matrix multiplication, transposition and 1D
-/// Jacobi; where no GPU answers it fails with the runtime's message (with one, it writes
-/// wisdom.yaml).
+/// The harness (issue 28), for matmul, transpose and Jacobi (host loops around the launch):
+/// compiles with nvcc; holds every admissible configuration in the model's order (`--list`);
+/// its local search steps one enumerated parameter one value at a time (`--neighbours`); it
+/// resumes from its cache, keyed by device, sizes and parameters, ignoring other devices and a
+/// line an interrupted run cut (`--restored`); `--help` states the warm-up/repeat policy and the
+/// tolerance; bad options exit 64; where no GPU answers it fails with the runtime's message
+/// (with one, it writes wisdom.yaml).
 #[test]
 fn harness_compiles_with_nvcc_and_runs_or_reports() {
     let Some(nvcc) = nvcc() else { return };
@@ -146,21 +150,61 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
     for (name, sizes) in [("matmul", vec!["--size", "n=256"]), ("transpose", vec!["--size", "N=256"]), ("jacobi1d", vec!["--size", "N=1024", "--size", "T=4"])] {
         let h = dir.join(name);
         let (ex, hs) = (example(name), h.display().to_string());
-        let mut args = vec!["tune", &ex, "--device", "h200", "--top", "4", "--emit-harness", &hs];
+        let mut args = vec!["tune", &ex, "--device", "h200", "--top", "4", "--emit-harness", &hs, "--json"];
         args.extend(sizes.iter().copied());
         let out = metafork(&dir, &args);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let ranked: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
         let sources: Vec<PathBuf> = std::fs::read_dir(&h).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
         assert!(sources.iter().any(|p| p.ends_with(format!("{name}_harness.cu"))));
         let o = Command::new(&nvcc).args(["-O3", "-arch=sm_90", "-o"]).arg(h.join("harness")).args(&sources).output().unwrap();
         assert!(o.status.success(), "{name}: nvcc: {}", String::from_utf8_lossy(&o.stderr));
-        let run = Command::new(h.join("harness")).arg(h.join("wisdom.yaml")).output().unwrap();
+        let harness = |args: &[&str]| Command::new(h.join("harness")).current_dir(&h).args(args).output().unwrap();
+        let help = String::from_utf8(harness(&["--help"]).stdout).unwrap();
+        assert!(help.contains("1 warm-up run(s), then 7 timed runs") && help.contains("1e-04 float") && help.contains("serial program"), "{help}");
+        // Every admissible configuration, in the model's order, with its leaf.
+        let list = String::from_utf8(harness(&["--list"]).stdout).unwrap();
+        let rows: Vec<Vec<&str>> = list.lines().map(|l| l.split('\t').collect()).collect();
+        assert_eq!(rows.len(), ranked.len(), "{name}: the harness holds every admissible configuration");
+        let enumerated: Vec<&String> = ranked[0]["parameters"].as_object().unwrap().keys().filter(|k| rows[0][2].split(' ').any(|kv| kv.starts_with(&format!("{k}=")))).collect();
+        assert!(!enumerated.is_empty());
+        let values = |row: &[&str]| -> BTreeMap<String, i64> { row[2].split(' ').map(|kv| { let (k, v) = kv.split_once('=').unwrap(); (k.to_string(), v.parse().unwrap()) }).collect() };
+        for (row, c) in rows.iter().zip(&ranked) {
+            assert_eq!(row[1], c["leaf"].as_str().unwrap(), "{name}");
+            for (k, v) in values(row) {
+                assert_eq!(c["parameters"][&k].as_i64().unwrap(), v, "{name}: {row:?}");
+            }
+        }
+        // Neighbours of the model's best: one enumerated parameter one step along its values.
+        let neighbours = String::from_utf8(harness(&["--neighbours", "1"]).stdout).unwrap();
+        assert!(!neighbours.trim().is_empty(), "{name}: the best has neighbours");
+        let first = values(&rows[0]);
+        for line in neighbours.lines() {
+            let rank: usize = line.split('\t').next().unwrap().parse().unwrap();
+            let other = values(&rows[rank - 1]);
+            let differing: Vec<&String> = first.keys().filter(|k| first[*k] != other[*k]).collect();
+            assert_eq!(differing.len(), 1, "{name}: {line}");
+            let p = differing[0];
+            let (lo, hi) = (first[p].min(other[p]), first[p].max(other[p]));
+            assert!(!rows.iter().any(|r| { let v = values(r)[p]; lo < v && v < hi }), "{name}: {line} skips a value of {p}");
+        }
+        // The cache: one line for candidate 2 on the device, one for another device, and one cut short.
+        let all: Vec<String> = ranked[1]["parameters"].as_object().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let fixed: Vec<String> = ranked[1]["parameters"].as_object().unwrap().iter().filter(|(k, _)| !enumerated.contains(k)).map(|(k, v)| format!("{k}: {v}")).collect();
+        let key = |device: &str| format!("{device}\t{name}\t{}\t{}", fixed.join(", "), all.join(" "));
+        std::fs::write(h.join("c.tsv"), format!("{}\tmatches\t0.125000\t1.000e-07\t\n{}\tmatches\t0.5\t0\t\n{}\tMISMATCH\t0.1", key("NVIDIA H100 80GB HBM3"), key("Other GPU"), key("NVIDIA H100 80GB HBM3"))).unwrap();
+        let restored = String::from_utf8(harness(&["--cache", "c.tsv", "--restored", "NVIDIA H100 80GB HBM3"]).stdout).unwrap();
+        assert_eq!(restored, "2\tmatches\t0.125000\n", "{name}");
+        assert_eq!(harness(&["--top", "0"]).status.code(), Some(64));
+        assert_eq!(harness(&["--frobnicate"]).status.code(), Some(64));
+        let run = harness(&["wisdom.yaml"]);
         if run.status.success() {
             let wisdom: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(h.join("wisdom.yaml")).unwrap()).unwrap();
             assert!(wisdom["best"]["leaf"].as_str().is_some(), "{name}: {wisdom:?}");
         } else {
             let err = String::from_utf8_lossy(&run.stderr);
             assert!(err.contains(".cu:") && !err.trim().is_empty(), "{name}: a failure must carry the CUDA message: {err}");
+            assert!(!h.join("wisdom.yaml").exists());
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
