@@ -101,10 +101,14 @@ pub enum Command {
         /// the device and launch the admissible leaf).
         #[arg(long)]
         emit_cuda: bool,
-        /// A `wisdom.yaml` from a tuning harness (`tune --emit-harness`): the dispatch header
-        /// gets `metafork_<schedule>_wisdom()`, setting the measured best program parameters.
+        /// A `wisdom.yaml` from a tuning harness (`tune --emit-harness`); repeatable, one per
+        /// device and size (a file may also hold several, separated by `---` lines). The
+        /// dispatch header gets `metafork_<schedule>_wisdom()` (and the .cu
+        /// `metafork_<schedule>_tuned()` for the current device): the program parameters
+        /// measured best on that device at the nearest power-of-two size bucket that the point
+        /// admits, saying when it falls back.
         #[arg(long, value_name = "FILE", requires = "emit_cuda")]
-        wisdom: Option<PathBuf>,
+        wisdom: Vec<PathBuf>,
         /// After writing the files, verify every kernel leaf as `metafork verify` does; the exit
         /// status is then verify's (0 proved, 3 defect, 4 unverified).
         #[arg(long)]
@@ -282,7 +286,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             emit(&text, output.as_deref())
         }
         Command::Verify { dir, source, points, json } => crate::verify::command::run(&dir, source.as_deref(), points, json, color),
-        Command::Gen { file, output, emit_cuda, wisdom, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: wisdom.as_deref(), verify, json, color }),
+        Command::Gen { file, output, emit_cuda, wisdom, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, verify, json, color }),
         Command::Counters { file, ptxas, json, at, device } => {
             let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;

@@ -18,18 +18,20 @@ pub struct Request<'a> {
     pub file: &'a Path,
     pub output: &'a Path,
     pub emit_cuda: bool,
-    pub wisdom: Option<&'a Path>,
+    /// Wisdom files, in the order given (`--wisdom`, repeatable).
+    pub wisdom: &'a [std::path::PathBuf],
     pub verify: bool,
     /// Print a JSON summary instead of the tree.
     pub json: bool,
     pub color: bool,
 }
 
-/// Everything `gen` writes for `text` (named `name`), with `wisdom` (its text and parsed form).
-pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, wisdom: Option<(&str, &Wisdom)>) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
+/// Everything `gen` writes for `text` (named `name`), with `wisdom` (the copy's text, and the
+/// wisdom parsed from the files it joins).
+pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, wisdom: Option<(&str, &[Wisdom])>) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
     let backend = constraints::solver::Backend::default();
     let trees = crate::tree::build_all(program, &backend)?;
-    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map(|(_, w)| w))?;
+    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w))?;
     let mut files: DirFiles = generated.files.into_iter().map(|(n, t)| (n, t.into_bytes())).collect();
     files.insert(SOURCE_COPY.into(), text.as_bytes().to_vec());
     if let Some((w, _)) = wisdom {
@@ -55,15 +57,24 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let name = command::shown(r.file);
     let text = command::read_source(r.file)?;
     let program = command::check(&name, &text, r.color)?;
-    let wisdom_text = r.wisdom.map(|w| std::fs::read_to_string(w).map_err(|e| Failure::input(format!("error: cannot read `{}`: {e}", command::shown(w))))).transpose()?;
-    let wisdom = match (&wisdom_text, r.wisdom) {
-        (Some(t), Some(w)) => Some(Wisdom::parse(t, &command::shown(w)).map_err(|e| Failure::input(format!("error: {e}")))?),
-        _ => None,
-    };
+    // Each file parsed on its own (messages name its lines); the copy joins them as YAML documents.
+    let (mut copy, mut wisdom) = (String::new(), Vec::new());
+    for path in r.wisdom {
+        let text = std::fs::read_to_string(path).map_err(|e| Failure::input(format!("error: cannot read `{}`: {e}", command::shown(path))))?;
+        wisdom.extend(Wisdom::parse(&text, &command::shown(path)).map_err(|e| Failure::input(format!("error: {e}")))?);
+        if !copy.is_empty() {
+            copy.push_str("---\n");
+        }
+        copy.push_str(&text);
+        if !copy.ends_with('\n') {
+            copy.push('\n');
+        }
+    }
     contradiction(&name, &text, &program, r.color)?;
-    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, wisdom_text.as_deref().zip(wisdom.as_ref())).map_err(|e| Failure::of_work(format!("error: {e}")))?;
+    let with_wisdom = (!r.wisdom.is_empty()).then_some((copy.as_str(), wisdom.as_slice()));
+    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, with_wisdom).map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let source = SourceRef { name: name.clone(), file: SOURCE_COPY.into() };
-    write_dir(r.output, &files, Some(source), wisdom.is_some().then(|| WISDOM_COPY.to_string())).map_err(|e| Failure::input(format!("error: {e}")))?;
+    write_dir(r.output, &files, Some(source), with_wisdom.is_some().then(|| WISDOM_COPY.to_string())).map_err(|e| Failure::input(format!("error: {e}")))?;
     if r.json {
         command::print(&json_summary(r.output, &trees, &files))?;
     } else {

@@ -25,12 +25,13 @@ pub const COMMON: &str = include_str!("dispatch_common.h");
 
 /// The dispatch header and source for one schedule, as (file name, text) pairs.
 pub fn emit(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher) -> Result<Vec<(String, String)>, String> {
-    emit_with_wisdom(source, function, kernel, d, None)
+    emit_with_wisdom(source, function, kernel, d, &[])
 }
 
-/// A tuning harness's `wisdom.yaml`: the fastest configuration it measured. Untrusted: every
-/// field is checked against the program and its tree before it reaches generated code
-/// ([`Wisdom::check`]), and text fields are written only escaped.
+/// A tuning harness's `wisdom.yaml`: the fastest configuration it measured on one device at
+/// one set of data sizes. Untrusted: every field is checked against the program and its tree
+/// before it reaches generated code ([`Wisdom::check`]), and text fields are written only
+/// escaped. A file may hold several (YAML documents separated by `---` lines).
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct Wisdom {
     pub schedule: String,
@@ -39,11 +40,14 @@ pub struct Wisdom {
     #[serde(default)]
     pub sizes: std::collections::BTreeMap<String, i64>,
     pub best: Option<WisdomChoice>,
-    /// Where it came from, and its text, for messages that name the line at fault.
+    /// Where it came from, its text and its first line there, for messages that name the line
+    /// at fault.
     #[serde(skip)]
     origin: String,
     #[serde(skip)]
     text: String,
+    #[serde(skip)]
+    first_line: usize,
 }
 
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -53,34 +57,55 @@ pub struct WisdomChoice {
 }
 
 impl Wisdom {
-    /// Parse a wisdom file's text (`origin` names it in messages).
-    pub fn parse(text: &str, origin: &str) -> Result<Wisdom, String> {
-        let mut w: Wisdom = serde_yaml::from_str(text).map_err(|e| format!("{origin}: not a wisdom file: {e}"))?;
-        w.origin = origin.to_string();
-        w.text = text.to_string();
-        Ok(w)
-    }
-
-    pub fn load(path: &std::path::Path) -> Result<Wisdom, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        Wisdom::parse(&text, &path.display().to_string())
+    /// Parse a wisdom file's text (`origin` names it in messages): one wisdom per YAML document.
+    pub fn parse(text: &str, origin: &str) -> Result<Vec<Wisdom>, String> {
+        let mut found = Vec::new();
+        let mut document = String::new();
+        let mut first_line = 1;
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let separator = line.trim_end() == "---";
+            if !separator {
+                document.push_str(line);
+                document.push('\n');
+            }
+            if separator || i + 1 == lines.len() {
+                if document.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')) {
+                    let at = |e: &dyn std::fmt::Display| format!("{origin}:{first_line}: not a wisdom document: {e}");
+                    let mut w: Wisdom = serde_yaml::from_str(&document).map_err(|e| at(&e))?;
+                    w.origin = origin.to_string();
+                    w.text = std::mem::take(&mut document);
+                    w.first_line = first_line;
+                    found.push(w);
+                }
+                document.clear();
+                first_line = i + 2;
+            }
+        }
+        if found.is_empty() {
+            return Err(format!("{origin}: holds no wisdom (expected `schedule:`, `device:`, `sizes:` and `best:`)"));
+        }
+        Ok(found)
     }
 
     /// `origin:LINE: message`, the line being the first that holds `needle` (the value at fault).
     fn at(&self, needle: &str, message: String) -> String {
         match self.text.lines().position(|l| l.contains(needle)) {
-            Some(i) => format!("{}:{}: {message}", self.origin, i + 1),
-            None => format!("{}: {message}", self.origin),
+            Some(i) => format!("{}:{}: {message}", self.origin, self.first_line + i),
+            None => format!("{}:{}: {message}", self.origin, self.first_line),
         }
     }
 
     /// Check the wisdom against the schedule it is for: its leaf is a kernel leaf of the tree,
-    /// it sets only program parameters, to values a C `int` holds, and the program's facts hold
-    /// at them (with the measured sizes) wherever they can be evaluated.
+    /// it sets only program parameters, to values a C `int` holds, its sizes are data
+    /// parameters, and the program's facts hold at them wherever they can be evaluated.
     pub fn check(&self, function: &KernelFunction, d: &Dispatcher) -> Result<(), String> {
         let Some(best) = &self.best else { return Err(self.at("best", format!("the wisdom for `{}` has no `best` configuration (no candidate matched)", d.schedule))) };
         if !d.kernels.contains(&best.leaf) {
             return Err(self.at(&best.leaf, format!("leaf `{}` is not a kernel leaf of schedule `{}` (its leaves: {})", best.leaf.escape_debug(), d.schedule, d.kernels.join(", "))));
+        }
+        if self.device.trim().is_empty() || self.device.len() > 256 {
+            return Err(self.at("device", "the device name must be 1 to 256 characters (the CUDA runtime's `cudaDeviceProp::name`)".into()));
         }
         let program = function.program_parameters();
         let data = function.data_parameters();
@@ -96,8 +121,8 @@ impl Wisdom {
             if !data.contains(name) {
                 return Err(self.at(name, format!("the wisdom's sizes name `{}`, which is not a data parameter (those: {})", name.escape_debug(), data.join(", "))));
             }
-            if i32::try_from(*value).is_err() {
-                return Err(self.at(name, format!("size `{name}` = {value} does not fit a C `int`")));
+            if i32::try_from(*value).is_err() || *value < 1 {
+                return Err(self.at(name, format!("size `{name}` = {value} is not a positive C `int`")));
             }
         }
         let point: std::collections::BTreeMap<String, i64> = best.parameters.iter().chain(&self.sizes).map(|(k, v)| (k.clone(), *v)).collect();
@@ -106,25 +131,124 @@ impl Wisdom {
         }
         Ok(())
     }
+
+    /// Where it came from, as `origin:line`.
+    pub fn place(&self) -> String {
+        format!("{}:{}", self.origin, self.first_line)
+    }
 }
 
-/// As [`emit`]; with `wisdom` for this schedule, the header also gets
-/// `metafork_<s>_wisdom(params)`, which sets the program parameters to the measured best.
-pub fn emit_with_wisdom(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher, wisdom: Option<&Wisdom>) -> Result<Vec<(String, String)>, String> {
+/// As [`emit`]; with wisdom for this schedule (any number of devices and sizes), the header also
+/// gets `metafork_<s>_wisdom(...)`, which sets the program parameters to those measured best on
+/// the named device at the nearest size bucket that the point admits, and says when it falls
+/// back; the `.cu` file gets `metafork_<s>_tuned(...)`, the same for the current device.
+pub fn emit_with_wisdom(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispatcher, wisdom: &[Wisdom]) -> Result<Vec<(String, String)>, String> {
     let s = &d.schedule;
     let decls: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
     let mut h = header(source, d, &decls)?;
-    if let Some(w) = wisdom.filter(|w| w.schedule == *s) {
+    let mine: Vec<&Wisdom> = wisdom.iter().filter(|w| w.schedule == *s).collect();
+    for (i, w) in mine.iter().enumerate() {
         w.check(function, d)?;
-        let best = w.best.as_ref().expect("checked");
-        let mut sets = String::new();
-        for (name, value) in &best.parameters {
-            sets += &format!(" metafork_p->{} = {value}LL;", c_ident(name));
+        if let Some(o) = mine[..i].iter().find(|o| o.device == w.device && o.sizes == w.sizes) {
+            return Err(format!("{}: a second wisdom for `{s}` on `{}` at the same sizes (the first: {})", w.place(), w.device.escape_debug(), o.place()));
         }
-        let at = h.rfind("#endif /*").expect("the header ends with its guard");
-        h.insert_str(at, &format!("/* Program parameters measured best on {} (leaf {}), from a tuning harness's wisdom. */\nstatic inline void metafork_{s}_wisdom(metafork_{s}_params *metafork_p) {{{sets} }}\n\n", c_comment(&w.device), c_comment(&best.leaf)));
     }
-    Ok(vec![(format!("{s}_dispatch.h"), h), (format!("{s}_dispatch.cu"), launcher(source, function, kernel, d))])
+    let mut c = launcher(source, function, kernel, d);
+    if !mine.is_empty() {
+        let at = h.rfind("#if defined(__CUDACC__)").expect("the header declares the CUDA functions last");
+        h.insert_str(at, &wisdom_table(d, &mine));
+        let at = h.rfind("#endif\n\n#endif /*").expect("the header ends with its guard");
+        h.insert_str(at, &format!("/* The wisdom for the current device (its name from the CUDA runtime): see metafork_{s}_wisdom. */\nextern \"C\" int metafork_{s}_tuned(metafork_{s}_params *metafork_p, const char **metafork_detail);\n"));
+        c.push_str(&tuned_function(s));
+    }
+    Ok(vec![(format!("{s}_dispatch.h"), h), (format!("{s}_dispatch.cu"), c)])
+}
+
+/// The wisdom entries as a table and `metafork_<s>_wisdom`.
+fn wisdom_table(d: &Dispatcher, mine: &[&Wisdom]) -> String {
+    let s = &d.schedule;
+    let n = d.params.len().max(1);
+    let mut out = String::new();
+    let _ = writeln!(out, "/* Tuning wisdom: program parameters measured best per device and data sizes (role 1: a measured size, 2: a tuned parameter). */");
+    let _ = writeln!(out, "typedef struct metafork_{s}_wisdom_entry {{ const char *device; const char *leaf; long long values[{n}]; unsigned char role[{n}]; }} metafork_{s}_wisdom_entry;");
+    let rows: Vec<String> = mine
+        .iter()
+        .map(|w| {
+            let best = w.best.as_ref().expect("checked");
+            let (mut values, mut roles) = (Vec::new(), Vec::new());
+            for p in &d.params {
+                let (v, r) = match (w.sizes.get(p), best.parameters.get(p)) {
+                    (Some(v), _) => (*v, 1),
+                    (None, Some(v)) => (*v, 2),
+                    (None, None) => (0, 0),
+                };
+                values.push(format!("{v}LL"));
+                roles.push(r.to_string());
+            }
+            if values.is_empty() {
+                values.push("0LL".into());
+                roles.push("0".into());
+            }
+            let sizes: Vec<String> = w.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{{{}, {}, {{{}}}, {{{}}}}} /* wisdom entry: {} at {} */", c_string(&w.device), c_string(&best.leaf), values.join(", "), roles.join(", "), c_comment(&w.device), c_comment(&sizes.join(" ")))
+        })
+        .collect();
+    let _ = writeln!(out, "static const metafork_{s}_wisdom_entry metafork_{s}_wisdom_entries[] = {{\n  {}\n}};", rows.join(",\n  "));
+    let fields: Vec<String> = d.params.iter().map(|p| format!("&metafork_q.{}", c_ident(p))).collect();
+    let _ = writeln!(out, "\n/* Set the program parameters in `p` (its data sizes already set) from the wisdom measured on the device named");
+    let _ = writeln!(out, "   `device_name` (cudaDeviceProp::name): the entry whose sizes are in the same power-of-two buckets, else the");
+    let _ = writeln!(out, "   nearest buckets, whose configuration select admits at `p` on `dev` (a configuration measured at n = 4096 may");
+    let _ = writeln!(out, "   violate a fact at n = 4095). Returns METAFORK_WISDOM_EXACT, METAFORK_WISDOM_NEAREST (fell back to another size");
+    let _ = writeln!(out, "   bucket) or METAFORK_WISDOM_NONE (p unchanged); `detail`, when not NULL, says which entry was used or why none. */");
+    let _ = writeln!(out, "static inline int metafork_{s}_wisdom(const char *metafork_device_name, const metafork_device *metafork_dev, const metafork_{s}_compiled *metafork_compiled, metafork_{s}_params *metafork_p, const char **metafork_detail) {{");
+    let _ = writeln!(out, "  static thread_local char metafork_message[512];
+  const int metafork_count = (int)(sizeof metafork_{s}_wisdom_entries / sizeof metafork_{s}_wisdom_entries[0]);");
+    let _ = writeln!(out, "  unsigned char metafork_tried[sizeof metafork_{s}_wisdom_entries / sizeof metafork_{s}_wisdom_entries[0]] = {{0}};");
+    let _ = writeln!(out, "  int metafork_on_device = 0;
+  const char *metafork_refused = 0;
+  int metafork_refused_entry = -1;");
+    let _ = writeln!(out, "  for (;;) {{");
+    let _ = writeln!(out, "    metafork_{s}_params metafork_q = *metafork_p;
+    long long *metafork_fields[] = {{{}}};", if fields.is_empty() { "0".into() } else { fields.join(", ") });
+    let _ = writeln!(out, "    int metafork_pick = -1;
+    long long metafork_distance = 0;");
+    let _ = writeln!(out, "    for (int metafork_e = 0; metafork_e < metafork_count; metafork_e++) {{");
+    let _ = writeln!(out, "      const metafork_{s}_wisdom_entry *metafork_w = &metafork_{s}_wisdom_entries[metafork_e];");
+    let _ = writeln!(out, "      if (metafork_tried[metafork_e] || !metafork_device_name || strcmp(metafork_w->device, metafork_device_name) != 0) continue;");
+    let _ = writeln!(out, "      long long metafork_d = 0;
+      for (int metafork_k = 0; metafork_k < {}; metafork_k++)", d.params.len());
+    let _ = writeln!(out, "        if (metafork_w->role[metafork_k] == 1) metafork_d += llabs((long long)metafork_bucket(*metafork_fields[metafork_k]) - metafork_bucket(metafork_w->values[metafork_k]));");
+    let _ = writeln!(out, "      if (metafork_pick < 0 || metafork_d < metafork_distance) {{ metafork_pick = metafork_e; metafork_distance = metafork_d; }}
+    }}");
+    let _ = writeln!(out, "    if (metafork_pick < 0) break;
+    metafork_tried[metafork_pick] = 1;
+    metafork_on_device = 1;");
+    let _ = writeln!(out, "    const metafork_{s}_wisdom_entry *metafork_w = &metafork_{s}_wisdom_entries[metafork_pick];");
+    let _ = writeln!(out, "    for (int metafork_k = 0; metafork_k < {}; metafork_k++) if (metafork_w->role[metafork_k] == 2) *metafork_fields[metafork_k] = metafork_w->values[metafork_k];", d.params.len());
+    let _ = writeln!(out, "    const char *metafork_why = \"\";
+    int metafork_leaf = metafork_{s}_select(metafork_dev, metafork_compiled, &metafork_q, &metafork_why);");
+    let _ = writeln!(out, "    if (metafork_leaf >= 0) {{");
+    let _ = writeln!(out, "      *metafork_p = metafork_q;");
+    let _ = writeln!(out, "      snprintf(metafork_message, sizeof metafork_message, \"wisdom entry %d (%s, leaf %s)%s\", metafork_pick + 1, metafork_w->device, metafork_w->leaf, metafork_distance == 0 ? \"\" : \": measured at other sizes (no admissible entry for these sizes' power-of-two buckets; the nearest used)\");");
+    let _ = writeln!(out, "      if (metafork_detail) *metafork_detail = metafork_message;
+      return metafork_distance == 0 ? METAFORK_WISDOM_EXACT : METAFORK_WISDOM_NEAREST;
+    }}");
+    let _ = writeln!(out, "    if (metafork_refused_entry < 0) {{ metafork_refused_entry = metafork_pick; metafork_refused = metafork_why && *metafork_why ? metafork_why : metafork_status_string(metafork_leaf); }}
+  }}");
+    let _ = writeln!(out, "  if (!metafork_on_device) snprintf(metafork_message, sizeof metafork_message, \"no wisdom for device `%s`; parameters unchanged\", metafork_device_name ? metafork_device_name : \"(none)\");");
+    let _ = writeln!(out, "  else snprintf(metafork_message, sizeof metafork_message, \"no wisdom entry for `%s` is admissible at these sizes (entry %d: %s); parameters unchanged\", metafork_device_name, metafork_refused_entry + 1, metafork_refused);");
+    let _ = writeln!(out, "  if (metafork_detail) *metafork_detail = metafork_message;
+  return METAFORK_WISDOM_NONE;
+}}
+");
+    out
+}
+
+/// `metafork_<s>_tuned`: the wisdom for the current device.
+fn tuned_function(s: &str) -> String {
+    format!(
+        "\nextern \"C\" int metafork_{s}_tuned(metafork_{s}_params *metafork_p, const char **metafork_detail) {{\n  int metafork_id = 0;\n  cudaDeviceProp metafork_prop;\n  metafork_device metafork_dev;\n  metafork_{s}_compiled metafork_compiled;\n  if (cudaGetDevice(&metafork_id) != cudaSuccess || cudaGetDeviceProperties(&metafork_prop, metafork_id) != cudaSuccess || metafork_{s}_query(&metafork_dev, &metafork_compiled) != cudaSuccess) {{\n    if (metafork_detail) *metafork_detail = \"the CUDA runtime could not describe the current device\";\n    return METAFORK_WISDOM_NONE;\n  }}\n  return metafork_{s}_wisdom(metafork_prop.name, &metafork_dev, &metafork_compiled, metafork_p, metafork_detail);\n}}\n"
+    )
 }
 
 fn poly_ref(p: &FastPoly, terms: &mut Vec<String>, factors: &mut Vec<String>) -> String {

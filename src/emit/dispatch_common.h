@@ -3,6 +3,9 @@
 /* Shared by every metafork dispatch header (defined once). */
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The device limits the decision trees' machine symbols stand for. */
 typedef struct metafork_device {
@@ -26,6 +29,16 @@ enum {
   METAFORK_BAD_DEVICE = -6,          /* a device limit is not positive */
   METAFORK_CUDA_ERROR = -7           /* the CUDA runtime failed; see *cuda_error */
 };
+
+/* Results of metafork_<schedule>_wisdom. */
+enum {
+  METAFORK_WISDOM_EXACT = 0,   /* measured on this device at sizes in the same power-of-two buckets */
+  METAFORK_WISDOM_NEAREST = 1, /* measured on this device at other sizes: the nearest admissible entry */
+  METAFORK_WISDOM_NONE = 2     /* no entry for this device admits the point: parameters unchanged */
+};
+
+/* The power-of-two bucket of a size: floor(log2(v)), -1 for v <= 0. */
+static inline int metafork_bucket(long long v) { int b = -1; while (v > 0) { v >>= 1; b++; } return b; }
 
 static inline const char *metafork_status_string(int status) {
   switch (status) {

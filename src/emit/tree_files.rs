@@ -92,14 +92,14 @@ pub fn leaf_kernel_name(tree: &Tree, id: usize) -> String {
 }
 
 pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool) -> Result<Generated, String> {
-    generate_with_wisdom(source, trees, emit_cuda, None)
+    generate_with_wisdom(source, trees, emit_cuda, &[])
 }
 
 /// As [`generate`], with a tuning harness's wisdom for the dispatch headers.
-pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: Option<&crate::emit::dispatch::Wisdom>) -> Result<Generated, String> {
-    if let Some(w) = wisdom {
+pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: &[crate::emit::dispatch::Wisdom]) -> Result<Generated, String> {
+    for w in wisdom {
         if !trees.iter().any(|(_, t)| t.schedule_name() == w.schedule) {
-            return Err(format!("the wisdom is for schedule `{}`, which is not in {source}", w.schedule));
+            return Err(format!("{}: the wisdom is for schedule `{}`, which is not in {source}", w.place(), w.schedule.escape_debug()));
         }
     }
     let mut files = BTreeMap::new();

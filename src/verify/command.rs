@@ -86,7 +86,7 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: 
     };
     let wisdom = wisdom_text.as_deref().map(|t| Wisdom::parse(t, &format!("{shown_dir}/{}", manifest.wisdom.as_deref().unwrap_or_default()))).transpose().map_err(unusable)?;
     // Every file must be what this program generates: what is verified is what runs.
-    let (expected, trees, _) = files(&origin.name, &text, &program, true, wisdom_text.as_deref().zip(wisdom.as_ref())).map_err(unusable)?;
+    let (expected, trees, _) = files(&origin.name, &text, &program, true, wisdom_text.as_deref().zip(wisdom.as_deref())).map_err(unusable)?;
     if !expected.keys().any(|n| n.ends_with(".cu") && n.contains("_leaf")) {
         return Err(unusable(format!("`{shown_dir}` holds no kernel: its program has no kernel leaf")));
     }

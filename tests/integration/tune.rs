@@ -210,8 +210,12 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A harness's wisdom becomes the dispatch header's default program parameters; a wisdom that
-/// names a parameter the program does not have is refused.
+/// Wisdom per device and size bucket (issue 28): several harnesses' wisdom (files, or documents
+/// of one file) become one table; `metafork_<s>_wisdom` picks the entry of the named device at
+/// the same power-of-two size bucket, else the nearest one the point admits, says when it falls
+/// back, and leaves the parameters alone when none applies (n = 4095: the configurations
+/// measured at 4096 and 96 violate `n % B0 == 0`). A second wisdom for the same device and sizes,
+/// a wisdom for another schedule, and a parameter the program lacks are refused with the line.
 #[test]
 fn wisdom_sets_the_dispatch_defaults() {
     let dir = scratch("tune-wisdom");
@@ -220,17 +224,66 @@ fn wisdom_sets_the_dispatch_defaults() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let tree = std::fs::read_to_string(dir.join("plain/tree.yaml")).unwrap();
     let leaf = tree.lines().find_map(|l| l.trim().strip_prefix("kernel_name: ")).unwrap().to_string();
-    std::fs::write(dir.join("wisdom.yaml"), format!("schedule: matmul\ndevice: \"NVIDIA H200\"\nsizes: {{n: 4096}}\nrepetitions: 7\nbest: {{leaf: {leaf}, parameters: {{B0: 16, s: 2, ub1: 32}}, median_ms: 1.5, model_rank: 3}}\nleaves: []\n")).unwrap();
-    let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "wisdom.yaml", &example("matmul"), "-o", "out"]);
+    let entry = |device: &str, n: i64, b0: i64, s: i64, ub1: i64| format!("schedule: matmul\ndevice: \"{device}\"\nsizes: {{n: {n}}}\nrepetitions: 7\nbest: {{leaf: {leaf}, parameters: {{B0: {b0}, s: {s}, ub1: {ub1}}}, median_ms: 1.5, model_rank: 3}}\nleaves: []\n");
+    std::fs::write(dir.join("h200.yaml"), entry("NVIDIA H200", 4096, 16, 2, 32)).unwrap();
+    std::fs::write(dir.join("more.yaml"), format!("{}---\n{}", entry("NVIDIA H200", 96, 8, 1, 32), entry("NVIDIA A100-SXM4-80GB", 4096, 32, 1, 32))).unwrap();
+    let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "h200.yaml", "--wisdom", "more.yaml", &example("matmul"), "-o", "out"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let header = std::fs::read_to_string(dir.join("out/matmul_dispatch.h")).unwrap();
-    assert!(header.contains("static inline void metafork_matmul_wisdom(metafork_matmul_params *metafork_p) { metafork_p->B0 = 16LL; metafork_p->s = 2LL; metafork_p->ub1 = 32LL; }"), "{header}");
+    assert_eq!(header.matches("/* wisdom entry: ").count(), 3, "{header}");
+    assert!(std::fs::read_to_string(dir.join("out/matmul_dispatch.cu")).unwrap().contains("metafork_matmul_tuned("));
+    assert_eq!(metafork(&dir, &["verify", "out"]).status.code(), Some(0), "the joined wisdom copy re-derives the same files");
     if let Some(cxx) = cxx() {
-        std::fs::write(dir.join("out/main.cpp"), "#include \"matmul_dispatch.h\"\nint main() { metafork_matmul_params p = {4096, 0, 0, 0}; metafork_matmul_wisdom(&p);\n  metafork_device d = {255, 232448, 49152, 1024, 65536, 65536, 64, 132};\n  return metafork_matmul_select(&d, 0, &p, 0) >= 0 && p.B0 == 16 ? 0 : 1; }\n").unwrap();
+        std::fs::write(dir.join("out/main.cpp"), r#"#include "matmul_dispatch.h"
+#include <cstdio>
+int main() {
+  const metafork_device d = {255, 232448, 49152, 1024, 65536, 65536, 64, 132};
+  const struct { const char *device; long long n; } cases[] = {{"NVIDIA H200", 4096}, {"NVIDIA H200", 8192}, {"NVIDIA H200", 4095}, {"NVIDIA H200", 128}, {"Tesla X", 4096}, {"NVIDIA A100-SXM4-80GB", 4096}};
+  for (auto &c : cases) {
+    metafork_matmul_params p = {c.n, 0, 0, 0};
+    const char *detail = 0;
+    int r = metafork_matmul_wisdom(c.device, &d, 0, &p, &detail);
+    printf("%s|%lld|%d|%lld|%lld|%lld|%d|%s\n", c.device, c.n, r, p.B0, p.s, p.ub1, r == METAFORK_WISDOM_NONE ? -9 : metafork_matmul_select(&d, 0, &p, 0), detail);
+  }
+}
+"#).unwrap();
         let o = Command::new(&cxx).args(["-std=c++11", "-o"]).arg(dir.join("out/main")).arg(dir.join("out/main.cpp")).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(Command::new(dir.join("out/main")).status().unwrap().success(), "the wisdom's configuration must be admissible on an H200");
+        let o = Command::new(dir.join("out/main")).output().unwrap();
+        let lines: Vec<Vec<String>> = String::from_utf8(o.stdout).unwrap().lines().map(|l| l.split('|').map(String::from).collect()).collect();
+        let row = |i: usize| lines[i][2..6].join(" ");
+        assert_eq!(row(0), "0 16 2 32", "exact bucket: {:?}", lines[0]);
+        assert_eq!(row(1), "1 16 2 32", "n = 8192: the nearest bucket, and said so: {:?}", lines[1]);
+        assert!(lines[1][7].contains("measured at other sizes"), "{:?}", lines[1]);
+        assert_eq!(row(2), "2 0 0 0", "n = 4095: no entry admits it, parameters unchanged: {:?}", lines[2]);
+        assert!(lines[2][7].contains("n % B0 == 0"), "{:?}", lines[2]);
+        assert_eq!(row(3), "1 8 1 32", "n = 128: the entry measured at 96: {:?}", lines[3]);
+        assert_eq!(row(4), "2 0 0 0", "{:?}", lines[4]);
+        assert!(lines[4][7].contains("no wisdom for device `Tesla X`"), "{:?}", lines[4]);
+        assert_eq!(row(5), "0 32 1 32", "{:?}", lines[5]);
+        for l in [&lines[0], &lines[1], &lines[3], &lines[5]] {
+            assert!(l[6].parse::<i32>().unwrap() >= 0, "what the wisdom sets is admissible: {l:?}");
+        }
     }
+    // Refused, with the line at fault.
+    let refused = |args: &[&str], message: &str| {
+        let mut all = vec!["gen", "--emit-cuda"];
+        all.extend(args);
+        let ex = example("matmul");
+        all.extend([ex.as_str(), "-o", "bad"]);
+        let out = metafork(&dir, &all);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!dir.join("bad").exists(), "nothing written on failure");
+    };
+    refused(&["--wisdom", "h200.yaml", "--wisdom", "h200.yaml"], "h200.yaml:1: a second wisdom for `matmul` on `NVIDIA H200` at the same sizes");
+    std::fs::write(dir.join("other.yaml"), format!("{}---\n{}", entry("NVIDIA H200", 64, 8, 1, 32), entry("NVIDIA H200", 64, 8, 1, 32).replace("schedule: matmul", "schedule: gemm"))).unwrap();
+    refused(&["--wisdom", "other.yaml"], "other.yaml:8: the wisdom is for schedule `gemm`");
+    std::fs::write(dir.join("empty.yaml"), "# nothing\n").unwrap();
+    refused(&["--wisdom", "empty.yaml"], "empty.yaml: holds no wisdom");
+    std::fs::write(dir.join("size.yaml"), entry("NVIDIA H200", 0, 8, 1, 32)).unwrap();
+    refused(&["--wisdom", "size.yaml"], "size.yaml:3: size `n` = 0 is not a positive C `int`");
     std::fs::write(dir.join("bad.yaml"), format!("schedule: matmul\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{Q: 1}}}}\n")).unwrap();
     let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", &example("matmul"), "-o", "bad"]);
     assert_eq!(out.status.code(), Some(1));
