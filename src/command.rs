@@ -121,33 +121,38 @@ pub fn text_table(table: &[Vec<String>]) -> String {
         .collect()
 }
 
-/// A progress bar on standard error, only when it is a terminal (a few lines: a crate such as
-/// indicatif would add dependencies for one line of output). Call [`Progress::set`] with the
-/// fraction done; dropping it clears the line.
+/// A progress bar on standard error (indicatif), only when it is a terminal: quiet in pipes,
+/// logs and tests. Call [`Progress::set`] with the fraction done; dropping it clears the line.
+/// It appears only after 300 ms, so quick runs print nothing.
 pub struct Progress {
-    label: String,
+    bar: indicatif::ProgressBar,
     start: Instant,
-    shown: bool,
 }
+
+/// Steps of the bar (the fraction done is shown in thousandths).
+const PROGRESS_STEPS: u64 = 1000;
 
 impl Progress {
     pub fn new(label: impl Into<String>) -> Option<Progress> {
-        std::io::stderr().is_terminal().then(|| Progress { label: label.into(), start: Instant::now(), shown: false })
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::with_draw_target(Some(PROGRESS_STEPS), indicatif::ProgressDrawTarget::stderr());
+        let style = indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {percent:>3}% {elapsed}, about {eta} left").map_or_else(|_| indicatif::ProgressStyle::default_bar(), |s| s.progress_chars("#>-"));
+        bar.set_style(style);
+        bar.set_prefix(label.into());
+        Some(Progress { bar, start: Instant::now() })
     }
 
     pub fn set(&mut self, fraction: f64) {
         if self.start.elapsed().as_millis() >= 300 {
-            let filled = (fraction.clamp(0.0, 1.0) * 30.0) as usize;
-            eprint!("\r{} [{}{}] {:3.0}%", self.label, "#".repeat(filled), " ".repeat(30 - filled), fraction.clamp(0.0, 1.0) * 100.0);
-            self.shown = true;
+            self.bar.set_position((fraction.clamp(0.0, 1.0) * PROGRESS_STEPS as f64) as u64);
         }
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        if self.shown {
-            eprint!("\r\x1b[2K");
-        }
+        self.bar.finish_and_clear();
     }
 }

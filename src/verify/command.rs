@@ -64,6 +64,9 @@ fn listed(dir: &Path, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Failur
 
 pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: bool) -> Result<(), Failure> {
     let shown_dir = command::shown(dir);
+    if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
+        return Err(unusable(format!("`{shown_dir}` is a file; `verify` takes a directory written by `metafork gen --emit-cuda` (for a program: `metafork gen --emit-cuda {shown_dir} -o DIR --verify`)")));
+    }
     let manifest = Manifest::read(dir).map_err(unusable)?.ok_or_else(|| {
         unusable(format!("`{shown_dir}` has no `{MANIFEST}`: it is not a directory written by `metafork gen` (or by a version before manifests); run `metafork gen --emit-cuda` again"))
     })?;

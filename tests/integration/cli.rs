@@ -75,6 +75,10 @@ fn missing_and_binary_files_are_clear_errors() {
     let out = metafork(&["parse", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid UTF-8"));
+    // `verify` takes gen's directory: given the program itself, it says so.
+    let out = metafork(&["verify", &example("saxpy.mf")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a file; `verify` takes a directory written by `metafork gen --emit-cuda`"), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
