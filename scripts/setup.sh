@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Idempotent set-up for metafork: the system packages (LLVM 19 for inkwell, Z3 for the
-# constraint engine) and a real CUDA compiler (nvcc + ptxas from NVIDIA's pip wheels) in an
+# constraint engine, Graphviz so that `gen` also draws tree.svg and the tests check it) and a real CUDA compiler (nvcc + ptxas from NVIDIA's pip wheels) in an
 # ignored folder. Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(llvm-19-dev libpolly-19-dev libzstd-dev libxml2-dev libffi-dev zlib1g-dev
-              libz3-dev libclang-dev clang g++ pkg-config)
+              libz3-dev libclang-dev clang g++ pkg-config graphviz)
 CUDA_DIR=.toolchain/cuda
 # Pinned: ptxas is the ground truth the register model is measured and tested against
 # (bench/RESULTS.md, tests/counters.rs); a new release can move its counts.

@@ -10,6 +10,10 @@ use std::path::Path;
 
 /// The source program's copy in an output directory.
 pub const SOURCE_COPY: &str = "source.mf";
+/// The picture drawn by Graphviz from `tree.dot`, when `dot` is present. It is derived from
+/// `tree.dot` (which `verify` re-derives), so `verify` checks it by its hash in the manifest
+/// rather than by drawing it again with whatever Graphviz it finds.
+pub const SVG_PICTURE: &str = "tree.svg";
 /// The tuning wisdom's copy in an output directory.
 pub const WISDOM_COPY: &str = "wisdom.yaml";
 
@@ -27,13 +31,17 @@ pub struct Request<'a> {
 }
 
 /// Everything `gen` writes for `text` (named `name`), with `wisdom` (the copy's text, and the
-/// wisdom parsed from the files it joins).
-pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, wisdom: Option<(&str, &[Wisdom])>) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
+/// wisdom parsed from the files it joins); with `draw`, also [`SVG_PICTURE`] when Graphviz
+/// draws it.
+pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, wisdom: Option<(&str, &[Wisdom])>, draw: bool) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
     let backend = constraints::solver::Backend::default();
     let trees = crate::tree::build_all(program, &backend)?;
     let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w))?;
     let mut files: DirFiles = generated.files.into_iter().map(|(n, t)| (n, t.into_bytes())).collect();
     files.insert(SOURCE_COPY.into(), text.as_bytes().to_vec());
+    if let Some(svg) = files.get("tree.dot").filter(|_| draw).and_then(|d| crate::emit::tree_picture::svg(&String::from_utf8_lossy(d))) {
+        files.insert(SVG_PICTURE.into(), svg);
+    }
     if let Some((w, _)) = wisdom {
         files.insert(WISDOM_COPY.into(), w.as_bytes().to_vec());
     }
@@ -72,7 +80,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     }
     contradiction(&name, &text, &program, r.color)?;
     let with_wisdom = (!r.wisdom.is_empty()).then_some((copy.as_str(), wisdom.as_slice()));
-    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, with_wisdom).map_err(|e| Failure::of_work(format!("error: {e}")))?;
+    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, with_wisdom, true).map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let source = SourceRef { name: name.clone(), file: SOURCE_COPY.into() };
     write_dir(r.output, &files, Some(source), with_wisdom.is_some().then(|| WISDOM_COPY.to_string())).map_err(|e| Failure::input(format!("error: {e}")))?;
     if r.json {

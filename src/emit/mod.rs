@@ -1,8 +1,9 @@
 //! Emitters: what `metafork gen` writes. [`cuda`] prints a [`crate::kernel::Kernel`] as a
 //! readable CUDA source file with its host launch wrapper; [`dispatch`] writes the run-time
-//! leaf selection; [`tree_files`] assembles what `gen` writes.
+//! leaf selection; [`tree_picture`] draws `tree.dot`; [`tree_files`] assembles what `gen` writes.
 
 pub mod command;
 pub mod cuda;
 pub mod dispatch;
 pub mod tree_files;
+pub mod tree_picture;

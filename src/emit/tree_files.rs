@@ -105,7 +105,7 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
     let mut files = BTreeMap::new();
     let mut schedules = Vec::new();
     let mut text = String::new();
-    let mut dot = String::from("digraph metafork {\n  node [shape=box, fontname=\"monospace\"];\n");
+    let mut dot = String::from("digraph metafork {\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"sans-serif\", fontsize=9];\n  nodesep=0.2; ranksep=0.3;\n  size=\"10.5,8\"; /* at most a landscape page (inches): Graphviz scales larger drawings down */\n");
     for (function, tree) in trees {
         let root_set: Vec<String> = tree.root_constraints.constraints().iter().map(|c| c.to_string()).collect();
         let mut leaves = Vec::new();
@@ -182,7 +182,7 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
             }
         }
         render_text(tree, &mut text);
-        render_dot(tree, &mut dot);
+        crate::emit::tree_picture::render(tree, &mut dot);
     }
     dot.push_str("}\n");
     let yaml = serde_yaml::to_string(&TreeFile { source: source.to_string(), schedules }).map_err(|e| e.to_string())?;
@@ -216,22 +216,3 @@ fn render_text(tree: &Tree, out: &mut String) {
     walk(tree, 0, "", out);
 }
 
-fn render_dot(tree: &Tree, out: &mut String) {
-    let prefix = tree.schedule_name();
-    for n in &tree.nodes {
-        let label = match &n.kind {
-            NodeKind::Inner => format!("{prefix} #{}", n.id),
-            NodeKind::Leaf => format!("{}\\nregisters {}, shared {} B", leaf_kernel_name(tree, n.id), n.counters.registers, n.counters.shared_bytes),
-            NodeKind::Infeasible { counter } => format!("no kernel\\n({} too large)", counter.name()),
-        };
-        let style = match n.kind {
-            NodeKind::Leaf => ", style=filled, fillcolor=\"#d8f0d8\"",
-            NodeKind::Infeasible { .. } => ", style=filled, fillcolor=\"#f0d8d8\"",
-            NodeKind::Inner => "",
-        };
-        let _ = writeln!(out, "  \"{prefix}_{}\" [label=\"{label}\"{style}];", n.id);
-        for e in &n.children {
-            let _ = writeln!(out, "  \"{prefix}_{}\" -> \"{prefix}_{}\" [label=\"{} {}\"];", n.id, e.child, e.kind, e.constraint);
-        }
-    }
-}

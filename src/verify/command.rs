@@ -10,7 +10,7 @@
 
 use super::{exit_code, render, verify_tree_reporting, Options};
 use crate::command::{self, exit, Failure};
-use crate::emit::command::{files, SOURCE_COPY};
+use crate::emit::command::{files, SOURCE_COPY, SVG_PICTURE};
 use crate::emit::dispatch::Wisdom;
 use crate::frontend::model::KernelFunction;
 use crate::output::manifest::{read_entry, sha256_hex, Manifest, MANIFEST, MAX_ENTRY_BYTES};
@@ -89,7 +89,12 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: 
     };
     let wisdom = wisdom_text.as_deref().map(|t| Wisdom::parse(t, &format!("{shown_dir}/{}", manifest.wisdom.as_deref().unwrap_or_default()))).transpose().map_err(unusable)?;
     // Every file must be what this program generates: what is verified is what runs.
-    let (expected, trees, _) = files(&origin.name, &text, &program, true, wisdom_text.as_deref().zip(wisdom.as_deref())).map_err(unusable)?;
+    let (mut expected, trees, _) = files(&origin.name, &text, &program, true, wisdom_text.as_deref().zip(wisdom.as_deref()), false).map_err(unusable)?;
+    // Graphviz's drawing of tree.dot is checked by its hash (tree.dot itself is re-derived).
+    if manifest.files.contains_key(SVG_PICTURE) {
+        let svg = listed(dir, &manifest, SVG_PICTURE)?;
+        expected.insert(SVG_PICTURE.into(), svg);
+    }
     if !expected.keys().any(|n| n.ends_with(".cu") && n.contains("_leaf")) {
         return Err(unusable(format!("`{shown_dir}` holds no kernel: its program has no kernel leaf")));
     }

@@ -83,6 +83,30 @@ fn matrix_addition_has_a_leaf_with_granularity_reduced() {
     assert!(reduced.counters.registers < plain.counters.registers, "fewer registers after reducing granularity");
 }
 
+/// The picture (issue 28): one box per kernel however many leaves run it, short arrow labels,
+/// and, where Graphviz is installed, `tree.svg` no larger than a landscape page.
+fn picture_is_readable(path: &str, dir: &std::path::Path, sources: &[String]) {
+    let dot = std::fs::read_to_string(dir.join("tree.dot")).unwrap();
+    for kernel in sources.iter().filter(|s| s.contains("_leaf")) {
+        let stem = kernel.trim_end_matches(".cu");
+        let boxes = dot.lines().filter(|l| l.contains(&format!("[label=\"{stem}\\n"))).count();
+        assert_eq!(boxes, 1, "{path}: kernel {stem} is drawn {boxes} times");
+    }
+    let kernel_boxes = dot.lines().filter(|l| l.contains("fillcolor=\"#d8f0d8\"")).count();
+    assert_eq!(kernel_boxes, sources.iter().filter(|s| s.contains("_leaf")).count(), "{path}: one box per kernel");
+    for l in dot.lines().filter(|l| l.contains(" -> ")) {
+        let label = l.split("label=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert!(label.chars().count() <= 60, "{path}: a long arrow label: {label}");
+    }
+    let has_dot = std::process::Command::new("dot").arg("-V").output().is_ok_and(|o| o.status.success());
+    assert_eq!(dir.join("tree.svg").exists(), has_dot, "{path}: tree.svg exactly when Graphviz is installed");
+    if has_dot {
+        let svg = std::fs::read_to_string(dir.join("tree.svg")).unwrap();
+        let size = |attr: &str| -> f64 { svg.split(&format!("<svg {attr}=\"")).nth(1).or_else(|| svg.split(&format!(" {attr}=\"")).nth(1)).unwrap().split("pt").next().unwrap().parse().unwrap() };
+        assert!(size("width") <= 756.5 && size("height") <= 612.5, "{path}: {} x {} pt", size("width"), size("height"));
+    }
+}
+
 #[test]
 fn machine_symbols_never_clash_with_program_symbols() {
     let backend = Backend::default();
@@ -122,6 +146,7 @@ fn gen_is_deterministic_and_every_leaf_compiles_with_nvcc() {
             }
         }
         sources.sort();
+        picture_is_readable(&path, &a, &sources);
         let yaml: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(a.join("tree.yaml")).unwrap()).unwrap();
         let leaf = &yaml["schedules"][0]["leaves"][0];
         for key in ["id", "constraints", "decisions", "counters"] {
