@@ -12,10 +12,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-const EXIT_CODES: &str = "Exit status: 0 success (verify: every leaf proved); 1 rejected input (a diagnostic, an \
-unreadable or unwritable file, a bad value); 2 usage error; 3 a defect found by verify (a race, barrier \
-divergence, out of bounds, a mismatch, or an output file that differs from what the source generates); \
-4 unverified (Z3 unknown, a construct the model cannot express) or a budget ran out.";
+/// The exit statuses, as `--help` prints them; the README's "Exit status" paragraph says the
+/// same (a test holds them together).
+pub const EXIT_CODES: &str = "Exit status: 0 success (verify: every leaf proved); 1 rejected input (a diagnostic with \
+file, line and column; an unreadable or unwritable file; a bad value, profile or wisdom file, with the line at \
+fault); 2 usage error; 3 a defect found by verify (a race, barrier divergence, an out-of-bounds access, a \
+mismatch with the serial program, or a file in the directory that is not what the source generates); 4 \
+unverified or unfinished (Z3 unknown, a construct the model cannot express, --time-limit spent).";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -85,7 +88,8 @@ pub enum Command {
     /// Every branch's constraints are kept consistent with Z3. Machine limits are the symbols
     /// R, Z_B (bytes), T_B, R_B, per multiprocessor R_SM (registers) and W_SM (warps), and N_SM
     /// (multiprocessors), renamed with `_dev` if the program uses the name.
-    /// Writes DIR/tree.yaml, DIR/tree.dot and, with --emit-cuda, one .cu per kernel leaf and the
+    /// Writes DIR/tree.yaml, DIR/tree.dot (the tree as a decision diagram: one box per kernel;
+    /// also DIR/tree.svg where Graphviz `dot` is installed) and, with --emit-cuda, one .cu per kernel leaf and the
     /// dispatch code; also DIR/source.mf (the program's copy), DIR/wisdom.yaml (with --wisdom)
     /// and DIR/manifest.json (every file's SHA-256), so `verify DIR` needs nothing else. DIR is
     /// replaced whole: built beside it and swapped in under a lock, so an interrupted or

@@ -177,3 +177,33 @@ fn devices_gen_and_verify_speak_json() {
     assert!(verdicts.iter().all(|v| v["status"] == "proved" && v["points"].as_u64().unwrap() > 0), "{verdicts:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The README and `--help` agree (issue 28): the exit statuses say the same, and every option
+/// the README's command table shows is one the command's `--help` documents.
+#[test]
+fn readme_and_help_agree() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let plain = |t: &str| t.replace(['*', '`'], "").split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = String::from_utf8(metafork(&["--help"]).stdout).unwrap();
+    let statuses = |t: &str| -> String {
+        let t = plain(t);
+        let from = t.find("0 success").expect("the exit statuses");
+        let to = from + t[from..].find("spent).").expect("their end") + "spent).".len();
+        t[from..to].to_string()
+    };
+    let paragraph = &readme[readme.find("**Exit status**").unwrap()..];
+    assert_eq!(statuses(paragraph), statuses(&help), "README and --help give different exit statuses");
+    let table = &readme[readme.find("## Commands").unwrap()..];
+    let mut checked = 0;
+    for row in table.lines().take_while(|l| !l.starts_with("## ") || l.starts_with("## Commands")).filter(|l| l.starts_with("| `metafork ")) {
+        let usage = row.split('|').nth(1).unwrap();
+        let Some(command) = usage.trim().trim_matches('`').split_whitespace().nth(1).filter(|c| c.chars().all(|ch| ch.is_ascii_lowercase())) else { continue };
+        let help = String::from_utf8(metafork(&[command, "--help"]).stdout).unwrap();
+        assert!(!help.is_empty(), "README lists `metafork {command}`, which has no help");
+        for option in usage.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).filter(|w| w.starts_with("--") && w.len() > 2) {
+            assert!(help.contains(option), "README shows `metafork {command} {option}`, which `metafork {command} --help` does not document");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "the README's command table was not found ({checked} options checked)");
+}
