@@ -5,5 +5,6 @@
 pub mod command;
 pub mod cuda;
 pub mod dispatch;
+pub mod host;
 pub mod tree_files;
 pub mod tree_picture;

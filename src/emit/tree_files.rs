@@ -1,5 +1,6 @@
 //! The files `metafork gen` writes for the trees of one source file: `tree.yaml`, `tree.dot`,
-//! one `.cu` per kernel leaf and each schedule's dispatch code (`<schedule>_dispatch.h/.cu`),
+//! one `.cu` per kernel leaf, each schedule's dispatch code (`<schedule>_dispatch.h/.cu`), each
+//! function's host driver (`metafork_run_<function>.h/.cu`),
 //! and the plain-text tree printed on stdout. Everything is built
 //! in memory first; the caller writes it (atomically, file by file). Output is deterministic.
 
@@ -185,6 +186,24 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
         crate::emit::tree_picture::render(tree, &mut dot);
     }
     dot.push_str("}\n");
+    if emit_cuda {
+        // One host driver per function, over its schedules' trees in source order.
+        let mut seen: Vec<&str> = Vec::new();
+        for (function, _) in trees {
+            if seen.contains(&function.name.as_str()) {
+                continue;
+            }
+            seen.push(&function.name);
+            let mine: Vec<&Tree> = function.schedules.iter().filter_map(|s| trees.iter().find(|(f, t)| f.name == function.name && t.schedule_name() == s.name).map(|(_, t)| t)).collect();
+            if mine.len() == function.schedules.len() {
+                for (name, body) in crate::emit::host::driver(source, function, &mine)? {
+                    if files.insert(name.clone(), body).is_some() {
+                        return Err(format!("two generated files would be named `{name}`"));
+                    }
+                }
+            }
+        }
+    }
     let yaml = serde_yaml::to_string(&TreeFile { source: source.to_string(), schedules }).map_err(|e| e.to_string())?;
     files.insert("tree.yaml".into(), yaml);
     files.insert("tree.dot".into(), dot);

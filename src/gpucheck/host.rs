@@ -16,7 +16,8 @@
 
 use super::points::Point;
 use crate::emit::cuda::{launch_name_of, launch_params, allow_shared_name, HostExprs};
-use crate::frontend::ast::{ScalarType, Stmt, StmtKind};
+use crate::emit::host::HostPrinter;
+use crate::frontend::ast::{ScalarType, Stmt};
 use crate::frontend::model::{KernelFunction, Role};
 use crate::kernel::Kernel;
 use crate::names::{c_comment, c_ident, c_string};
@@ -83,113 +84,17 @@ fn param_list(function: &KernelFunction) -> String {
         .join(", ")
 }
 
-/// A function's statements as host C++; schedule `launch.0` (counted in source order) becomes a
-/// launch of kernel `metafork_which` of `launch.1`.
-struct HostPrinter<'f> {
-    function: &'f KernelFunction,
-    x: HostExprs<'f>,
-    launch: Option<(usize, &'f ScheduleKernels<'f>)>,
-}
-
-/// `body` of `function` as host C++ (see [`HostPrinter`]).
+/// `body` of `function` as host C++: schedule `launch.0` (source order) launched through kernel
+/// `metafork_which` of `launch.1`, the others serial; a failing fact returns -1.
 fn host_body<'f>(function: &'f KernelFunction, body: &[Stmt], launch: Option<(usize, &'f ScheduleKernels<'f>)>, out: &mut String) -> Result<(), String> {
-    let printer = HostPrinter { function, x: HostExprs::new(function), launch };
-    printer.body(body, 1, &mut 0, out)
-}
-
-impl HostPrinter<'_> {
-    fn body(&self, body: &[Stmt], depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
-        body.iter().try_for_each(|s| self.stmt(s, depth, next, out))
-    }
-
-    /// A branch or loop body one level deeper, without an extra brace level.
-    fn nested(&self, st: &Stmt, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
-        match &st.kind {
-            StmtKind::Block(items) => self.body(items, depth + 1, next, out),
-            _ => self.stmt(st, depth + 1, next, out),
+    let schedule = |k: usize, pad: &str, out: &mut String| -> Result<bool, String> {
+        match launch {
+            Some((which, kernels)) if which == k => launch_block(function, kernels, pad, out).map(|_| true),
+            _ => Ok(false),
         }
-    }
-
-    fn stmt(&self, s: &Stmt, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
-        let (x, function, launch) = (&self.x, self.function, self.launch);
-        let pad = "  ".repeat(depth);
-        match &s.kind {
-            StmtKind::Empty => {}
-            StmtKind::Barrier => return Err("a barrier in a function body".into()),
-            StmtKind::Block(items) => {
-                let _ = writeln!(out, "{pad}{{");
-                self.body(items, depth + 1, next, out)?;
-                let _ = writeln!(out, "{pad}}}");
-            }
-            StmtKind::Decl { ty, vars } => {
-                for d in vars {
-                    let n = x.name(&d.name.name);
-                    let _ = writeln!(out, "{pad}{ty} {n} = {}; (void){n};", x.expr(&d.init)?);
-                }
-            }
-            StmtKind::Assign { target, op, value } => {
-                let _ = writeln!(out, "{pad}{} {} {};", x.expr(target)?, op.c_symbol(), x.expr(value)?);
-            }
-            StmtKind::Assume(c) | StmtKind::Assert(c) => {
-                let _ = writeln!(out, "{pad}if (!({})) return -1;  // outside the program's facts", x.expr(c)?);
-            }
-            StmtKind::If { cond, then_branch, else_branch } => {
-                let _ = writeln!(out, "{pad}if ({}) {{", x.expr(cond)?);
-                self.nested(then_branch, depth, next, out)?;
-                if let Some(e) = else_branch {
-                    let _ = writeln!(out, "{pad}}} else {{");
-                    self.nested(e, depth, next, out)?;
-                }
-                let _ = writeln!(out, "{pad}}}");
-            }
-            StmtKind::For(l) | StmtKind::MetaFor(l) => {
-                let v = x.name(&l.var.name);
-                let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
-                let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, x.expr(&l.lo)?, if l.inclusive { "<=" } else { "<" }, x.expr(&l.hi)?);
-                self.nested(&l.body, depth, next, out)?;
-                let _ = writeln!(out, "{pad}}}");
-            }
-            StmtKind::MetaSchedule { body, .. } => {
-                let k = *next;
-                *next += 1;
-                match launch {
-                    Some((which, kernels)) if which == k => launch_block(function, kernels, &pad, out)?,
-                    _ => {
-                        let _ = writeln!(out, "{pad}{{  // schedule {k}, serial");
-                        self.nested(body, depth, next, out)?;
-                        let _ = writeln!(out, "{pad}}}");
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The `k`-th `meta_schedule` (source order) of `function`'s body as serial host C++ at
-/// `depth`: every `meta_for` a sequential loop; a failing fact returns -1.
-pub fn serial_schedule(function: &KernelFunction, k: usize, depth: usize, out: &mut String) -> Result<(), String> {
-    fn find<'s>(body: &'s [Stmt], k: usize, seen: &mut usize) -> Option<&'s Stmt> {
-        for s in body {
-            let found = match &s.kind {
-                StmtKind::MetaSchedule { .. } => {
-                    *seen += 1;
-                    (*seen == k + 1).then_some(s)
-                }
-                StmtKind::Block(items) => find(items, k, seen),
-                StmtKind::If { then_branch, else_branch, .. } => find(std::slice::from_ref(&**then_branch), k, seen).or_else(|| else_branch.as_ref().and_then(|e| find(std::slice::from_ref(&**e), k, seen))),
-                StmtKind::For(l) | StmtKind::MetaFor(l) => find(std::slice::from_ref(&*l.body), k, seen),
-                _ => None,
-            };
-            if found.is_some() {
-                return found;
-            }
-        }
-        None
-    }
-    let stmt = find(&function.body, k, &mut 0).ok_or_else(|| format!("the function has no schedule {k}"))?;
-    let printer = HostPrinter { function, x: HostExprs::new(function), launch: None };
-    printer.stmt(stmt, depth, &mut k.clone(), out)
+    };
+    let fact = |_: &Stmt| "return -1; /* outside the program's facts */".to_string();
+    HostPrinter::new(function, &schedule, &fact).body(body, 1, out)
 }
 
 /// Copy every array in, launch kernel `metafork_which` with the arrays' device copies (they

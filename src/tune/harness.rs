@@ -235,7 +235,7 @@ impl Harness<'_> {
             let _ = writeln!(out, "{}for ({} {v} = {}; {v} {} {}; {v} += {}) {{", "  ".repeat(depth), h.ty, x.expr(&h.lo)?, if h.inclusive { "<=" } else { "<" }, x.expr(&h.hi)?, h.step);
             depth += 1;
         }
-        crate::gpucheck::host::serial_schedule(function, k, depth, out)?;
+        crate::emit::host::serial_schedule(function, k, depth, out)?;
         for d in (1..depth).rev() {
             let _ = writeln!(out, "{}}}", "  ".repeat(d));
         }

@@ -300,3 +300,56 @@ int main() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The generated host driver (issue 26.2, used by the README's guide): for the PolyBench
+/// jacobi-2d (two schedules in order inside a host time loop) `metafork_run_kernel_jacobi_2d`
+/// runs the loop on the host and each schedule through its dispatcher, in source order; it
+/// compiles and links with nvcc without a warning; a call outside the program's facts returns
+/// METAFORK_OUTSIDE_ASSUMPTIONS naming the fact before touching the device; otherwise it
+/// launches (with a GPU: returns 0) or, without one, returns METAFORK_CUDA_ERROR naming the
+/// first schedule.
+#[test]
+fn the_host_driver_runs_the_whole_function() {
+    let dir = scratch("driver");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/polybench/jacobi2d.mf");
+    let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", source, "-o"]).arg(dir.join("out")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let driver = std::fs::read_to_string(dir.join("out/metafork_run_kernel_jacobi_2d.cu")).unwrap();
+    let (first, second) = (driver.find("metafork_kernel_jacobi_2d_0_launch(").expect("schedule 0 launched"), driver.find("metafork_kernel_jacobi_2d_1_launch(").expect("schedule 1 launched"));
+    let time_loop = driver.find("for (int t = 0; t < tsteps; t++)").expect("the time loop stays on the host");
+    assert!(time_loop < first && first < second, "in source order, inside the loop:\n{driver}");
+    let Some(nvcc) = nvcc() else { return };
+    std::fs::write(
+        dir.join("out/main.cu"),
+        r#"#include <cstdio>
+#include <cstring>
+#include "metafork_run_kernel_jacobi_2d.h"
+int main() {
+  cudaError_t err; const char *why = 0;
+  int r = metafork_run_kernel_jacobi_2d(1, 2, 8, 8, 0, 0, 0, &err, &why);
+  if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "assume(")) { printf("facts: %d %s\n", r, why); return 1; }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    r = metafork_run_kernel_jacobi_2d(2, 64, 8, 8, 0, 0, 0, &err, &why);
+    if (r != METAFORK_CUDA_ERROR || !strstr(why, "schedule kernel_jacobi_2d_0")) { printf("no device: %d %s\n", r, why); return 1; }
+    printf("no device: %s\n", why);
+    return 0;
+  }
+  double *a, *b;
+  cudaMalloc(&a, 64 * 64 * sizeof(double)); cudaMalloc(&b, 64 * 64 * sizeof(double));
+  cudaMemset(a, 0, 64 * 64 * sizeof(double)); cudaMemset(b, 0, 64 * 64 * sizeof(double));
+  r = metafork_run_kernel_jacobi_2d(2, 64, 8, 8, a, b, 0, &err, &why);
+  if (r != 0 || cudaDeviceSynchronize() != cudaSuccess) { printf("run: %d %s\n", r, why); return 1; }
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let sources: Vec<String> = std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
+    let o = Command::new(&nvcc).current_dir(dir.join("out")).args(["-O2", "-arch=sm_80", "-o", "main"]).args(&sources).output().unwrap();
+    assert!(o.status.success(), "nvcc: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "nvcc warned: {}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(dir.join("out/main")).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

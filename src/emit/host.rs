@@ -1,0 +1,196 @@
+//! A function's body as host C++, printed from its own statements: the serial program (every
+//! `meta_for` a sequential loop), or the same with schedules replaced by launches.
+//!
+//! Contract: [`HostPrinter`] prints statements in source order, names through [`HostExprs`]
+//! (the spelling every generated file uses); for each `meta_schedule` (numbered in source
+//! order) it asks its `schedule` callback first, which may print a launch in its place, and
+//! otherwise prints the schedule's loops serially; a failing `assume`/`assert` becomes
+//! `if (!(cond)) <fact_failed(stmt)>`. Used by gpu-check's check programs, the tuning
+//! harness's answer, and the generated host driver ([`driver`]).
+
+use crate::emit::cuda::{launch_params, HostExprs};
+use crate::frontend::ast::{Stmt, StmtKind};
+use crate::frontend::model::KernelFunction;
+use crate::tree::Tree;
+use crate::names::{c_comment, c_ident, c_string};
+use std::fmt::Write;
+
+/// Prints schedule `k` at `pad` into the output instead of its serial loops (`Ok(true)`), or
+/// leaves it serial (`Ok(false)`).
+pub type ScheduleHook<'a> = dyn Fn(usize, &str, &mut String) -> Result<bool, String> + 'a;
+/// The statement that runs when a fact fails.
+pub type FactHook<'a> = dyn Fn(&Stmt) -> String + 'a;
+
+pub struct HostPrinter<'f> {
+    x: HostExprs<'f>,
+    schedule: &'f ScheduleHook<'f>,
+    fact_failed: &'f FactHook<'f>,
+}
+
+impl<'f> HostPrinter<'f> {
+    pub fn new(function: &'f KernelFunction, schedule: &'f ScheduleHook<'f>, fact_failed: &'f FactHook<'f>) -> HostPrinter<'f> {
+        HostPrinter { x: HostExprs::new(function), schedule, fact_failed }
+    }
+
+    /// `body` at `depth` (two spaces a level), schedules numbered from 0.
+    pub fn body(&self, body: &[Stmt], depth: usize, out: &mut String) -> Result<(), String> {
+        self.items(body, depth, &mut 0, out)
+    }
+
+    fn items(&self, body: &[Stmt], depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
+        body.iter().try_for_each(|s| self.stmt(s, depth, next, out))
+    }
+
+    /// A branch or loop body one level deeper, without an extra brace level.
+    fn nested(&self, st: &Stmt, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
+        match &st.kind {
+            StmtKind::Block(items) => self.items(items, depth + 1, next, out),
+            _ => self.stmt(st, depth + 1, next, out),
+        }
+    }
+
+    fn stmt(&self, s: &Stmt, depth: usize, next: &mut usize, out: &mut String) -> Result<(), String> {
+        let x = &self.x;
+        let pad = "  ".repeat(depth);
+        match &s.kind {
+            StmtKind::Empty => {}
+            StmtKind::Barrier => return Err("a barrier in a function body".into()),
+            StmtKind::Block(items) => {
+                let _ = writeln!(out, "{pad}{{");
+                self.items(items, depth + 1, next, out)?;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::Decl { ty, vars } => {
+                for d in vars {
+                    let n = x.name(&d.name.name);
+                    let _ = writeln!(out, "{pad}{ty} {n} __attribute__((unused)) = {};", x.expr(&d.init)?);
+                }
+            }
+            StmtKind::Assign { target, op, value } => {
+                let _ = writeln!(out, "{pad}{} {} {};", x.expr(target)?, op.c_symbol(), x.expr(value)?);
+            }
+            StmtKind::Assume(c) | StmtKind::Assert(c) => {
+                let _ = writeln!(out, "{pad}if (!({})) {{ {} }}", x.expr(c)?, (self.fact_failed)(s));
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                let _ = writeln!(out, "{pad}if ({}) {{", x.expr(cond)?);
+                self.nested(then_branch, depth, next, out)?;
+                if let Some(e) = else_branch {
+                    let _ = writeln!(out, "{pad}}} else {{");
+                    self.nested(e, depth, next, out)?;
+                }
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::For(l) | StmtKind::MetaFor(l) => {
+                let v = x.name(&l.var.name);
+                let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
+                let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, x.expr(&l.lo)?, if l.inclusive { "<=" } else { "<" }, x.expr(&l.hi)?);
+                self.nested(&l.body, depth, next, out)?;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            StmtKind::MetaSchedule { body, .. } => {
+                let k = *next;
+                *next += 1;
+                if !(self.schedule)(k, &pad, out)? {
+                    let _ = writeln!(out, "{pad}{{  // schedule {k}, serial");
+                    self.nested(body, depth, next, out)?;
+                    let _ = writeln!(out, "{pad}}}");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `k`-th `meta_schedule` (source order) of `function`'s body as serial host C++ at
+/// `depth`: every `meta_for` a sequential loop; a failing fact returns -1.
+pub fn serial_schedule(function: &KernelFunction, k: usize, depth: usize, out: &mut String) -> Result<(), String> {
+    fn find<'s>(body: &'s [Stmt], k: usize, seen: &mut usize) -> Option<&'s Stmt> {
+        for s in body {
+            let found = match &s.kind {
+                StmtKind::MetaSchedule { .. } => {
+                    *seen += 1;
+                    (*seen == k + 1).then_some(s)
+                }
+                StmtKind::Block(items) => find(items, k, seen),
+                StmtKind::If { then_branch, else_branch, .. } => find(std::slice::from_ref(&**then_branch), k, seen).or_else(|| else_branch.as_ref().and_then(|e| find(std::slice::from_ref(&**e), k, seen))),
+                StmtKind::For(l) | StmtKind::MetaFor(l) => find(std::slice::from_ref(&*l.body), k, seen),
+                _ => None,
+            };
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+    let stmt = find(&function.body, k, &mut 0).ok_or_else(|| format!("the function has no schedule {k}"))?;
+    let serial = |_: usize, _: &str, _: &mut String| Ok(false);
+    let fact = |_: &Stmt| "return -1; /* outside the program's facts */".to_string();
+    let printer = HostPrinter::new(function, &serial, &fact);
+    printer.stmt(stmt, depth, &mut k.clone(), out)
+}
+
+/// The generated host driver of `function`: `metafork_run_<function>.h` and `.cu`, as (file
+/// name, text) pairs. `trees` holds each schedule's tree (its name, and its root kernel's launch
+/// parameters), in source order. `metafork_run_<f>(params..., stream, &cuda_error, &detail)` runs the whole
+/// function on the current device: the host statements and serial loops on the host, every
+/// schedule through its dispatcher (`metafork_<s>_launch`), arrays as device pointers; it
+/// returns 0, or the first negative `METAFORK_*` status with `detail` naming the schedule and
+/// the cause (nothing after it is launched).
+pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Result<Vec<(String, String)>, String> {
+    if trees.len() != function.schedules.len() {
+        return Err(format!("`{}`: {} schedules but {} trees", function.name, function.schedules.len(), trees.len()));
+    }
+    let f = c_ident(&function.name);
+    let params: Vec<String> = function
+        .params
+        .iter()
+        .map(|p| match function.array(&p.name) {
+            Some(a) => format!("{}{} *{}", if a.is_const { "const " } else { "" }, a.elem, c_ident(&p.name)),
+            None => format!("{} {}", p.ty, c_ident(&p.name)),
+        })
+        .chain(["cudaStream_t metafork_stream", "cudaError_t *metafork_cuda_error", "const char **metafork_detail"].map(String::from))
+        .collect();
+    let signature = format!("extern \"C\" int metafork_run_{f}({})", params.join(", "));
+    let mut h = String::new();
+    let _ = writeln!(h, "// Generated by metafork from {}: the host driver of function `{}`.", c_comment(source), c_comment(&function.name));
+    let guard = format!("METAFORK_RUN_H_{f}");
+    let _ = writeln!(h, "#ifndef {guard}\n#define {guard}\n#include <cuda_runtime.h>");
+    for t in trees {
+        let _ = writeln!(h, "#include \"{}_dispatch.h\"", t.schedule_name());
+    }
+    let _ = writeln!(h, "\n/* Run `{}` on the current device as the source does: its host statements and serial loops here, each", c_comment(&function.name));
+    let _ = writeln!(h, "   schedule through its dispatcher; arrays are device pointers. Returns 0, or the first negative METAFORK_*");
+    let _ = writeln!(h, "   status (METAFORK_CUDA_ERROR with *cuda_error set), with *detail naming the schedule and why; nothing after");
+    let _ = writeln!(h, "   a failure is launched. `stream` orders every launch; the call does not wait for them. */");
+    let _ = writeln!(h, "{signature};\n\n#endif /* {guard} */");
+    let mut c = String::new();
+    let _ = writeln!(c, "// Generated by metafork from {}: the host driver of function `{}`.", c_comment(source), c_comment(&function.name));
+    let _ = writeln!(c, "// Link with every schedule's dispatch code and leaf kernels.");
+    let _ = writeln!(c, "#include <cstdio>\n#include \"metafork_run_{f}.h\"\n");
+    let _ = writeln!(c, "{signature} {{");
+    let _ = writeln!(c, "  cudaError_t metafork_ignored;\n  if (!metafork_cuda_error) metafork_cuda_error = &metafork_ignored;\n  *metafork_cuda_error = cudaSuccess;");
+    let _ = writeln!(c, "  static thread_local char metafork_message[512];\n  const char *metafork_why = \"\";\n  if (metafork_detail) *metafork_detail = \"\";");
+    let schedule = |k: usize, pad: &str, out: &mut String| -> Result<bool, String> {
+        let name = trees[k].schedule_name();
+        let args: Vec<String> = launch_params(function, &trees[k].nodes[0].code).into_iter().map(|(_, n)| n).chain(["metafork_stream", "metafork_cuda_error", "&metafork_why"].map(String::from)).collect();
+        let _ = writeln!(out, "{pad}{{  // schedule `{}`, through its dispatcher", c_comment(name));
+        let _ = writeln!(out, "{pad}  const int metafork_status = metafork_{name}_launch({});", args.join(", "));
+        let _ = writeln!(out, "{pad}  if (metafork_status < 0) {{\n{pad}    snprintf(metafork_message, sizeof metafork_message, \"schedule %s: %s%s%s\", {}, metafork_status_string(metafork_status), *metafork_why ? \": \" : \"\", metafork_why);", c_string(name));
+        let _ = writeln!(out, "{pad}    if (metafork_detail) *metafork_detail = metafork_message;\n{pad}    return metafork_status;\n{pad}  }}\n{pad}}}");
+        Ok(true)
+    };
+    let x = HostExprs::new(function);
+    let fact = |s: &Stmt| {
+        let (status, what, c) = match &s.kind {
+            StmtKind::Assert(c) => ("METAFORK_ASSERT_FAILED", "assert", c),
+            StmtKind::Assume(c) => ("METAFORK_OUTSIDE_ASSUMPTIONS", "assume", c),
+            _ => return "return METAFORK_OUTSIDE_ASSUMPTIONS;".to_string(),
+        };
+        let text = x.expr(c).map_or_else(|_| format!("an {what}() of the program"), |e| format!("{what}({e})"));
+        format!("if (metafork_detail) *metafork_detail = {}; return {status};", c_string(&format!("{text} does not hold")))
+    };
+    HostPrinter::new(function, &schedule, &fact).body(&function.body, 1, &mut c)?;
+    let _ = writeln!(c, "  (void)metafork_why;\n  return 0;\n}}");
+    Ok(vec![(format!("metafork_run_{f}.h"), h), (format!("metafork_run_{f}.cu"), c)])
+}
