@@ -169,7 +169,7 @@ impl Harness<'_> {
         for (i, a) in self.function.arrays.iter().enumerate() {
             let elem = a.elem.c_name();
             let floating = !a.elem.is_integer();
-            let _ = writeln!(out, "  {{\n    size_t metafork_n = 0;\n    for (int c = 0; c < METAFORK_CANDIDATES; c++) metafork_n = std::max(metafork_n, metafork_elements(metafork_candidates[c].v, {i}));");
+            let _ = writeln!(out, "  {{\n    size_t metafork_n = 0;\n    for (int metafork_c = 0; metafork_c < METAFORK_CANDIDATES; metafork_c++) metafork_n = std::max(metafork_n, metafork_elements(metafork_candidates[metafork_c].v, {i}));");
             let _ = writeln!(out, "    metafork_array metafork_a = {{{}, std::max<size_t>(metafork_n, 1) * sizeof({elem}), {}, {floating}, (int)sizeof({elem}), 0, 0, 0, 0, 0}};", c_string(&a.name), !a.is_const);
             let _ = writeln!(out, "    {elem} *metafork_h = ({elem} *)metafork_allocate(metafork_a.bytes);\n    for (size_t metafork_k = 0; metafork_k < metafork_a.bytes / sizeof({elem}); metafork_k++) {{ metafork_seed = metafork_seed * 6364136223846793005ULL + 1442695040888963407ULL; metafork_h[metafork_k] = ({elem})({}); }}", if floating { "(double)(metafork_seed >> 11) / 9007199254740992.0" } else { "(long long)((metafork_seed >> 33) % 16)" });
             let _ = writeln!(out, "    metafork_a.host = metafork_h; metafork_a.result = metafork_allocate(metafork_a.bytes); metafork_a.answer = metafork_allocate(metafork_a.bytes); metafork_a.other = metafork_allocate(metafork_a.bytes);\n    metafork_arrays.push_back(metafork_a);\n  }}");
@@ -244,18 +244,27 @@ impl Harness<'_> {
     }
 }
 
-/// Allocation, extents and the comparison with a stated tolerance.
-const CHECK: &str = r#"#define METAFORK_CHECK(x) do { cudaError_t metafork_e_ = (x); if (metafork_e_ != cudaSuccess) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(metafork_e_)); exit(1); } } while (0)
+/// Allocation, extents and the tolerances (every name `metafork_`: user names are in scope).
+const CHECK: &str = r#"#define METAFORK_CHECK(metafork_x) do { cudaError_t metafork_e_ = (metafork_x); if (metafork_e_ != cudaSuccess) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(metafork_e_)); exit(1); } } while (0)
 
-static void *metafork_allocate(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) { fprintf(stderr, "cannot allocate %zu bytes\n", bytes); exit(1); }
-  return p;
+static void *metafork_allocate(size_t metafork_bytes) {
+  void *metafork_p = malloc(metafork_bytes ? metafork_bytes : 1);
+  if (!metafork_p) { fprintf(stderr, "cannot allocate %zu bytes\n", metafork_bytes); exit(1); }
+  return metafork_p;
 }
 
-static long long metafork_extent(long long e) { return e < 0 ? 0 : e; }
+static long long metafork_extent(long long metafork_v) { return metafork_v < 0 ? 0 : metafork_v; }
 
 static double metafork_rtol_float = METAFORK_RTOL_FLOAT, metafork_rtol_double = METAFORK_RTOL_DOUBLE;
+
+"#;
+
+/// The driver: options, the answer, the search, the cache, the table and the wisdom.
+const MAIN: &str = r#"
+static void metafork_restore() {
+  for (size_t k = 0; k < metafork_arrays.size(); k++) METAFORK_CHECK(cudaMemcpy(metafork_arrays[k].device, metafork_arrays[k].host, metafork_arrays[k].bytes, cudaMemcpyHostToDevice));
+  METAFORK_CHECK(cudaDeviceSynchronize());
+}
 
 /* The largest `|got - want| / max(1, |want|)` over the written arrays (`got`: each array's
    result, `want`: its answer or its other copy); -1 if an integer element differs, INFINITY if
@@ -284,14 +293,6 @@ static double metafork_difference(bool against_answer, bool *within) {
   return worst;
 }
 
-"#;
-
-/// The driver: options, the answer, the search, the cache, the table and the wisdom.
-const MAIN: &str = r#"
-static void metafork_restore() {
-  for (size_t k = 0; k < metafork_arrays.size(); k++) METAFORK_CHECK(cudaMemcpy(metafork_arrays[k].device, metafork_arrays[k].host, metafork_arrays[k].bytes, cudaMemcpyHostToDevice));
-  METAFORK_CHECK(cudaDeviceSynchronize());
-}
 
 /* `name=value ...` of candidate c's enumerated parameters (or all, with `every`). */
 static std::string metafork_shown(int c, bool every, const char *sep, const char *eq) {
