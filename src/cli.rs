@@ -170,7 +170,7 @@ pub enum Command {
         /// The MetaFork source file.
         file: PathBuf,
         /// Also report the registers `ptxas` allocates for this architecture (repeatable).
-        #[arg(long = "ptxas", value_name = "ARCH", value_parser = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100"])]
+        #[arg(long = "ptxas", value_name = "ARCH", value_parser = crate::compiled::ARCHS)]
         ptxas: Vec<String>,
         /// Print a JSON array (kernel, estimate, shared_memory, ptxas, nvcc) instead of a table.
         #[arg(long)]
@@ -236,6 +236,11 @@ pub enum Command {
         /// Write a CUDA timing harness for this schedule's admissible configurations into DIR.
         #[arg(long, value_name = "DIR")]
         emit_harness: Option<PathBuf>,
+        /// Count registers with the tree's estimates. By default, when nvcc is on PATH, the
+        /// kernel leaves are compiled for the device's architecture and ptxas's counts decide,
+        /// as the generated dispatcher's `cudaFuncGetAttributes` will on the device.
+        #[arg(long)]
+        estimates: bool,
     },
     /// List the built-in device profiles, or check and print one.
     ///
@@ -345,8 +350,8 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, None)
         }
-        Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness } => {
-            let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness };
+        Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, estimates } => {
+            let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, estimates };
             let loader = |p: &Path| command::load(p, color).map_err(|f| f.message);
             let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::input(e) } else { Failure::input(format!("error: {e}")) })?;
             emit(&text, None)

@@ -8,6 +8,7 @@ pub mod access;
 pub mod cexpr;
 pub mod cli;
 pub mod command;
+pub mod compiled;
 pub mod emit;
 pub mod counters;
 pub mod dispatch;

@@ -24,6 +24,8 @@ pub struct Options {
     pub output: Option<PathBuf>,
     pub json: bool,
     pub emit_harness: Option<PathBuf>,
+    /// Count registers with the tree's estimates even when nvcc could compile the leaves.
+    pub estimates: bool,
 }
 
 /// `NAME=VALUE`.
@@ -51,6 +53,22 @@ pub fn parse_range(text: &str) -> Result<(String, Vec<i64>), String> {
         return Err(format!("`{text}`: more than {} values", super::space::MAX_VALUES));
     }
     Ok((name.trim().to_string(), values))
+}
+
+/// What the leaves really use on `device`: compiled for its architecture when nvcc is found
+/// (the dispatcher reads the same numbers at run time), else the estimates, saying why.
+fn real_counts(function: &crate::frontend::model::KernelFunction, tree: &crate::tree::Tree, device: &DeviceProfile, estimates: bool) -> Result<(std::collections::BTreeMap<String, crate::dispatch::CompiledLeaf>, String), String> {
+    let none = |why: String| Ok((Default::default(), format!("estimate ({why})")));
+    if estimates {
+        return none("--estimates".into());
+    }
+    let Some(arch) = crate::compiled::arch_of(device) else { return none(format!("nvcc does not compile for compute capability {}", device.compute_capability)) };
+    if llvm_passes::ptxas::find_nvcc().is_none() {
+        return none("nvcc not on PATH: configurations may be refused at run time".into());
+    }
+    let reports = crate::compiled::compile_leaves(function, tree, &arch).map_err(|e| format!("{}: {e}", tree.schedule_name()))?;
+    let compiled = reports.into_iter().map(|(name, r)| (name, crate::dispatch::CompiledLeaf { registers: r.registers.into(), max_threads: crate::compiled::max_threads(r.registers, device) })).collect();
+    Ok((compiled, format!("ptxas {arch}")))
 }
 
 /// Run `tune`; returns what to print on stdout.
@@ -90,6 +108,8 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
             }
             let kernel = crate::kernel::Kernel::from_schedule(function, schedule).map_err(|e| format!("{}: {e}", schedule.name))?;
             let tree = crate::tree::build(function, kernel, &backend).map_err(|e| format!("{}: {e}", schedule.name))?;
+            let mut request = request.clone();
+            (request.compiled, request.registers_from) = real_counts(function, &tree, &device, options.estimates)?;
             let mut bar = Progress::new(format!("tune {}", schedule.name));
             let mut set = |f: f64| if let Some(b) = bar.as_mut() { b.set(f) };
             let tuned = tune(function, &tree, &device, &request, Some(&mut set));
@@ -119,7 +139,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     if options.json {
         let configs: Vec<serde_json::Value> = all
             .iter()
-            .flat_map(|t| t.admissible.iter().map(move |c| serde_json::json!({"schedule": t.schedule, "device": t.device, "parameters": c.parameters, "leaf": c.leaf, "counters": {"registers": c.registers, "shared_memory_bytes": c.shared_memory_bytes, "threads_per_block": c.threads_per_block, "occupancy": c.occupancy, "coalescing": c.coalescing, "bank_efficiency": c.bank_efficiency, "branch_efficiency": c.branch_efficiency}, "score": c.score})))
+            .flat_map(|t| t.admissible.iter().map(move |c| serde_json::json!({"schedule": t.schedule, "device": t.device, "registers_from": t.registers_from, "parameters": c.parameters, "leaf": c.leaf, "counters": {"registers": c.registers, "shared_memory_bytes": c.shared_memory_bytes, "threads_per_block": c.threads_per_block, "occupancy": c.occupancy, "coalescing": c.coalescing, "bank_efficiency": c.bank_efficiency, "branch_efficiency": c.branch_efficiency}, "score": c.score})))
             .collect();
         return serde_json::to_string_pretty(&configs).map(|s| s + "\n").map_err(|e| e.to_string());
     }
@@ -136,12 +156,13 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
 fn table(t: &Tuned, top: usize) -> String {
     let enumerated: Vec<String> = t.enumeration.iter().filter(|(_, how)| *how != "fixed").map(|(p, how)| format!("{p} ({how})")).collect();
     let out = format!(
-        "{} on {}: {} of {} candidate configurations admissible (enumerated: {})\n",
+        "{} on {}: {} of {} candidate configurations admissible (enumerated: {}; registers: {})\n",
         t.schedule,
         t.device,
         t.admissible.len(),
         t.candidates,
-        if enumerated.is_empty() { "none".into() } else { enumerated.join(", ") }
+        if enumerated.is_empty() { "none".into() } else { enumerated.join(", ") },
+        t.registers_from
     );
     if t.admissible.is_empty() {
         return out + "  no configuration is admissible on this device for these sizes\n";

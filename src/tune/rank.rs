@@ -37,6 +37,11 @@ pub struct Request {
     pub values: BTreeMap<String, Vec<i64>>,
     /// Extra restrictions (a space's), as C expressions.
     pub restrictions: Vec<Expr>,
+    /// What each kernel leaf really uses once compiled for the device (by kernel name), as the
+    /// generated dispatcher reads it at run time; leaves not here count with the estimate.
+    pub compiled: BTreeMap<String, crate::dispatch::CompiledLeaf>,
+    /// Where `compiled` came from (`ptxas sm_80`), or why it is empty; shown with the table.
+    pub registers_from: String,
 }
 
 /// One admissible configuration.
@@ -68,6 +73,9 @@ pub struct Tuned {
     pub device: String,
     /// How each parameter was enumerated: `fixed`, `range`, `block size`, `granularity`, `space`.
     pub enumeration: BTreeMap<String, String>,
+    /// Where the registers come from: `ptxas sm_XX` (the compiled leaves, as the dispatcher
+    /// reads them) or `estimate (...why...)`.
+    pub registers_from: String,
     pub candidates: u64,
     pub admissible: Vec<Config>,
 }
@@ -126,11 +134,12 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let space = Space::from_exprs(dispatcher.params.clone(), domains, restrictions, &definitions)?;
 
     let limits = DeviceLimits::of(device);
+    let compiled: Vec<crate::dispatch::CompiledLeaf> = dispatcher.kernels.iter().map(|k| request.compiled.get(k).copied().unwrap_or_default()).collect();
     let mut chosen: Vec<usize> = Vec::new();
     let mut failure = None;
     let mut filter = |row: &[i64]| {
         let point: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
-        match dispatcher.select(&limits, &[], &point) {
+        match dispatcher.select(&limits, &compiled, &point) {
             Ok(Selection::Leaf(i)) => {
                 chosen.push(i);
                 true
@@ -167,7 +176,8 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let point: BTreeMap<Var, Rational> = dispatcher.params.iter().zip(row).map(|(p, v)| (Var::new(p), Rational::from_integer((*v).into()))).collect();
         let value = |p: &constraints::Poly| p.eval(&point).ok().and_then(|q| i64::try_from(q.to_integer()).ok()).unwrap_or(i64::MAX);
         let (shared, threads) = (value(&rule.shared_bytes), value(&rule.threads_per_block));
-        let occ = occupancy(device, rule.registers.into(), shared.max(0) as u64, threads.max(0) as u64);
+        let registers = u32::try_from(compiled[leaf].registers).ok().filter(|r| *r > 0).unwrap_or(rule.registers);
+        let occ = occupancy(device, registers.into(), shared.max(0) as u64, threads.max(0) as u64);
         let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
         let (memory, branches) = match patterns.get(&dispatcher.kernels[leaf]) {
             Some((p, b, block)) => {
@@ -180,7 +190,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         configs.push(Config {
             parameters: dispatcher.params.iter().cloned().zip(row.iter().copied()).collect(),
             leaf: dispatcher.kernels[leaf].clone(),
-            registers: rule.registers,
+            registers,
             shared_memory_bytes: shared,
             threads_per_block: threads,
             occupancy: occ,
@@ -191,5 +201,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         });
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), enumeration, candidates: space.cartesian(), admissible: configs })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs })
 }

@@ -311,3 +311,67 @@ fn tune_scores_divergent_warps() {
         assert!((c["score"].as_f64().unwrap() - product).abs() < 1e-12, "B = {b}: the score is the product of the counters");
     }
 }
+
+/// Issue 24.2: `tune` decides with what the compiled leaves really use. On the a100 profile
+/// (sm_80) matmul's leaves need far more registers than estimated (71 against 35 for the
+/// model's favourite leaf); every configuration `tune` lists is one the generated dispatcher,
+/// given the same compiled counts (as `cudaFuncGetAttributes` reports them), selects with the
+/// same leaf, and some configurations the estimates would list are ones it refuses.
+#[test]
+fn tune_lists_only_what_the_dispatcher_selects_with_real_counts() {
+    let (Some(_), Some(cxx)) = (nvcc(), cxx()) else { return };
+    let dir = scratch("tune-real-counts");
+    let ex = example("matmul");
+    let listed = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec!["tune", ex.as_str(), "--device", "a100", "--size", "n=2048", "--json"];
+        args.extend(extra);
+        let out = metafork(&dir, &args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let real = listed(&[]);
+    let estimated = listed(&["--estimates"]);
+    let key = |c: &serde_json::Value| c["parameters"].to_string();
+    let real_keys: std::collections::BTreeSet<String> = real.iter().map(key).collect();
+    let refused: Vec<&serde_json::Value> = estimated.iter().filter(|c| !real_keys.contains(&key(c))).collect();
+    assert!(!refused.is_empty(), "the estimates admit configurations the real counts refuse");
+    // The dispatcher, with the compiled counts.
+    let out = metafork(&dir, &["gen", "--emit-cuda", &ex, "-o", "out"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&ex).unwrap();
+    let program = check_source(&ex, &text).unwrap();
+    let function = &program.kernels[0];
+    let backend = constraints::solver::Backend::default();
+    let tree = metafork::tree::build(function, Kernel::from_schedule(function, &function.schedules[0]).unwrap(), &backend).unwrap();
+    let device = DeviceProfile::load("a100").unwrap();
+    let reports = metafork::compiled::compile_leaves(function, &tree, "sm_80").unwrap();
+    let dispatcher = Dispatcher::new(function, &tree).unwrap();
+    let registers: Vec<String> = dispatcher.kernels.iter().map(|k| reports[k].registers.to_string()).collect();
+    let most: Vec<String> = dispatcher.kernels.iter().map(|k| metafork::compiled::max_threads(reports[k].registers, &device).to_string()).collect();
+    assert!(dispatcher.kernels.iter().any(|k| { let leaf = estimated.iter().find(|c| c["leaf"] == k.as_str()); leaf.is_some_and(|c| c["counters"]["registers"].as_i64().unwrap() < reports[k].registers as i64) }), "estimate and real count differ");
+    let row = |c: &serde_json::Value, expect: &str| format!("  {{{}, {}, {}, {}, {}}},\n", c["parameters"]["n"], c["parameters"]["B0"], c["parameters"]["ub1"], c["parameters"]["s"], expect);
+    let mut cases = String::new();
+    for c in &real {
+        let leaf = dispatcher.kernels.iter().position(|k| c["leaf"] == k.as_str()).unwrap();
+        cases += &row(c, &leaf.to_string());
+    }
+    for c in &refused {
+        let leaf = dispatcher.kernels.iter().position(|k| c["leaf"] == k.as_str()).unwrap();
+        cases += &row(c, &format!("-100 - {leaf}"));
+    }
+    let l = DeviceLimits::of(&device);
+    std::fs::write(
+        dir.join("out/main.cpp"),
+        format!(
+            "#include <cstdio>\n#include \"matmul_dispatch.h\"\nint main() {{\n  const metafork_device d = {{{}, {}, {}, {}, {}, {}, {}, {}}};\n  const metafork_matmul_compiled k = {{{{{}}}, {{{}}}}};\n  const long long cases[][5] = {{\n{cases}  }};\n  int bad = 0;\n  for (auto &c : cases) {{\n    metafork_matmul_params p = {{c[0], c[1], c[2], c[3]}};\n    int got = metafork_matmul_select(&d, &k, &p, 0);\n    bool ok = c[4] >= 0 ? got == c[4] : got != -100 - c[4];\n    if (!ok) {{ printf(\"B0=%lld ub1=%lld s=%lld: select %d, expected %lld\\n\", c[1], c[2], c[3], got, c[4]); bad++; }}\n  }}\n  return bad != 0;\n}}\n",
+            l.registers_per_thread, l.shared_memory_per_block_optin, l.shared_memory_per_block, l.threads_per_block, l.registers_per_block, l.registers_per_multiprocessor, l.warps_per_multiprocessor, l.multiprocessors,
+            registers.join(", "), most.join(", ")
+        ),
+    )
+    .unwrap();
+    let o = Command::new(&cxx).args(["-std=c++11", "-O1", "-o"]).arg(dir.join("out/main")).arg(dir.join("out/main.cpp")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(dir.join("out/main")).output().unwrap();
+    assert!(run.status.success(), "tune and the dispatcher disagree:\n{}", String::from_utf8_lossy(&run.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
