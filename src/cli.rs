@@ -113,6 +113,11 @@ pub enum Command {
         /// admits, saying when it falls back.
         #[arg(long, value_name = "FILE", requires = "emit_cuda")]
         wisdom: Vec<PathBuf>,
+        /// Also compile every kernel leaf with nvcc for ARCH (repeatable) and record what ptxas
+        /// reports (registers, static shared memory, spills) beside each leaf's estimate in
+        /// tree.yaml and in the picture; `verify` compiles again to check them.
+        #[arg(long = "ptxas", value_name = "ARCH", value_parser = crate::compiled::ARCHS)]
+        ptxas: Vec<String>,
         /// After writing the files, verify every kernel leaf as `metafork verify` does; the exit
         /// status is then verify's (0 proved, 3 defect, 4 unverified).
         #[arg(long)]
@@ -295,7 +300,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             emit(&text, output.as_deref())
         }
         Command::Verify { dir, source, points, json } => crate::verify::command::run(&dir, source.as_deref(), points, json, color),
-        Command::Gen { file, output, emit_cuda, wisdom, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, verify, json, color }),
+        Command::Gen { file, output, emit_cuda, wisdom, ptxas, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, ptxas: &ptxas, verify, json, color }),
         Command::Counters { file, ptxas, json, at, device } => {
             let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;

@@ -5,7 +5,7 @@
 
 use crate::command::{self, Failure};
 use crate::emit::dispatch::Wisdom;
-use crate::output::{manifest::SourceRef, write_dir, DirFiles};
+use crate::output::{manifest::{Provenance, SourceRef}, write_dir, DirFiles};
 use std::path::Path;
 
 /// The source program's copy in an output directory.
@@ -24,19 +24,40 @@ pub struct Request<'a> {
     pub emit_cuda: bool,
     /// Wisdom files, in the order given (`--wisdom`, repeatable).
     pub wisdom: &'a [std::path::PathBuf],
+    /// `--ptxas` architectures.
+    pub ptxas: &'a [String],
     pub verify: bool,
     /// Print a JSON summary instead of the tree.
     pub json: bool,
     pub color: bool,
 }
 
-/// Everything `gen` writes for `text` (named `name`), with `wisdom` (the copy's text, and the
-/// wisdom parsed from the files it joins); with `draw`, also [`SVG_PICTURE`] when Graphviz
-/// draws it.
-pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, wisdom: Option<(&str, &[Wisdom])>, draw: bool) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
+/// What `gen` adds to the trees' files.
+#[derive(Default)]
+pub struct Extras<'a> {
+    /// The wisdom copy's text, and the wisdom parsed from the files it joins.
+    pub wisdom: Option<(&'a str, &'a [Wisdom])>,
+    /// Also [`SVG_PICTURE`], when Graphviz draws it.
+    pub draw: bool,
+    /// Architectures to compile every kernel leaf for (`--ptxas`): their real counts go into
+    /// tree.yaml.
+    pub ptxas: &'a [String],
+}
+
+/// Everything `gen` writes for `text` (named `name`), with `extras`.
+pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, extras: &Extras) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
+    let (wisdom, draw) = (extras.wisdom, extras.draw);
     let backend = constraints::solver::Backend::default();
     let trees = crate::tree::build_all(program, &backend)?;
-    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w))?;
+    let mut compiled = crate::emit::tree_files::Compiled::new();
+    for arch in extras.ptxas {
+        for (function, tree) in &trees {
+            for (kernel, report) in crate::compiled::compile_leaves(function, tree, arch)? {
+                compiled.entry(kernel).or_default().insert(arch.clone(), report);
+            }
+        }
+    }
+    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled)?;
     let mut files: DirFiles = generated.files.into_iter().map(|(n, t)| (n, t.into_bytes())).collect();
     files.insert(SOURCE_COPY.into(), text.as_bytes().to_vec());
     if let Some(svg) = files.get("tree.dot").filter(|_| draw).and_then(|d| crate::emit::tree_picture::svg(&String::from_utf8_lossy(d))) {
@@ -80,9 +101,13 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     }
     contradiction(&name, &text, &program, r.color)?;
     let with_wisdom = (!r.wisdom.is_empty()).then_some((copy.as_str(), wisdom.as_slice()));
-    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, with_wisdom, true).map_err(|e| Failure::of_work(format!("error: {e}")))?;
-    let source = SourceRef { name: name.clone(), file: SOURCE_COPY.into() };
-    write_dir(r.output, &files, Some(source), with_wisdom.is_some().then(|| WISDOM_COPY.to_string())).map_err(|e| Failure::input(format!("error: {e}")))?;
+    let mut ptxas = r.ptxas.to_vec();
+    ptxas.sort();
+    ptxas.dedup();
+    let extras = Extras { wisdom: with_wisdom, draw: true, ptxas: &ptxas };
+    let (files, trees, summary) = files(&name, &text, &program, r.emit_cuda, &extras).map_err(|e| Failure::of_work(format!("error: {e}")))?;
+    let from = Provenance { source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
+    write_dir(r.output, &files, from).map_err(|e| Failure::input(format!("error: {e}")))?;
     if r.json {
         command::print(&json_summary(r.output, &trees, &files))?;
     } else {

@@ -59,6 +59,17 @@ struct LeafOut {
     kernel_name: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     unknown: bool,
+    /// What ptxas reports for the leaf's kernel per architecture (`gen --ptxas`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    compiled: BTreeMap<String, CompiledOut>,
+}
+
+#[derive(Serialize)]
+struct CompiledOut {
+    registers: u32,
+    static_shared_bytes: u32,
+    spill_stores_bytes: u32,
+    spill_loads_bytes: u32,
 }
 
 #[derive(Serialize)]
@@ -93,11 +104,14 @@ pub fn leaf_kernel_name(tree: &Tree, id: usize) -> String {
 }
 
 pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool) -> Result<Generated, String> {
-    generate_with_wisdom(source, trees, emit_cuda, &[])
+    generate_with_wisdom(source, trees, emit_cuda, &[], &Compiled::new())
 }
 
 /// As [`generate`], with a tuning harness's wisdom for the dispatch headers.
-pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: &[crate::emit::dispatch::Wisdom]) -> Result<Generated, String> {
+/// ptxas's reports per kernel name, then per architecture (`gen --ptxas`).
+pub type Compiled = BTreeMap<String, BTreeMap<String, llvm_passes::ptxas::PtxasReport>>;
+
+pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: &[crate::emit::dispatch::Wisdom], compiled: &Compiled) -> Result<Generated, String> {
     for w in wisdom {
         if !trees.iter().any(|(_, t)| t.schedule_name() == w.schedule) {
             return Err(format!("{}: the wisdom is for schedule `{}`, which is not in {source}", w.place(), w.schedule.escape_debug()));
@@ -145,6 +159,7 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
                     shared_memory_bytes: n.counters.shared_bytes.to_string(),
                     threads_per_block: n.counters.threads_per_block.to_string(),
                 },
+                compiled: name.as_ref().and_then(|k| compiled.get(k)).map(|m| m.iter().map(|(arch, r)| (arch.clone(), CompiledOut { registers: r.registers, static_shared_bytes: r.static_shared, spill_stores_bytes: r.spill_stores, spill_loads_bytes: r.spill_loads })).collect()).unwrap_or_default(),
                 kernel_file: file,
                 kernel_name: name,
                 unknown: n.unknown,
@@ -183,7 +198,7 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
             }
         }
         render_text(tree, &mut text);
-        crate::emit::tree_picture::render(tree, &mut dot);
+        crate::emit::tree_picture::render(tree, compiled, &mut dot);
     }
     dot.push_str("}\n");
     if emit_cuda {

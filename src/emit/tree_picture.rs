@@ -112,7 +112,7 @@ fn reduce(tree: &Tree, id: usize, d: &mut Diagram) -> usize {
 }
 
 /// One schedule's diagram, as DOT statements (inside the file's `digraph`).
-pub fn render(tree: &Tree, out: &mut String) {
+pub fn render(tree: &Tree, compiled: &super::tree_files::Compiled, out: &mut String) {
     let prefix = tree.schedule_name();
     let mut d = Diagram { shapes: Vec::new(), by_key: HashMap::new() };
     let root = reduce(tree, 0, &mut d);
@@ -137,7 +137,9 @@ pub fn render(tree: &Tree, out: &mut String) {
     for &i in &boxes {
         match &d.shapes[i] {
             Shape::Kernel { name: kernel, registers, shared } => {
-                let _ = writeln!(out, "    {} [label=\"{}\\n{registers} registers, {} shared bytes\", style=filled, fillcolor=\"#d8f0d8\"];", name(i), dot_text(kernel), dot_text(shared));
+                let real: Vec<String> = compiled.get(kernel).map(|m| m.iter().map(|(arch, r)| format!("{} at {arch}", r.registers)).collect()).unwrap_or_default();
+                let registers = if real.is_empty() { format!("{registers} registers, ") } else { format!("registers: estimate {registers}; ptxas {}\\n", real.join(", ")) };
+                let _ = writeln!(out, "    {} [label=\"{}\\n{registers}{} shared bytes\", style=filled, fillcolor=\"#d8f0d8\"];", name(i), dot_text(kernel), dot_text(shared));
             }
             Shape::NoKernel(counter) => {
                 let _ = writeln!(out, "    {} [label=\"no kernel\\n({} too large)\", style=filled, fillcolor=\"#f0d8d8\"];", name(i), dot_text(counter.name()));
@@ -165,7 +167,7 @@ fn dot_text(text: &str) -> String {
 /// How many boxes and arrows `tree`'s picture has (for tests and benchmarks).
 pub fn size(tree: &Tree) -> (usize, usize) {
     let mut text = String::new();
-    render(tree, &mut text);
+    render(tree, &Default::default(), &mut text);
     (text.lines().filter(|l| l.contains("[label=") && !l.contains("->")).count(), text.lines().filter(|l| l.contains("->")).count())
 }
 

@@ -54,7 +54,7 @@ pub fn program_files(source: &str, name: &str, text: &str) -> Result<(BTreeMap<S
     let backend = Backend::default();
     let device = DeviceProfile::load(DEVICE).map_err(|e| e.to_string())?;
     let trees = crate::tree::build_all(&checked, &backend)?;
-    let generated = crate::emit::tree_files::generate_with_wisdom(source, &trees, true, &[])?;
+    let generated = crate::emit::tree_files::generate_with_wisdom(source, &trees, true, &[], &Default::default())?;
     let mut files = BTreeMap::new();
     let mut prepared = Prepared { name: name.to_string(), kernels: 0, cases: 0, unchecked: Vec::new() };
     for function in &checked.kernels {

@@ -18,7 +18,7 @@
 //! user's own files survive. DIR itself must be a real directory: a symbolic link is refused
 //! (an archive's `out -> ~/.ssh` would otherwise be written through).
 
-use super::manifest::{Manifest, SourceRef, MANIFEST};
+use super::manifest::{Manifest, Provenance, MANIFEST};
 use super::{file::kind_of, is_plain_file_name};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -40,7 +40,7 @@ fn err(target: &Path, what: impl std::fmt::Display) -> String {
     format!("cannot write `{}`: {what}", target.display())
 }
 
-pub fn write_dir(target: &Path, files: &DirFiles, source: Option<SourceRef>, wisdom: Option<String>) -> Result<(), String> {
+pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<(), String> {
     for name in files.keys() {
         if !is_plain_file_name(name) || name == MANIFEST {
             return Err(err(target, format!("internal error: `{}` is not a plain file name", name.escape_debug())));
@@ -71,7 +71,7 @@ pub fn write_dir(target: &Path, files: &DirFiles, source: Option<SourceRef>, wis
         .permissions(fs::Permissions::from_mode(exists.unwrap_or(0o777)))
         .tempdir_in(&parent)
         .map_err(|e| err(target, format!("cannot create a staging directory in `{}`: {}", parent.display(), e.kind())))?;
-    let manifest = Manifest::of(files, source, wisdom);
+    let manifest = Manifest::of(files, from);
     let write = |n: &str, bytes: &[u8]| -> io::Result<()> {
         let mut f = fs::File::create_new(staging.path().join(n))?;
         f.write_all(bytes)?;
@@ -227,19 +227,19 @@ mod tests {
     fn replaces_the_output_keeps_user_files_and_drops_stale_ones() {
         let root = tempfile::tempdir().unwrap();
         let out = root.path().join("out");
-        write_dir(&out, &files(&[("a_leaf1.cu", "1"), ("a_leaf2.cu", "2"), ("tree.yaml", "t")]), None, None).unwrap();
+        write_dir(&out, &files(&[("a_leaf1.cu", "1"), ("a_leaf2.cu", "2"), ("tree.yaml", "t")]), Provenance::default()).unwrap();
         fs::write(out.join("notes.txt"), "mine").unwrap();
         fs::create_dir(out.join("build")).unwrap();
         fs::write(out.join("build").join("x.o"), "obj").unwrap();
         fs::write(out.join("a_leaf2.cu"), "edited by hand").unwrap();
-        write_dir(&out, &files(&[("a_leaf1.cu", "1'"), ("tree.yaml", "t'")]), None, None).unwrap();
+        write_dir(&out, &files(&[("a_leaf1.cu", "1'"), ("tree.yaml", "t'")]), Provenance::default()).unwrap();
         // a_leaf2.cu was edited: kept; notes and build are the user's: kept; nothing else.
         assert_eq!(names(&out), ["a_leaf1.cu", "a_leaf2.cu", "build", "manifest.json", "notes.txt", "tree.yaml"]);
         assert_eq!(fs::read_to_string(out.join("a_leaf2.cu")).unwrap(), "edited by hand");
         assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
         assert_eq!(fs::read_to_string(out.join("a_leaf1.cu")).unwrap(), "1'");
         // An unchanged stale file of metafork's is dropped.
-        write_dir(&out, &files(&[("tree.yaml", "t''")]), None, None).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t''")]), Provenance::default()).unwrap();
         assert_eq!(names(&out), ["a_leaf2.cu", "build", "manifest.json", "notes.txt", "tree.yaml"]);
         assert_eq!(names(root.path()), ["out"], "no staging directory is left");
     }
@@ -252,12 +252,12 @@ mod tests {
         fs::write(real.join("keep"), "k").unwrap();
         let link = root.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let e = write_dir(&link, &files(&[("tree.yaml", "t")]), None, None).unwrap_err();
+        let e = write_dir(&link, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap_err();
         assert!(e.contains("symbolic link") && e.contains("link"), "{e}");
         assert_eq!(names(&real), ["keep"]);
         let file = root.path().join("file");
         fs::write(&file, "f").unwrap();
-        let e = write_dir(&file, &files(&[("tree.yaml", "t")]), None, None).unwrap_err();
+        let e = write_dir(&file, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap_err();
         assert!(e.contains("a regular file; give a directory"), "{e}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "f");
     }
@@ -270,7 +270,7 @@ mod tests {
         let victim = root.path().join("victim");
         fs::write(&victim, "precious").unwrap();
         std::os::unix::fs::symlink(&victim, out.join("tree.yaml")).unwrap();
-        write_dir(&out, &files(&[("tree.yaml", "t")]), None, None).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
         assert!(fs::symlink_metadata(out.join("tree.yaml")).unwrap().is_file());
     }
@@ -279,7 +279,7 @@ mod tests {
     fn a_stale_staging_directory_is_recovered() {
         let root = tempfile::tempdir().unwrap();
         let out = root.path().join("out");
-        write_dir(&out, &files(&[("tree.yaml", "t")]), None, None).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap();
         // As if a run died after carrying the user's `build/` into its staging directory.
         let prefix = format!("{STAGING_PREFIX}{}-", &super::super::manifest::sha256_hex(b"out")[..12]);
         let stale = root.path().join(format!("{prefix}dead"));
@@ -288,7 +288,7 @@ mod tests {
         fs::write(stale.join("build").join("x.o"), "obj").unwrap();
         fs::write(stale.join("half.cu"), "partial").unwrap();
         fs::write(stale.join(JOURNAL), serde_json::to_vec(&vec![b"build".to_vec()]).unwrap()).unwrap();
-        write_dir(&out, &files(&[("tree.yaml", "t2")]), None, None).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t2")]), Provenance::default()).unwrap();
         assert_eq!(names(root.path()), ["out"]);
         assert_eq!(names(&out), ["build", "manifest.json", "tree.yaml"]);
         assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
@@ -305,7 +305,7 @@ mod tests {
                     for i in 0..10 {
                         let tag = format!("{t}-{i}");
                         let f: DirFiles = (0..5).map(|k| (format!("f{}_{k}.cu", t), tag.clone().into_bytes())).chain([("tree.yaml".to_string(), tag.clone().into_bytes())]).collect();
-                        write_dir(&out, &f, None, None).unwrap();
+                        write_dir(&out, &f, Provenance::default()).unwrap();
                     }
                 })
             })

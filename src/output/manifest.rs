@@ -30,8 +30,20 @@ pub struct Manifest {
     /// The tuning wisdom the dispatch code was generated with (its copy in the directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wisdom: Option<String>,
+    /// The architectures `gen --ptxas` compiled the leaves for (their counts are in tree.yaml;
+    /// `verify` compiles again to re-derive them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ptxas: Vec<String>,
     /// Every file metafork wrote (the manifest aside), with its SHA-256 in hex.
     pub files: BTreeMap<String, String>,
+}
+
+/// What a directory was generated from, besides its files.
+#[derive(Clone, Debug, Default)]
+pub struct Provenance {
+    pub source: Option<SourceRef>,
+    pub wisdom: Option<String>,
+    pub ptxas: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,11 +61,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 impl Manifest {
     /// The manifest of `files` (name to contents).
-    pub fn of(files: &BTreeMap<String, Vec<u8>>, source: Option<SourceRef>, wisdom: Option<String>) -> Manifest {
+    pub fn of(files: &BTreeMap<String, Vec<u8>>, from: Provenance) -> Manifest {
         Manifest {
             metafork: env!("CARGO_PKG_VERSION").to_string(),
-            source,
-            wisdom,
+            source: from.source,
+            wisdom: from.wisdom,
+            ptxas: from.ptxas,
             files: files.iter().map(|(n, b)| (n.clone(), sha256_hex(b))).collect(),
         }
     }

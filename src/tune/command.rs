@@ -134,7 +134,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
         for (function, tree, tuned) in &results {
             super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
         }
-        crate::output::write_dir(dir, &files, None, None)?;
+        crate::output::write_dir(dir, &files, Default::default())?;
     }
     if options.json {
         let configs: Vec<serde_json::Value> = all

@@ -89,7 +89,14 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: 
     };
     let wisdom = wisdom_text.as_deref().map(|t| Wisdom::parse(t, &format!("{shown_dir}/{}", manifest.wisdom.as_deref().unwrap_or_default()))).transpose().map_err(unusable)?;
     // Every file must be what this program generates: what is verified is what runs.
-    let (mut expected, trees, _) = files(&origin.name, &text, &program, true, wisdom_text.as_deref().zip(wisdom.as_deref()), false).map_err(unusable)?;
+    if !manifest.ptxas.is_empty() && llvm_passes::ptxas::find_nvcc().is_none() {
+        return Err(unusable(format!("`{shown_dir}` records register counts from ptxas ({}); re-deriving them needs `nvcc` on PATH", manifest.ptxas.join(", "))));
+    }
+    if let Some(arch) = manifest.ptxas.iter().find(|a| !crate::compiled::ARCHS.contains(&a.as_str())) {
+        return Err(unusable(format!("`{shown_dir}/{MANIFEST}` names `{}`, which is not an architecture metafork compiles for", arch.escape_debug())));
+    }
+    let extras = crate::emit::command::Extras { wisdom: wisdom_text.as_deref().zip(wisdom.as_deref()), draw: false, ptxas: &manifest.ptxas };
+    let (mut expected, trees, _) = files(&origin.name, &text, &program, true, &extras).map_err(unusable)?;
     // Graphviz's drawing of tree.dot is checked by its hash (tree.dot itself is re-derived).
     if manifest.files.contains_key(SVG_PICTURE) {
         let svg = listed(dir, &manifest, SVG_PICTURE)?;
@@ -106,7 +113,7 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: 
             Err(e) => return Err(differs(format!("`{}`: {e} (run `metafork gen --emit-cuda` again)", command::shown(&path)))),
         }
     }
-    let want = Manifest::of(&expected, manifest.source.clone(), manifest.wisdom.clone());
+    let want = Manifest::of(&expected, crate::output::manifest::Provenance { source: manifest.source.clone(), wisdom: manifest.wisdom.clone(), ptxas: manifest.ptxas.clone() });
     if manifest.files != want.files {
         let extra: Vec<&String> = manifest.files.keys().filter(|n| !expected.contains_key(*n)).collect();
         return Err(differs(match extra.first() {

@@ -210,3 +210,55 @@ fn counters_report_the_staged_code_that_the_tree_root_counts() {
         }
     }
 }
+
+/// `gen --ptxas ARCH` (issue 24.2): every kernel leaf of tree.yaml carries what ptxas reports
+/// for it at each architecture asked, the same count `tune` decides with on a device of that
+/// architecture, and the picture shows it; `verify` compiles again and refuses a changed count
+/// (exit 3), and says it needs nvcc when none is on PATH (exit 1); an architecture nvcc does not
+/// take is a usage error naming the accepted ones.
+#[test]
+fn gen_records_ptxas_counts_that_tune_and_verify_agree_with() {
+    if crate::common::nvcc().is_none() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let dir = common::scratch("gen-ptxas");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matmul.mf");
+    let out = Command::new(bin).args(["gen", "--emit-cuda", "--ptxas", "sm_80", "--ptxas", "sm_90", ex, "-o"]).arg(dir.join("out")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let yaml: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(dir.join("out/tree.yaml")).unwrap()).unwrap();
+    let mut real = std::collections::BTreeMap::new();
+    for leaf in yaml["schedules"][0]["leaves"].as_sequence().unwrap().iter().filter(|l| l["kind"] == "kernel") {
+        for arch in ["sm_80", "sm_90"] {
+            let r = leaf["compiled"][arch]["registers"].as_u64().unwrap_or_else(|| panic!("leaf {:?} has no {arch} count", leaf["id"]));
+            assert!(r > 0 && r <= 255);
+        }
+        real.insert(leaf["kernel_name"].as_str().unwrap().to_string(), leaf["compiled"]["sm_80"]["registers"].as_u64().unwrap());
+    }
+    let out = Command::new(bin).args(["tune", ex, "--device", "a100", "--size", "n=1024", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let configs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!configs.is_empty());
+    for c in &configs {
+        assert_eq!(c["registers_from"], "ptxas sm_80");
+        assert_eq!(c["counters"]["registers"].as_u64(), real.get(c["leaf"].as_str().unwrap()).copied(), "{c}");
+    }
+    let dot = std::fs::read_to_string(dir.join("out/tree.dot")).unwrap();
+    assert!(dot.contains("ptxas ") && dot.contains(" (sm_80)") || dot.contains(" at sm_80"), "{dot}");
+    let verify = |path: &str| Command::new(bin).env("PATH", path).arg("verify").arg(dir.join("out")).output().unwrap();
+    let path = std::env::var("PATH").unwrap();
+    assert_eq!(verify(&path).status.code(), Some(0), "{}", String::from_utf8_lossy(&verify(&path).stdout));
+    let no_nvcc = verify("/usr/bin:/bin");
+    assert_eq!(no_nvcc.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&no_nvcc.stderr).contains("needs `nvcc` on PATH"), "{}", String::from_utf8_lossy(&no_nvcc.stderr));
+    let tree = std::fs::read_to_string(dir.join("out/tree.yaml")).unwrap();
+    let first = tree.find("        registers: ").unwrap();
+    let line_end = first + tree[first..].find('\n').unwrap();
+    std::fs::write(dir.join("out/tree.yaml"), format!("{}        registers: 1{}", &tree[..first], &tree[line_end..])).unwrap();
+    assert_eq!(verify(&path).status.code(), Some(3), "a changed count is a difference");
+    let bad = Command::new(bin).args(["gen", "--emit-cuda", "--ptxas", "sm_52", ex, "-o"]).arg(dir.join("bad")).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("sm_80"), "names the accepted architectures");
+    assert!(!dir.join("bad").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

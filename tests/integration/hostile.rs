@@ -401,7 +401,7 @@ fn a_division_by_a_parameter_is_refused_where_it_is_zero() {
     let f = &program.kernels[0];
     assert!(f.facts.iter().any(|x| x.kind == metafork::frontend::model::FactKind::Defined && x.condition.to_string() == "B != 0"), "{:?}", f.facts);
     let backend = constraints::solver::Backend::default();
-    let (_, trees, _) = metafork::emit::command::files("z.mf", &source, &program, true, None, false).unwrap();
+    let (_, trees, _) = metafork::emit::command::files("z.mf", &source, &program, true, &Default::default()).unwrap();
     let (function, tree) = &trees[0];
     assert!(tree.root_constraints.constraints().iter().any(|c| c.to_string() == "B != 0"), "{:?}", tree.root_constraints);
     let d = metafork::dispatch::Dispatcher::new(function, tree).unwrap();
@@ -412,7 +412,7 @@ fn a_division_by_a_parameter_is_refused_where_it_is_zero() {
     let reports = metafork::verify::verify_tree(function, tree, &backend, Default::default()).unwrap();
     assert!(reports.iter().all(|r| r.status() == metafork::verify::Status::Proved));
     // The launch wrapper refuses it too, before dividing.
-    let (files, _, _) = metafork::emit::command::files("z.mf", &source, &program, true, None, false).unwrap();
+    let (files, _, _) = metafork::emit::command::files("z.mf", &source, &program, true, &Default::default()).unwrap();
     let leaf = files.iter().find(|(n, _)| n.ends_with(".cu") && n.contains("_leaf")).unwrap();
     let text = String::from_utf8(leaf.1.clone()).unwrap();
     let guard = text.find("if ((B) == 0) return cudaErrorInvalidValue;").expect("a guard");

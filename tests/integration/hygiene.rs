@@ -90,7 +90,7 @@ fn renamed_examples_from_hostile_file_names_compile_and_verify() {
     let mut units = Vec::new();
     let mut proved = 0;
     for (k, (path, source_name, renamed, map, program)) in sources.iter().enumerate() {
-        let (files, trees, _) = metafork::emit::command::files(source_name, renamed, program, true, None, false).unwrap_or_else(|e| panic!("{path} renamed: {e}"));
+        let (files, trees, _) = metafork::emit::command::files(source_name, renamed, program, true, &Default::default()).unwrap_or_else(|e| panic!("{path} renamed: {e}"));
         let out = dir.join(format!("ex{k}"));
         std::fs::create_dir_all(&out).unwrap();
         let mut unit = String::new();
@@ -159,7 +159,7 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
     for (path, text) in examples() {
         let program = check_source(&path, &text).unwrap();
         let user: BTreeSet<String> = identifiers(&text).into_iter().collect();
-        let (files, trees, _) = metafork::emit::command::files(&path, &text, &program, true, None, false).unwrap();
+        let (files, trees, _) = metafork::emit::command::files(&path, &text, &program, true, &Default::default()).unwrap();
         // The dispatch headers' common part and the harness's driver hold no user name: their
         // locals cannot be shadowed, and they are left out.
         let mut texts: Vec<String> = files.iter().filter(|(n, _)| n.ends_with(".cu") || n.ends_with(".h")).map(|(_, b)| String::from_utf8(b.clone()).unwrap().replace(metafork::emit::dispatch::COMMON, "")).collect();
