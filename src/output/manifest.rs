@@ -153,7 +153,7 @@ mod tests {
         let mut files = BTreeMap::new();
         files.insert("tree.yaml".to_string(), b"x".to_vec());
         files.insert("source.mf".to_string(), b"y".to_vec());
-        let m = Manifest::of(&files, Some(SourceRef { name: "../a b\n.mf".into(), file: "source.mf".into() }), None);
+        let m = Manifest::of(&files, Provenance { source: Some(SourceRef { name: "../a b\n.mf".into(), file: "source.mf".into() }), ..Default::default() });
         assert_eq!(Manifest::parse(&m.to_json()).unwrap(), m);
         for bad in ["../x", "/etc/passwd", "a/b", ".hidden", "", MANIFEST] {
             let mut m2 = m.clone();
