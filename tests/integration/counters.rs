@@ -262,3 +262,63 @@ fn gen_records_ptxas_counts_that_tune_and_verify_agree_with() {
     assert!(!dir.join("bad").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 24.3: the shared bytes tree.yaml reports for a leaf (the counter the tree forks on)
+/// are what the leaf's launch wrapper passes as dynamic shared memory and what the dispatch
+/// header's `metafork_<s>_shared_bytes` computes, at seeded random points, for the examples
+/// that cache tiles (three emitters, one number; compiled with the system C++ compiler).
+#[test]
+fn reported_shared_bytes_are_what_the_launch_allocates() {
+    let Some(cxx) = common::cxx() else { return };
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let dir = common::scratch("shared-bytes");
+    let mut rng = common::Rng(0x5EED_5A4E);
+    let mut checked = 0;
+    for name in ["matmul", "jacobi1d", "transpose", "jacobi2d"] {
+        let out_dir = dir.join(name);
+        let ex = format!("{}/examples/{name}.mf", env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(bin).args(["gen", "--emit-cuda", &ex, "-o"]).arg(&out_dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let yaml: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(out_dir.join("tree.yaml")).unwrap()).unwrap();
+        let mut program = String::from("#include <cstdio>\n#include <cstring>\n");
+        let mut body = String::new();
+        for schedule in yaml["schedules"].as_sequence().unwrap() {
+            let s = schedule["name"].as_str().unwrap();
+            program += &format!("#include \"{s}_dispatch.h\"\n");
+            let params: Vec<&str> = schedule["data_parameters"].as_sequence().unwrap().iter().chain(schedule["program_parameters"].as_sequence().unwrap()).map(|p| p.as_str().unwrap()).collect();
+            let mut seen = std::collections::BTreeSet::new();
+            for leaf in schedule["leaves"].as_sequence().unwrap().iter().filter(|l| l["kind"] == "kernel") {
+                let kernel = leaf["kernel_name"].as_str().unwrap();
+                if !seen.insert(kernel.to_string()) {
+                    continue;
+                }
+                let reported = leaf["counters"]["shared_memory_bytes"].as_str().unwrap();
+                // `x^k` as a product, for C.
+                let mut reported_c = String::new();
+                for term in reported.split(' ') {
+                    reported_c += &term.split('*').map(|f| match f.split_once('^') { Some((v, k)) => vec![v; k.parse().unwrap()].join("*"), None => f.to_string() }).collect::<Vec<_>>().join("*");
+                    reported_c.push(' ');
+                }
+                let cu = std::fs::read_to_string(out_dir.join(format!("{kernel}.cu"))).unwrap();
+                let launch = cu.lines().find_map(|l| l.trim().strip_prefix("size_t metafork_shared_bytes = ")).unwrap().trim_end_matches(';').to_string();
+                for _ in 0..8 {
+                    let values: Vec<(&str, i64)> = params.iter().map(|p| (*p, rng.range(1, 64))).collect();
+                    let locals: String = values.iter().map(|(p, v)| format!("const long {p} = {v}; ")).collect();
+                    let sets: String = values.iter().map(|(p, v)| format!("q.{p} = {v}; ")).collect();
+                    body += &format!(
+                        "  {{ {locals}(void)0;\n    long long reported = (long long)({reported_c}), launched = (long long)({launch});\n    metafork_{s}_params q; {sets}\n    int leaf = -1; for (int i = 0; i < METAFORK_{s}_LEAVES; i++) if (!strcmp(metafork_{s}_leaf_names[i], \"{kernel}\")) leaf = i;\n    long long table = metafork_{s}_shared_bytes(leaf, &q);\n    if (leaf < 0 || reported != launched || reported != table) {{ printf(\"{kernel}: reported %lld, launch %lld, dispatch %lld\\n\", reported, launched, table); bad++; }}\n  }}\n"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        program += &format!("int main() {{\n  int bad = 0;\n{body}  return bad != 0;\n}}\n");
+        std::fs::write(out_dir.join("shared.cpp"), program).unwrap();
+        let o = Command::new(&cxx).args(["-std=c++11", "-w", "-o"]).arg(out_dir.join("shared")).arg(out_dir.join("shared.cpp")).output().unwrap();
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let run = Command::new(out_dir.join("shared")).output().unwrap();
+        assert!(run.status.success(), "{name}: the three shared-byte counts differ:\n{}", String::from_utf8_lossy(&run.stdout));
+    }
+    assert!(checked >= 100, "{checked} points");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
