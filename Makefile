@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg gpu-check clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg bench-sass gpu-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,14 @@ bench-gen: setup
 # Whole `gen --emit-cuda` processes on the PolyBench kernels against PPCG's times (issue 25).
 bench-ppcg: build
 	cargo bench --bench ppcg
+
+# The machine code of each program's top-ranked kernel at sm_90 (issue 27.5): hot-loop
+# instructions, FMA share, loads per FMA, 64-bit integer operations; cuobjdump and nvdisasm
+# come as NVIDIA's pip wheels (see ../shared/toolchain.md), installed into .toolchain/sass.
+SASS_BIN := $(CURDIR)/.toolchain/sass/nvidia/cu13/bin
+bench-sass: setup
+	@test -x $(SASS_BIN)/cuobjdump || python3 -m pip install -q --disable-pip-version-check --no-deps --target .toolchain/sass nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37
+	PATH=$(SASS_BIN):$$PATH cargo bench --bench sass
 
 # The generated kernels on a real GPU (issue 27.6): prepares gpu-check/ here (every distinct
 # leaf kernel at two sizes against the serial program, compute-sanitizer, the tuner against an

@@ -20,6 +20,7 @@ pub mod names;
 pub mod output;
 pub mod perf;
 pub mod report;
+pub mod sass;
 pub mod strategy;
 pub mod tree;
 pub mod tune;
