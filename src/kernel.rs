@@ -54,8 +54,8 @@ pub struct Kernel {
     pub host_loops: Vec<crate::frontend::model::SerialLoop>,
     /// Register-pressure strategy, level 1: no serial loop is unrolled, by LLVM, nvcc or ptxas.
     pub no_unroll: bool,
-    /// Register pressure, level 2: shared tiles' subscripts are linearised, and the tool's own
-    /// staging index temporaries computed, in 32-bit `int` (see `strategy::narrow`).
+    /// Shared tiles' subscripts are linearised, and the tool's own staging index temporaries
+    /// computed, in 32-bit `int` (see `strategy::narrow`; every staged code in a tree has it).
     pub narrow_index: bool,
     /// Register pressure, level 3: ptxas may allocate at most this many registers per thread
     /// (`.maxnreg` / `__maxnreg__`) and spills the rest to local memory.

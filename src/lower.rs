@@ -157,7 +157,7 @@ struct Lowerer<'a, 'ctx> {
     param_ints: HashMap<String, TV<'ctx>>,
     /// Mark every loop `llvm.loop.unroll.disable` (register pressure, level 1).
     no_unroll: bool,
-    /// Linearise shared tiles' subscripts in 32-bit arithmetic (register pressure, level 2).
+    /// Linearise shared tiles' subscripts in 32-bit arithmetic (`strategy::narrow`).
     narrow_index: bool,
     shared_arrays: std::collections::HashSet<String>,
 }
@@ -272,7 +272,7 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
             return err(format!("`{array}` indexed with {} subscripts", indices.len()));
         }
         // C's row-major linearisation, in 64 bits; a shared tile's in 32 bits (no signed wrap:
-        // see `strategy::narrow`) under register pressure level 2, extended once for the address.
+        // see `strategy::narrow`) in narrowed code (`strategy::narrow`), extended once for the address.
         let narrow = self.narrow_index && self.shared_arrays.contains(array);
         let index_ty = if narrow { ScalarType::Int } else { ScalarType::Long };
         let mut linear: Option<IntValue<'ctx>> = None;

@@ -65,7 +65,6 @@ fn short(s: Strategy) -> &'static str {
         Strategy::ReduceRegisterPressure1 => "no unrolling",
         Strategy::ReduceGranularity => "less granularity",
         Strategy::ReduceCse => "less CSE",
-        Strategy::ReduceRegisterPressure2 => "32-bit tile indices",
         Strategy::ReduceRegisterPressure3 => "cap registers",
         Strategy::DropCaching => "no caching",
         Strategy::CacheInSharedMemory => "cache",

@@ -1,10 +1,13 @@
-//! Register pressure, level 2: the index arithmetic of shared-memory staging in 32 bits.
+//! The index arithmetic of shared-memory staging in 32 bits. The published tool's register
+//! pressure level 2; here every staged code of a tree gets it (`tree::build`'s evaluation),
+//! since it never overflows (below) and saves registers and 64-bit multiplications.
 //!
 //! Contract: [`narrow`] marks the code that runs (a staged kernel) to linearise the subscripts
 //! of its shared-memory tiles in `int` (the lowering and the CUDA emitter both honour
 //! `Kernel::narrow_index`, for shared arrays only) and turns the tool's own 64-bit index
 //! temporaries of the cooperative loads and write-backs (`metafork_*` declarations and loop
-//! counters, with the `(long)` casts in their definitions) into `int`. The program's own
+//! counters, with the `(long)` casts in their definitions, and the conditions that read them)
+//! into `int`. The program's own
 //! statements keep their types, and global arrays stay linearised in 64 bits. 64-bit values
 //! take two registers each and 64-bit multiplications expand: see bench/RESULTS.md.
 //!
@@ -71,6 +74,11 @@ fn narrow_stmt(s: &mut Stmt, tiles: &[String]) {
         }
         StmtKind::Block(items) => items.iter_mut().for_each(|x| narrow_stmt(x, tiles)),
         StmtKind::If { cond, then_branch, else_branch } => {
+            // A condition on the tool's own temporaries (a cooperative load's guard) is the
+            // tool's: its bounds are tile sizes and the footprint's corners, as above.
+            if mentions_tool_name(cond) {
+                narrow_expr(cond);
+            }
             narrow_tile_subscripts(cond, tiles);
             narrow_stmt(then_branch, tiles);
             if let Some(e) = else_branch {
@@ -79,6 +87,12 @@ fn narrow_stmt(s: &mut Stmt, tiles: &[String]) {
         }
         _ => {}
     }
+}
+
+fn mentions_tool_name(e: &Expr) -> bool {
+    let mut found = false;
+    crate::frontend::ast::walk_expr(e, &mut |x| found |= matches!(&x.kind, ExprKind::Var(v) if is_tool_name(v)));
+    found
 }
 
 fn narrow_tile_subscripts(e: &mut Expr, tiles: &[String]) {

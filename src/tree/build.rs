@@ -193,9 +193,9 @@ impl Builder<'_> {
         };
         staged.kernel.no_unroll = kernel.no_unroll;
         staged.kernel.max_registers = kernel.max_registers;
-        if kernel.narrow_index {
-            staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
-        }
+        // Tile index arithmetic is 32-bit in every staged code (`strategy::narrow` says why it
+        // cannot overflow under any leaf's constraints), not a strategy the tree must choose.
+        staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
         staged.kernel = eliminate(&staged.kernel, kernel.cse);
         staged.kernel.cse = kernel.cse;
         if let Some(condition) = &kernel.unroll {
@@ -313,7 +313,6 @@ impl Builder<'_> {
                 }
                 found
             }
-            Strategy::ReduceRegisterPressure2 => (!code.narrow_index && !node.cached.is_empty()).then(|| Kernel { narrow_index: true, ..code.clone() }),
             Strategy::ReduceRegisterPressure3 => {
                 (code.max_registers.is_none() && node.counters.registers > REGISTER_CAP).then(|| Kernel { max_registers: Some(REGISTER_CAP), ..code.clone() })
             }

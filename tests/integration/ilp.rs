@@ -377,8 +377,22 @@ fn the_tree_merges_iterations_where_the_merged_grid_fills_the_device() {
                     continue;
                 }
                 for _ in 0..300 {
-                    // Small devices, so that both sides of the condition are met.
-                    let params: BTreeMap<String, i64> = f.params.iter().filter(|p| p.ty.is_integer()).map(|p| (p.name.clone(), if f.data_parameters().contains(&p.name) { rng.range(1, 200_000) } else { rng.range(1, 16) })).collect();
+                    // Small devices and sizes spread over orders of magnitude, so that both
+                    // sides of the condition are met.
+                    let params: BTreeMap<String, i64> = f
+                        .params
+                        .iter()
+                        .filter(|p| p.ty.is_integer())
+                        .map(|p| {
+                            let value = if f.data_parameters().contains(&p.name) {
+                                let most = [64, 4096, 200_000][rng.range(0, 2) as usize];
+                                rng.range(1, most)
+                            } else {
+                                rng.range(1, 16)
+                            };
+                            (p.name.clone(), value)
+                        })
+                        .collect();
                     let (warps, sms) = (rng.range(1, 8), rng.range(1, 4));
                     let mut at = constraints::exact_point(&params);
                     at.insert(Var::new(&tree.machine.warps_per_multiprocessor), Rational::from_integer(warps.into()));
