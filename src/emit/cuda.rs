@@ -13,7 +13,7 @@
 
 use crate::frontend::ast::*;
 use crate::frontend::model::KernelFunction;
-use crate::kernel::{Kernel, KernelParamKind};
+use crate::kernel::{Kernel, KernelParam, KernelParamKind};
 use crate::names::c_ident;
 use constraints::Poly;
 use std::fmt::Write;
@@ -25,6 +25,15 @@ pub fn emit_kernel(function: &KernelFunction, kernel: &Kernel, header: &[String]
         let _ = writeln!(out, "// {}", crate::names::c_comment(line));
     }
     let _ = writeln!(out, "#include <cuda_runtime.h>\n");
+    if !restrict_pairs(kernel).is_empty() {
+        // Guarded: several leaves' files may be compiled as one (`compiled::compile_leaves`).
+        let _ = writeln!(out, "#ifndef METAFORK_OVERLAP_DEFINED\n#define METAFORK_OVERLAP_DEFINED");
+        let _ = writeln!(out, "// Whether two byte ranges overlap (the kernel's arrays are `__restrict__`).");
+        let _ = writeln!(out, "static inline bool metafork_overlap(const void *metafork_p, long metafork_p_bytes, const void *metafork_q, long metafork_q_bytes) {{");
+        let _ = writeln!(out, "  unsigned long metafork_a = (unsigned long)metafork_p, metafork_b = (unsigned long)metafork_q;");
+        let _ = writeln!(out, "  return metafork_p_bytes > 0 && metafork_q_bytes > 0 && metafork_a < metafork_b + (unsigned long)metafork_q_bytes && metafork_b < metafork_a + (unsigned long)metafork_p_bytes;");
+        let _ = writeln!(out, "}}\n#endif\n");
+    }
     emit_global(&mut out, kernel)?;
     out.push('\n');
     emit_launch(&mut out, function, kernel)?;
@@ -140,9 +149,12 @@ struct Cify<'k> {
     extents: std::collections::HashMap<&'k str, &'k [Poly]>,
     /// Emit `#pragma unroll 1` before every loop (register pressure, level 1).
     no_unroll: bool,
-    /// Shared tiles whose subscripts are linearised in `int` (register pressure level 2);
+    /// Shared tiles whose subscripts are linearised in `int` (`strategy::narrow`);
     /// every other array's are linearised in `long`.
     narrow: std::collections::HashSet<&'k str>,
+    /// The kernel's integer names, to print without needless casts (`emit::casts`); `None`
+    /// prints every cast.
+    types: Option<super::casts::IntegerTypes>,
 }
 
 impl Cify<'_> {
@@ -177,7 +189,12 @@ impl Cify<'_> {
 
     /// An expression as printed: rewritten, then spelled.
     fn out(&self, e: &Expr) -> Result<Expr, String> {
-        self.expr(e).map(|x| spelled_as(&x, &|n| self.spelling.ident(n).into_owned()))
+        let x = self.expr(e)?;
+        let x = match &self.types {
+            Some(t) => t.tidy(&x),
+            None => x,
+        };
+        Ok(spelled_as(&x, &|n| self.spelling.ident(n).into_owned()))
     }
 
     fn name<'n>(&self, name: &'n str) -> std::borrow::Cow<'n, str> {
@@ -254,7 +271,7 @@ pub struct HostExprs<'f>(Cify<'f>);
 impl<'f> HostExprs<'f> {
     pub fn new(function: &'f KernelFunction) -> HostExprs<'f> {
         let extents = function.arrays.iter().map(|a| (a.name.as_str(), a.extents.as_slice())).collect();
-        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, no_unroll: false, narrow: Default::default() })
+        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, no_unroll: false, narrow: Default::default(), types: None })
     }
 
     pub fn expr(&self, e: &Expr) -> Result<Expr, String> {
@@ -272,7 +289,9 @@ fn params_list(kernel: &Kernel) -> String {
         .iter()
         .map(|p| match &p.kind {
             KernelParamKind::Scalar(t) => format!("{t} {}", c_ident(&p.name)),
-            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{}", if *is_const { "const " } else { "" }, c_ident(&p.name)),
+            // The language's arrays are distinct objects; the launch wrapper refuses overlapping
+            // ranges where one is written, so `__restrict__` holds.
+            KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *__restrict__ {}", if *is_const { "const " } else { "" }, c_ident(&p.name)),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -306,7 +325,7 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     }
     let narrow = if kernel.narrow_index { kernel.shared.iter().map(|s| s.name.as_str()).collect() } else { Default::default() };
     let names = kernel_names(kernel);
-    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, no_unroll: kernel.no_unroll, narrow };
+    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, no_unroll: kernel.no_unroll, narrow, types: Some(super::casts::IntegerTypes::of_kernel(kernel)) };
     // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));
@@ -452,6 +471,29 @@ pub fn launch_params(function: &KernelFunction, kernel: &Kernel) -> Vec<(String,
         .collect()
 }
 
+/// The pairs of array parameters `__restrict__` needs distinct: every pair of which one is
+/// written (two arrays only read may overlap).
+fn restrict_pairs(kernel: &Kernel) -> Vec<(&KernelParam, &KernelParam)> {
+    let arrays: Vec<&KernelParam> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Array { .. })).collect();
+    let written = |p: &KernelParam| matches!(p.kind, KernelParamKind::Array { is_const: false, .. });
+    let mut pairs = Vec::new();
+    for (i, a) in arrays.iter().enumerate() {
+        for b in &arrays[i + 1..] {
+            if written(a) || written(b) {
+                pairs.push((*a, *b));
+            }
+        }
+    }
+    pairs
+}
+
+/// An array parameter's size in bytes, as a `long` C expression.
+fn array_bytes(p: &KernelParam) -> Result<String, String> {
+    let KernelParamKind::Array { elem, extents, .. } = &p.kind else { return Err(format!("`{}` is not an array", p.name)) };
+    let elements = extents.iter().fold(Poly::int(elem.size_bytes() as i64), |acc, e| acc * e.clone());
+    Ok(spelled(&poly_expr_as(&elements, ScalarType::Long)?).to_string())
+}
+
 fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> Result<(), String> {
     let own: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
     let _ = writeln!(out, "// Launch `{}`: grid, block and dynamic shared memory from the parameters.", kernel.name);
@@ -475,6 +517,10 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     let _ = writeln!(out, "  if (metafork_grid_x <= 0 || metafork_grid_y <= 0 || metafork_grid_z <= 0) return cudaSuccess;  // no iteration to run");
     let _ = writeln!(out, "  if (metafork_grid_x > 2147483647L || metafork_grid_y > 65535 || metafork_grid_z > 65535 || metafork_block_x <= 0 || metafork_block_y <= 0 || metafork_block_z <= 0)");
     let _ = writeln!(out, "    return cudaErrorInvalidConfiguration;");
+    for (a, b) in restrict_pairs(kernel) {
+        let (na, nb) = (c_ident(&a.name), c_ident(&b.name));
+        let _ = writeln!(out, "  if (metafork_overlap({na}, {}, {nb}, {})) return cudaErrorInvalidValue;  // `{na}` and `{nb}` overlap", array_bytes(a)?, array_bytes(b)?);
+    }
     let _ = writeln!(out, "  size_t metafork_shared_bytes = (size_t){};", shared_bytes_expr(kernel)?);
     let args: Vec<String> = kernel.params.iter().map(|p| c_ident(&p.name).into_owned()).collect();
     let _ = writeln!(out, "  {}<<<dim3(metafork_grid_x, metafork_grid_y, metafork_grid_z), dim3(metafork_block_x, metafork_block_y, metafork_block_z), metafork_shared_bytes, metafork_stream>>>({});", kernel.name, args.join(", "));

@@ -111,7 +111,7 @@ fn matmul_refills_its_tiles_every_step_of_the_serial_loop() {
     let s = stage(&f, &k, &b).unwrap();
     let cu = emit_kernel(&f, &s.kernel, &[]).unwrap();
     let t_loop = cu.find("for (int t = 0; t < dim0; t++) {").expect("the serial loop stays");
-    let load = cu.find("a_tile0[(long)metafork_e] = a[").expect("a cooperative load of a");
+    let load = cu.find("a_tile0[metafork_e] = a[").expect("a cooperative load of a");
     assert!(load > t_loop, "loads are inside the serial loop:\n{cu}");
     assert_eq!(cu.matches("__syncthreads();").count(), 2, "after the loads and before the next step:\n{cu}");
 }
