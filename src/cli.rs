@@ -196,9 +196,12 @@ pub enum Command {
     /// program parameters (block sizes: powers of two and warp multiples up to the device's
     /// threads per block; other program parameters: 1, 2, 4, ..., 32; or the values of --range
     /// or of a --space file), keeps the configurations that satisfy the program's facts and that
-    /// some kernel leaf admits on the device for the given --size values, ranks them by occupancy
-    /// times global-memory coalescing times shared-bank efficiency (from the leaf's counters and
-    /// its accesses at that point), prints the top --top as a table and, with --output FILE,
+    /// some kernel leaf admits on the device for the given --size values, ranks them by the
+    /// time a data-movement model estimates (flops, global bytes moved and shared-memory passes
+    /// per launch, from the leaf's code and accesses at that point, against the device's FP
+    /// rate, bandwidth and shared-memory rate, with occupancy hiding latency; a profile without
+    /// `memory_bandwidth_gb_s` and `boost_clock_mhz` ranks by occupancy times coalescing times
+    /// bank and branch efficiency), prints the top --top as a table and, with --output FILE,
     /// writes every admissible configuration, with its leaf, counters and score, to FILE.
     /// --emit-harness DIR writes a CUDA program holding every admissible configuration that, on
     /// a GPU, times the model's top --top, then searches locally around the fastest (or times

@@ -42,6 +42,13 @@ pub struct DeviceProfile {
     pub threads_per_block: u32,
     pub warps_per_multiprocessor: u32,
     pub blocks_per_multiprocessor: u32,
+    /// DRAM bandwidth in GB/s (10^9 bytes per second), for `tune`'s data-movement model;
+    /// optional: without it (or the clock) `tune` ranks without time estimates.
+    #[serde(default)]
+    pub memory_bandwidth_gb_s: Option<u32>,
+    /// The multiprocessors' boost clock in MHz (the clock of the published peak FLOP rate).
+    #[serde(default)]
+    pub boost_clock_mhz: Option<u32>,
 }
 
 /// Why a profile could not be used; `Display` names the source and the field.
@@ -113,6 +120,10 @@ impl DeviceProfile {
             ("warps_per_multiprocessor", self.warps_per_multiprocessor, 1 << 12),
             ("blocks_per_multiprocessor", self.blocks_per_multiprocessor, 1 << 12),
         ];
+        let throughput = [("memory_bandwidth_gb_s", self.memory_bandwidth_gb_s), ("boost_clock_mhz", self.boost_clock_mhz)];
+        if let Some((field, value)) = throughput.iter().find_map(|(f, v)| v.filter(|v| *v == 0 || *v > 1_000_000).map(|v| (*f, v))) {
+            return Err((field, format!("field `{field}` ({value}) must be between 1 and 1000000")));
+        }
         if let Some((field, value, most)) = at_most.iter().find(|(_, v, most)| v > most) {
             return Err((field, format!("field `{field}` ({value}) must be at most {most}")));
         }

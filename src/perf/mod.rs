@@ -18,6 +18,7 @@ pub mod divergence;
 pub mod fork;
 pub mod formula;
 pub mod lanes;
+pub mod movement;
 pub mod occupancy;
 pub mod pattern;
 
@@ -30,12 +31,16 @@ pub struct Efficiency {
     pub coalescing: f64,
     /// Shared accesses over shared passes: the mean of `1 / ways` (1 when none).
     pub banks: f64,
+    /// Bytes moved (32-byte sectors) over the bytes the lanes ask for (lanes x element
+    /// size), summed over the global accesses' first warps (1 when none): 1 when coalesced,
+    /// 1/32 for a warp that reads one element, 8 for a stride of 8 words.
+    pub traffic: f64,
 }
 
 /// [`Efficiency`] of `patterns` at `point` with the block `block`, counted by the lanes.
 /// Accesses whose pattern cannot be evaluated there are left out.
 pub fn efficiency(patterns: &[pattern::Pattern], point: &BTreeMap<String, i64>, block: [i64; 3]) -> Efficiency {
-    let (mut used, mut moved) = (0i64, 0i64);
+    let (mut used, mut moved, mut asked) = (0i64, 0i64, 0i64);
     let (mut shared, mut passes) = (0.0, 0.0);
     for p in patterns {
         let Some(c) = p.warp(point, block) else { continue };
@@ -45,9 +50,14 @@ pub fn efficiency(patterns: &[pattern::Pattern], point: &BTreeMap<String, i64>, 
         } else {
             used += c.used_bytes();
             moved += c.sectors() * lanes::SECTOR;
+            asked += c.elements.len() as i64 * c.elem;
         }
     }
-    Efficiency { coalescing: if moved == 0 { 1.0 } else { used as f64 / moved as f64 }, banks: if passes == 0.0 { 1.0 } else { shared / passes } }
+    Efficiency {
+        coalescing: if moved == 0 { 1.0 } else { used as f64 / moved as f64 },
+        banks: if passes == 0.0 { 1.0 } else { shared / passes },
+        traffic: if asked == 0 { 1.0 } else { moved as f64 / asked as f64 },
+    }
 }
 
 /// The branch efficiency of a kernel at one parameter point, for ranking (`tune`): `1 - d/2`,

@@ -8,7 +8,10 @@
 //! powers of two 1..32. The program's facts are the space's restrictions (checked as soon as
 //! their parameters are bound); the final filter is leaf selection
 //! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
-//! estimates. The score is the occupancy of the selected leaf ([`super::occupancy`]) from its
+//! estimates. Where the device profile gives its bandwidth and clock, configurations are
+//! ranked by the data-movement model's time ([`crate::perf::movement`]: flops, global bytes and
+//! shared passes per launch against the device's rates, with occupancy hiding latency), the
+//! score being the best time over each one's. Otherwise the score is the occupancy of the selected leaf ([`super::occupancy`]) from its
 //! counters at that point, times its memory efficiency there ([`crate::perf::efficiency`]:
 //! global bytes used over bytes moved, times shared accesses over shared passes, for the first
 //! warp of each access), times its branch efficiency ([`crate::perf::branch_efficiency`]:
@@ -61,8 +64,14 @@ pub struct Config {
     /// `1 - d/2` for the mean fraction `d` of the first block's warps that diverge on a
     /// thread-dependent condition ([`crate::perf::branch_efficiency`]), in [0.5, 1].
     pub branch_efficiency: f64,
-    /// What configurations are ranked by (higher first): occupancy x coalescing x bank
-    /// efficiency x branch efficiency.
+    /// The data-movement model's time for one launch ([`crate::perf::movement`]), when the
+    /// device profile has the throughput fields.
+    pub estimated_seconds: Option<f64>,
+    /// The pipe that bounds that time: `compute`, `global` or `shared`.
+    pub bound: Option<String>,
+    /// What configurations are ranked by (higher first): the best estimated time over this
+    /// configuration's when every configuration has an estimate; otherwise occupancy x
+    /// coalescing x bank efficiency x branch efficiency.
     pub score: f64,
 }
 
@@ -78,6 +87,18 @@ pub struct Tuned {
     pub registers_from: String,
     pub candidates: u64,
     pub admissible: Vec<Config>,
+}
+
+/// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]).
+fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, point: &BTreeMap<String, i64>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
+    use crate::perf::movement;
+    let work = movement::work_per_thread(function, code, point)?;
+    let (grid, block) = movement::launch_shape(function, code, point)?;
+    let blocks: f64 = grid.iter().map(|g| *g as f64).product();
+    let threads = blocks * block.iter().map(|b| *b as f64).product::<f64>();
+    let double = code.params.iter().any(|p| matches!(p.kind, crate::kernel::KernelParamKind::Array { elem: crate::frontend::ast::ScalarType::Double, .. }));
+    let run = movement::Run { work, threads, blocks, double, occupancy, traffic: memory.traffic, banks: memory.banks, branch_efficiency: branches };
+    movement::estimate(&run, device).filter(|e| e.seconds.is_finite() && e.seconds > 0.0)
 }
 
 /// The default values of a block-size parameter: powers of two and warp multiples up to the
@@ -160,13 +181,14 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     }
     // Each leaf's access patterns, once.
     let backend = constraints::solver::Backend::default();
-    let mut patterns: BTreeMap<String, (Vec<crate::perf::pattern::Pattern>, Vec<crate::perf::divergence::Branch>, Vec<constraints::Poly>)> = BTreeMap::new();
+    type LeafModel = (Vec<crate::perf::pattern::Pattern>, Vec<crate::perf::divergence::Branch>, Vec<constraints::Poly>, crate::kernel::Kernel);
+    let mut patterns: BTreeMap<String, LeafModel> = BTreeMap::new();
     for node in tree.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)) {
         let name = crate::emit::tree_files::leaf_kernel_name(tree, node.id);
         patterns.entry(name).or_insert_with(|| {
             let accesses = crate::perf::pattern::patterns(function, &node.staged, &tree.root_constraints, &backend);
             let branches = crate::perf::pattern::branches(function, &node.staged, &tree.root_constraints, &backend);
-            (accesses, branches, node.staged.block.clone())
+            (accesses, branches, node.staged.block.clone(), node.staged.clone())
         });
     }
     let mut configs = Vec::with_capacity(admissible.len());
@@ -179,13 +201,15 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let registers = u32::try_from(compiled[leaf].registers).ok().filter(|r| *r > 0).unwrap_or(rule.registers);
         let occ = occupancy(device, registers.into(), shared.max(0) as u64, threads.max(0) as u64);
         let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
-        let (memory, branches) = match patterns.get(&dispatcher.kernels[leaf]) {
-            Some((p, b, block)) => {
+        let (memory, branches, estimate) = match patterns.get(&dispatcher.kernels[leaf]) {
+            Some((p, b, block, code)) => {
                 let dims: Vec<i64> = block.iter().map(&value).collect();
                 let block = [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1));
-                (crate::perf::efficiency(p, &named, block), crate::perf::branch_efficiency(b, &named, block))
+                let memory = crate::perf::efficiency(p, &named, block);
+                let branches = crate::perf::branch_efficiency(b, &named, block);
+                (memory, branches, time_estimate(function, code, &named, device, occ, memory, branches))
             }
-            None => (crate::perf::Efficiency { coalescing: 1.0, banks: 1.0 }, 1.0),
+            None => (crate::perf::Efficiency { coalescing: 1.0, banks: 1.0, traffic: 1.0 }, 1.0, None),
         };
         configs.push(Config {
             parameters: dispatcher.params.iter().cloned().zip(row.iter().copied()).collect(),
@@ -197,8 +221,17 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             coalescing: memory.coalescing,
             bank_efficiency: memory.banks,
             branch_efficiency: branches,
+            estimated_seconds: estimate.map(|e| e.seconds),
+            bound: estimate.map(|e| e.bound.to_string()),
             score: occ * memory.coalescing * memory.banks * branches,
         });
+    }
+    // With a time for every configuration, the score is the best time over this one's.
+    if !configs.is_empty() && configs.iter().all(|c| c.estimated_seconds.is_some_and(|s| s > 0.0 && s.is_finite())) {
+        let best = configs.iter().filter_map(|c| c.estimated_seconds).fold(f64::INFINITY, f64::min);
+        for c in &mut configs {
+            c.score = best / c.estimated_seconds.expect("checked above");
+        }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
     Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs })

@@ -295,12 +295,27 @@ int main() {
 /// The branch factor of the score: matvec's guard `r < N` with `N = 40` splits the first block's
 /// second warp (lanes 32..63) when the block has 64 or 96 threads, so a half or a third of its
 /// warps diverge (`1 - d/2`: 0.75, 5/6); a block of 32 or fewer threads holds no divergence.
+/// With a profile that lacks the throughput fields, the score is the product of the counters;
+/// with a built-in profile it is the best estimated time over each configuration's.
 #[test]
 fn tune_scores_divergent_warps() {
     let dir = scratch("tune-divergence");
+    let h200 = constraints::device::BUILT_IN.iter().find(|(n, _)| *n == "h200").unwrap().1;
+    let stripped: String = h200.lines().filter(|l| !l.starts_with("memory_bandwidth_gb_s:") && !l.starts_with("boost_clock_mhz:")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("plain.yaml"), stripped).unwrap();
     let out = metafork(&dir, &["tune", &example("matvec"), "--device", "h200", "--size", "N=40", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let timed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let best = timed.iter().map(|c| c["estimated_seconds"].as_f64().expect("h200 has throughput fields")).fold(f64::INFINITY, f64::min);
+    for c in &timed {
+        let s = c["estimated_seconds"].as_f64().unwrap();
+        assert!((c["score"].as_f64().unwrap() - best / s).abs() < 1e-12, "the score is the best time over this one's: {c}");
+        assert!(["compute", "global", "shared"].contains(&c["bound"].as_str().unwrap()), "{c}");
+    }
+    let out = metafork(&dir, &["tune", &example("matvec"), "--device", "plain.yaml", "--size", "N=40", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.iter().all(|c| c["estimated_seconds"].is_null()), "no estimate without the throughput fields");
     let by_block: BTreeMap<i64, &serde_json::Value> = json.iter().map(|c| (c["parameters"]["B"].as_i64().unwrap(), c)).collect();
     for (b, want) in [(8, 1.0), (32, 1.0), (64, 0.75), (96, 1.0 - 1.0 / 6.0)] {
         let c = by_block.get(&b).unwrap_or_else(|| panic!("B = {b} not admissible: {json:?}"));
@@ -312,18 +327,24 @@ fn tune_scores_divergent_warps() {
     }
 }
 
-/// Issue 24.2: `tune` decides with what the compiled leaves really use. On the a100 profile
-/// (sm_80) matmul's leaves need far more registers than estimated (71 against 35 for the
-/// model's favourite leaf); every configuration `tune` lists is one the generated dispatcher,
-/// given the same compiled counts (as `cudaFuncGetAttributes` reports them), selects with the
-/// same leaf, and some configurations the estimates would list are ones it refuses.
+/// Issue 24.2: `tune` decides with what the compiled leaves really use. On an sm_80 profile
+/// (the a100's, with 32768 registers per block, as sm_80 parts with half the register file
+/// would have) matmul's favourite leaf needs more registers than estimated (40 against 32);
+/// every configuration `tune` lists is one the generated dispatcher, given the same compiled
+/// counts (as `cudaFuncGetAttributes` reports them), selects with the same leaf, and some
+/// configurations the estimates would list (1024 threads of 40 registers) are ones it refuses.
 #[test]
 fn tune_lists_only_what_the_dispatcher_selects_with_real_counts() {
     let (Some(_), Some(cxx)) = (nvcc(), cxx()) else { return };
     let dir = scratch("tune-real-counts");
     let ex = example("matmul");
+    let a100 = constraints::device::BUILT_IN.iter().find(|(n, _)| *n == "a100").unwrap().1;
+    let small: String = a100.lines().map(|l| if l.starts_with("registers_per_block:") { "registers_per_block: 32768\n".to_string() } else if l.starts_with("name:") { "name: a100-32k\n".to_string() } else { format!("{l}\n") }).collect();
+    let profile = dir.join("a100-32k.yaml");
+    std::fs::write(&profile, small).unwrap();
+    let profile = profile.display().to_string();
     let listed = |extra: &[&str]| -> Vec<serde_json::Value> {
-        let mut args = vec!["tune", ex.as_str(), "--device", "a100", "--size", "n=2048", "--json"];
+        let mut args = vec!["tune", ex.as_str(), "--device", profile.as_str(), "--size", "n=2048", "--json"];
         args.extend(extra);
         let out = metafork(&dir, &args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -343,7 +364,7 @@ fn tune_lists_only_what_the_dispatcher_selects_with_real_counts() {
     let function = &program.kernels[0];
     let backend = constraints::solver::Backend::default();
     let tree = metafork::tree::build(function, Kernel::from_schedule(function, &function.schedules[0]).unwrap(), &backend).unwrap();
-    let device = DeviceProfile::load("a100").unwrap();
+    let device = DeviceProfile::load(&profile).unwrap();
     let reports = metafork::compiled::compile_leaves(function, &tree, "sm_80").unwrap();
     let dispatcher = Dispatcher::new(function, &tree).unwrap();
     let registers: Vec<String> = dispatcher.kernels.iter().map(|k| reports[k].registers.to_string()).collect();

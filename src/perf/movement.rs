@@ -1,0 +1,354 @@
+//! Data movement and a roofline time estimate, for `tune`'s ranking (issue 27.4).
+//!
+//! Contract: [`work_per_thread`] counts what one thread of a kernel does at a parameter point:
+//! floating-point operations, bytes of global memory it reads and writes, and shared-memory
+//! accesses. Loops count their trip count at the point, with enclosing loop counters at the
+//! middle of their range (a triangular loop counts its mean trip count); an `if` counts its
+//! busier side; thread and block indices are 0. It answers `None` when a loop bound cannot be
+//! evaluated (it reads an array element, or overflows).
+//!
+//! [`estimate`] turns one thread's work into the kernel's time on a device, from the device's
+//! published rates only (no fitted constant): FP32 (or FP64) lanes per multiprocessor from the
+//! compute capability (the CUDA C++ Programming Guide's throughput table), DRAM bandwidth and
+//! boost clock from the profile, and one 32-bank shared-memory pass per clock per
+//! multiprocessor. Global bytes are scaled by the bytes a warp moves over the bytes its lanes
+//! ask for (sectors; a broadcast moves one sector for 32 lanes), and shared passes divided by
+//! the bank efficiency, so coalescing and bank conflicts enter the time.
+//! The time is the slowest of the three pipes over the multiprocessors the grid occupies,
+//! each pipe slowed when too few warps hide its latency: arithmetic and shared memory need 16
+//! warps per multiprocessor (4 schedulers x 4 cycles of dependent-issue latency), global memory
+//! needs the bandwidth-latency product in flight (Little's law, one 128-byte request per warp,
+//! [`DRAM_LATENCY_CYCLES`]). Caches are not modelled: every global access counts as DRAM
+//! traffic, so reuse through shared memory (and register blocking) lowers the time, and reuse
+//! that hardware caches would catch is over-charged.
+
+use crate::frontend::ast::*;
+use crate::frontend::model::KernelFunction;
+use crate::kernel::{Kernel, KernelParamKind};
+use constraints::device::DeviceProfile;
+use std::collections::{BTreeMap, HashMap};
+
+/// DRAM latency in multiprocessor cycles, the order measured by microbenchmarks on Volta to
+/// Hopper (roughly 400-600 cycles); the model takes the upper end.
+pub const DRAM_LATENCY_CYCLES: f64 = 600.0;
+
+/// What one thread does.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    pub flops: f64,
+    pub global_bytes: f64,
+    pub shared_accesses: f64,
+}
+
+impl Work {
+    fn add(&mut self, o: Work) {
+        self.flops += o.flops;
+        self.global_bytes += o.global_bytes;
+        self.shared_accesses += o.shared_accesses;
+    }
+    fn scaled(self, k: f64) -> Work {
+        Work { flops: self.flops * k, global_bytes: self.global_bytes * k, shared_accesses: self.shared_accesses * k }
+    }
+    fn max(self, o: Work) -> Work {
+        Work { flops: self.flops.max(o.flops), global_bytes: self.global_bytes.max(o.global_bytes), shared_accesses: self.shared_accesses.max(o.shared_accesses) }
+    }
+}
+
+struct Counter<'k> {
+    /// Element type of every array (parameters and tiles).
+    elems: HashMap<&'k str, ScalarType>,
+    shared: Vec<&'k str>,
+    /// Scalar types of names (a name declared with two types counts as the wider float).
+    floats: HashMap<String, bool>,
+    block: [i64; 3],
+    grid: [i64; 3],
+}
+
+/// Integer value of `e` in `env` (the kernel's arithmetic, checked); `None` when it reads
+/// something not in `env` or overflows. Not `cexpr`: that compiles once for a fixed slot
+/// table, while this walk binds locals as it goes.
+fn eval(e: &Expr, env: &HashMap<String, i64>, c: &Counter) -> Option<i64> {
+    Some(match &e.kind {
+        ExprKind::Int(v) => *v,
+        ExprKind::Var(n) => *env.get(n.as_str())?,
+        ExprKind::Builtin(b) => match b {
+            Builtin::ThreadIdx(_) | Builtin::BlockIdx(_) => 0,
+            Builtin::BlockDim(d) => c.block[*d as usize % 3],
+            Builtin::GridDim(d) => c.grid[*d as usize % 3],
+        },
+        ExprKind::Cast(t, a) if t.is_integer() => eval(a, env, c)?,
+        ExprKind::Unary(UnOp::Neg, a) => eval(a, env, c)?.checked_neg()?,
+        ExprKind::Unary(UnOp::Not, a) => i64::from(eval(a, env, c)? == 0),
+        ExprKind::Binary(op, a, b) => {
+            let (x, y) = (eval(a, env, c)?, eval(b, env, c)?);
+            match op {
+                BinOp::Add => x.checked_add(y)?,
+                BinOp::Sub => x.checked_sub(y)?,
+                BinOp::Mul => x.checked_mul(y)?,
+                BinOp::Div => x.checked_div(y)?,
+                BinOp::Rem => x.checked_rem(y)?,
+                BinOp::Lt => i64::from(x < y),
+                BinOp::Le => i64::from(x <= y),
+                BinOp::Gt => i64::from(x > y),
+                BinOp::Ge => i64::from(x >= y),
+                BinOp::Eq => i64::from(x == y),
+                BinOp::Ne => i64::from(x != y),
+                BinOp::And => i64::from(x != 0 && y != 0),
+                BinOp::Or => i64::from(x != 0 || y != 0),
+            }
+        }
+        ExprKind::Cond(k, a, b) => {
+            if eval(k, env, c)? != 0 {
+                eval(a, env, c)?
+            } else {
+                eval(b, env, c)?
+            }
+        }
+        _ => return None,
+    })
+}
+
+impl Counter<'_> {
+    fn is_float(&self, e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Float { .. } => true,
+            ExprKind::Var(n) => self.floats.get(n.as_str()).copied().unwrap_or(false),
+            ExprKind::Index { array, .. } => self.elems.get(array.name.as_str()).is_some_and(|t| !t.is_integer()),
+            ExprKind::Cast(t, _) => !t.is_integer(),
+            ExprKind::Unary(UnOp::Neg, a) => self.is_float(a),
+            ExprKind::Binary(op, a, b) if !op.is_comparison() && !op.is_logical() => self.is_float(a) || self.is_float(b),
+            ExprKind::Cond(_, a, b) => self.is_float(a) || self.is_float(b),
+            ExprKind::Call(..) => true,
+            _ => false,
+        }
+    }
+
+    /// The work of evaluating `e` once (`write`: `e` is an assignment's target).
+    fn expr(&self, e: &Expr, write: bool) -> Work {
+        let mut w = Work::default();
+        match &e.kind {
+            ExprKind::Index { array, indices } => {
+                if self.shared.contains(&array.name.as_str()) {
+                    w.shared_accesses += 1.0;
+                } else {
+                    w.global_bytes += self.elems.get(array.name.as_str()).map_or(4, |t| t.size_bytes()) as f64;
+                }
+                indices.iter().for_each(|i| w.add(self.expr(i, false)));
+                let _ = write;
+            }
+            ExprKind::Binary(op, a, b) => {
+                if !op.is_comparison() && !op.is_logical() && self.is_float(e) {
+                    w.flops += 1.0;
+                }
+                w.add(self.expr(a, false));
+                w.add(self.expr(b, false));
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => w.add(self.expr(a, false)),
+            ExprKind::Cond(k, a, b) => {
+                w.add(self.expr(k, false));
+                w.add(self.expr(a, false).max(self.expr(b, false)));
+            }
+            ExprKind::Call(_, args) => {
+                w.flops += 1.0;
+                args.iter().for_each(|a| w.add(self.expr(a, false)));
+            }
+            _ => {}
+        }
+        w
+    }
+
+    fn stmts(&self, stmts: &[Stmt], env: &mut HashMap<String, i64>) -> Option<Work> {
+        let mut w = Work::default();
+        for s in stmts {
+            w.add(self.stmt(s, env)?);
+        }
+        Some(w)
+    }
+
+    fn stmt(&self, s: &Stmt, env: &mut HashMap<String, i64>) -> Option<Work> {
+        Some(match &s.kind {
+            StmtKind::Decl { ty, vars } => {
+                let mut w = Work::default();
+                for d in vars {
+                    w.add(self.expr(&d.init, false));
+                    match eval(&d.init, env, self).filter(|_| ty.is_integer()) {
+                        Some(v) => env.insert(d.name.name.clone(), v),
+                        None => env.remove(&d.name.name),
+                    };
+                }
+                w
+            }
+            StmtKind::Assign { target, op, value } => {
+                let mut w = self.expr(value, false);
+                w.add(self.expr(target, true));
+                if *op != AssignOp::Set {
+                    // A compound assignment also reads its target, and computes.
+                    w.add(self.expr(target, false));
+                    if self.is_float(target) {
+                        w.flops += 1.0;
+                    }
+                }
+                w
+            }
+            StmtKind::For(l) => {
+                let lo = eval(&l.lo, env, self)?;
+                let hi = eval(&l.hi, env, self)? + i64::from(l.inclusive);
+                let step = l.step.max(1);
+                let trips = if hi > lo { (hi - lo + step - 1) / step } else { 0 };
+                let mut inner = env.clone();
+                inner.insert(l.var.name.clone(), lo + (trips.max(1) - 1) / 2 * step);
+                let mut w = self.expr(&l.lo, false);
+                w.add(self.expr(&l.hi, false));
+                w.add(self.stmt(&l.body, &mut inner)?.scaled(trips as f64));
+                w
+            }
+            StmtKind::Block(items) => self.stmts(items, &mut env.clone())?,
+            StmtKind::If { cond, then_branch, else_branch } => {
+                let mut w = self.expr(cond, false);
+                let then = self.stmt(then_branch, &mut env.clone())?;
+                let other = match else_branch {
+                    Some(e) => self.stmt(e, &mut env.clone())?,
+                    None => Work::default(),
+                };
+                w.add(then.max(other));
+                w
+            }
+            _ => Work::default(),
+        })
+    }
+}
+
+/// Values of every integer name the kernel can read at `point`: the point, then the
+/// function's derived scalars in order.
+fn environment(function: &KernelFunction, point: &BTreeMap<String, i64>) -> HashMap<String, i64> {
+    let mut env: HashMap<String, i64> = point.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    for d in &function.derived {
+        let c = Counter { elems: HashMap::new(), shared: Vec::new(), floats: HashMap::new(), block: [1; 3], grid: [1; 3] };
+        if let Some(v) = eval(&d.value, &env, &c) {
+            env.insert(d.name.clone(), v);
+        }
+    }
+    env
+}
+
+/// The grid and block of `kernel` at `point`, or `None` where an extent cannot be evaluated.
+pub fn launch_shape(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>) -> Option<([i64; 3], [i64; 3])> {
+    let env = environment(function, point);
+    let c = Counter { elems: HashMap::new(), shared: Vec::new(), floats: HashMap::new(), block: [1; 3], grid: [1; 3] };
+    let mut grid = [1i64; 3];
+    for (d, g) in kernel.grid.iter().enumerate().take(3) {
+        grid[d] = eval(g, &env, &c)?;
+    }
+    let vars: BTreeMap<constraints::Var, constraints::Rational> = env.iter().map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+    let mut block = [1i64; 3];
+    for (d, b) in kernel.block.iter().enumerate().take(3) {
+        block[d] = b.eval(&vars).ok().and_then(|q| i64::try_from(q.to_integer()).ok())?;
+    }
+    Some((grid, block))
+}
+
+/// What one thread of `kernel` does at `point` (see the module's contract).
+pub fn work_per_thread(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>) -> Option<Work> {
+    let (grid, block) = launch_shape(function, kernel, point)?;
+    let mut elems: HashMap<&str, ScalarType> = HashMap::new();
+    let mut floats: HashMap<String, bool> = HashMap::new();
+    for p in &kernel.params {
+        match &p.kind {
+            KernelParamKind::Array { elem, .. } => {
+                elems.insert(&p.name, *elem);
+            }
+            KernelParamKind::Scalar(t) => {
+                floats.insert(p.name.clone(), !t.is_integer());
+            }
+        }
+    }
+    for s in &kernel.shared {
+        elems.insert(&s.name, s.elem);
+    }
+    fn declared(s: &Stmt, floats: &mut HashMap<String, bool>) {
+        match &s.kind {
+            StmtKind::Decl { ty, vars } => vars.iter().for_each(|d| {
+                *floats.entry(d.name.name.clone()).or_insert(false) |= !ty.is_integer();
+            }),
+            StmtKind::For(l) => declared(&l.body, floats),
+            StmtKind::Block(items) => items.iter().for_each(|x| declared(x, floats)),
+            StmtKind::If { then_branch, else_branch, .. } => {
+                declared(then_branch, floats);
+                if let Some(e) = else_branch {
+                    declared(e, floats);
+                }
+            }
+            _ => {}
+        }
+    }
+    kernel.body.iter().for_each(|s| declared(s, &mut floats));
+    let counter = Counter { elems, shared: kernel.shared.iter().map(|s| s.name.as_str()).collect(), floats, block, grid };
+    counter.stmts(&kernel.body, &mut environment(function, point))
+}
+
+/// FP32 and FP64 results per clock per multiprocessor by compute capability (CUDA C++
+/// Programming Guide, "Arithmetic Instructions", 32-bit and 64-bit floating-point add,
+/// multiply, multiply-add); `None` for a capability not in the table.
+pub fn lanes(compute_capability: &str) -> Option<(f64, f64)> {
+    Some(match compute_capability {
+        "2.0" => (32.0, 16.0),
+        "2.1" => (48.0, 4.0),
+        "3.0" | "3.2" => (192.0, 8.0),
+        "3.5" | "3.7" => (192.0, 64.0),
+        "5.0" | "5.2" => (128.0, 4.0),
+        "5.3" => (128.0, 4.0),
+        "6.0" => (64.0, 32.0),
+        "6.1" | "6.2" => (128.0, 4.0),
+        "7.0" | "7.2" => (64.0, 32.0),
+        "7.5" => (64.0, 2.0),
+        "8.0" => (64.0, 32.0),
+        "8.6" | "8.7" | "8.9" => (128.0, 2.0),
+        "9.0" => (128.0, 64.0),
+        _ => return None,
+    })
+}
+
+/// A kernel's estimated time and what bounds it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub seconds: f64,
+    /// `compute`, `global` or `shared`: the slowest pipe.
+    pub bound: &'static str,
+}
+
+/// How a kernel runs at one point: its work per thread and what the other models say there.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub work: Work,
+    pub threads: f64,
+    pub blocks: f64,
+    pub double: bool,
+    /// Fraction of the multiprocessor's warps resident ([`crate::tune::occupancy`]).
+    pub occupancy: f64,
+    /// Bytes moved over bytes the lanes ask for ([`crate::perf::Efficiency::traffic`]).
+    pub traffic: f64,
+    pub banks: f64,
+    pub branch_efficiency: f64,
+}
+
+/// The roofline time of `run` on `device` (see the module's contract); `None` when the profile
+/// lacks the throughput fields or its compute capability is not in [`lanes`].
+pub fn estimate(run: &Run, device: &DeviceProfile) -> Option<Estimate> {
+    let (fp32, fp64) = lanes(&device.compute_capability)?;
+    let clock_hz = f64::from(device.boost_clock_mhz?) * 1e6;
+    let bandwidth = f64::from(device.memory_bandwidth_gb_s?) * 1e9;
+    let sms = f64::from(device.multiprocessors).min(run.blocks.max(1.0));
+    let warps = (run.occupancy * f64::from(device.warps_per_multiprocessor)).max(1.0);
+    // Arithmetic: a dependent instruction issues 4 cycles after its operand's; 4 schedulers.
+    let issue_hiding = (warps / 16.0).min(1.0);
+    // Global memory: bytes in flight must cover bandwidth x latency per multiprocessor.
+    let bytes_per_clock = bandwidth / clock_hz / f64::from(device.multiprocessors);
+    let memory_hiding = (warps * 128.0 / (bytes_per_clock * DRAM_LATENCY_CYCLES)).min(1.0);
+    let lanes = if run.double { fp64 } else { fp32 };
+    // Two flops per lane per clock (an FMA); a diverging warp runs both sides.
+    let compute = run.work.flops * run.threads / (2.0 * lanes) / sms / issue_hiding / run.branch_efficiency;
+    let global = run.work.global_bytes * run.threads * run.traffic / bytes_per_clock / sms / memory_hiding;
+    let shared = run.work.shared_accesses * run.threads / 32.0 / run.banks.max(1e-3) / sms / issue_hiding;
+    let (cycles, bound) = [(compute, "compute"), (global, "global"), (shared, "shared")].into_iter().fold((0.0, "compute"), |acc, x| if x.0 > acc.0 { x } else { acc });
+    Some(Estimate { seconds: cycles / clock_hz, bound })
+}
