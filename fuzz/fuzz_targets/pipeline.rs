@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(program) => {
             constraints::budget::set(Some(Duration::from_millis(300)));
-            let _ = metafork::emit::command::files("fuzz.mf", text, &program, true, None);
+            let _ = metafork::emit::command::files("fuzz.mf", text, &program, true, &Default::default());
             constraints::budget::set(None);
         }
     }
