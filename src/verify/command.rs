@@ -83,6 +83,11 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, color: 
         }
     };
     let program = command::check(&diagnostics_name, &text, color).map_err(|f| unusable(format!("the program `{shown_dir}` was generated from does not check:\n{}", f.message)))?;
+    // A directory of `gen` without --emit-cuda holds the tree only: nothing runs, so there is
+    // nothing to verify (and no file is missing: it is a usage error, not a defect).
+    if !manifest.files.keys().any(|n| n.ends_with(".cu")) {
+        return Err(unusable(format!("`{shown_dir}` was written by `metafork gen` without --emit-cuda: it holds the decision tree but no kernel to verify; run `metafork gen --emit-cuda {} -o {shown_dir}` first", origin.name.escape_debug())));
+    }
     let wisdom_text = match &manifest.wisdom {
         Some(w) => Some(String::from_utf8(listed(dir, &manifest, w)?).map_err(|_| unusable(format!("`{shown_dir}/{}` is not UTF-8", w.escape_debug())))?),
         None => None,

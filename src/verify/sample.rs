@@ -32,6 +32,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
     let program = function.program_parameters();
     let data = function.data_parameters();
     let mut rng = SplitMix(seed);
+    let divisors = data_divisors(function, &data);
     let mut out: Vec<BTreeMap<String, i64>> = Vec::new();
     // Small points first; a region with none (`32 <= B1`, `N == 1`) gets a round with
     // warp-sized program parameters and data up to WIDE_DATA, then Z3's own points.
@@ -60,6 +61,30 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             }
         }
         let most = if wide { WIDE_DATA } else { MAX_DATA };
+        // Every third candidate, each data parameter is a multiple of all its facts' divisors
+        // at once (`NJ % BX == 0 && NJ % BY == 0 && NJ % BK == 0`: their least common
+        // multiple), which independent draws rarely meet when several sizes each need several.
+        if attempt % 3 == 2 {
+            let mut directed = point.clone();
+            let mut fits = true;
+            for d in &data {
+                let step = divisors.iter().filter(|(name, _)| name == d).try_fold(1i64, |l, (_, e)| {
+                    let v = e.eval(&point).filter(|v| *v >= 1)?;
+                    let l = lcm(l, v)?;
+                    (l <= most).then_some(l)
+                });
+                match step {
+                    Some(step) => {
+                        directed.insert(d.clone(), step * rng.range(1, most / step));
+                    }
+                    None => fits = false,
+                }
+            }
+            if fits && !out.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
+                out.push(directed);
+            }
+            continue;
+        }
         for d in &data {
             // A multiple of some program parameters' product (facts such as `n % (ub1 * s) == 0`
             // need one), or any size; never above the round's bound: a run's cost grows with it
@@ -82,6 +107,53 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(1).collect();
     }
     Ok(out)
+}
+
+/// The least common multiple of two positive values; `None` on overflow.
+fn lcm(a: i64, b: i64) -> Option<i64> {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    (a / x).checked_mul(b)
+}
+
+/// A divisor, in program parameters, that a fact demands of a data parameter.
+struct Divisor(crate::cexpr::Code, Vec<String>);
+
+impl Divisor {
+    fn eval(&self, point: &BTreeMap<String, i64>) -> Option<i64> {
+        let slots: Option<Vec<i64>> = self.1.iter().map(|n| point.get(n).copied()).collect();
+        self.0.eval(&slots?)
+    }
+}
+
+/// The facts `d % E == 0` (conjuncts of `assume`) with `d` a data parameter and `E` an
+/// expression of program parameters only: `(d, E)`.
+fn data_divisors(function: &KernelFunction, data: &[String]) -> Vec<(String, Divisor)> {
+    use crate::frontend::ast::{BinOp, ExprKind};
+    let program = function.program_parameters();
+    let mut out = Vec::new();
+    for fact in &function.facts {
+        for c in fact.condition.conjuncts() {
+            let ExprKind::Binary(BinOp::Eq, l, r) = &c.kind else { continue };
+            let rem = match (&l.kind, &r.kind) {
+                (ExprKind::Binary(BinOp::Rem, a, b), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Binary(BinOp::Rem, a, b)) => Some((a, b)),
+                _ => None,
+            };
+            let Some((a, b)) = rem else { continue };
+            let ExprKind::Var(d) = &a.kind else { continue };
+            if !data.contains(d) {
+                continue;
+            }
+            let names: Vec<String> = program.clone();
+            let slot = |n: &str| names.iter().position(|p| p == n).map(crate::cexpr::Resolved::Slot).ok_or_else(|| format!("`{n}` is not a program parameter"));
+            if let Ok(code) = crate::cexpr::Code::compile(b, &slot) {
+                out.push((d.clone(), Divisor(code, names)));
+            }
+        }
+    }
+    out
 }
 
 /// Points of `system` with program parameters in 1..=`WIDE_PROGRAM` and data in
@@ -117,7 +189,7 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 
 /// Whether `system` admits `point` (its parameters fixed, the machine limits free): the exact
 /// check of the parameter-only constraints first, then Z3 (`unknown` admits nothing).
-pub(crate) fn admits(system: &System, backend: &Backend, point: &BTreeMap<String, i64>) -> bool {
+pub fn admits(system: &System, backend: &Backend, point: &BTreeMap<String, i64>) -> bool {
     if !parameter_constraints_hold(system, point) {
         return false;
     }

@@ -79,6 +79,14 @@ fn missing_and_binary_files_are_clear_errors() {
     let out = metafork(&["verify", &example("saxpy.mf")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a file; `verify` takes a directory written by `metafork gen --emit-cuda`"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Given a directory of `gen` without --emit-cuda, it says that is a usage error (1), not
+    // a defect (3).
+    let tree_only = dir.join("tree-only");
+    let out = metafork(&["gen", &example("saxpy.mf"), "-o", tree_only.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = metafork(&["verify", tree_only.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without --emit-cuda"), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -342,3 +342,49 @@ fn verify_command_exit_codes() {
     assert_eq!(o.status.code(), Some(3), "{text}");
     assert!(text.contains("DEFECT (race)") && text.contains("of block"), "{text}");
 }
+
+/// Issue 26.4: the sampler finds small points where several sizes must each be a multiple of
+/// several block sizes at once (3mm's facts, five sizes: `NJ % BX`, `NJ % BY`, `NJ % BK`, ...), and
+/// where the region also needs a size large against the blocks (iteration merging's grid
+/// fill). Before, the leaves below the merge fork got no point and stayed unverified.
+#[test]
+fn the_sampler_meets_several_divisibility_facts_at_once() {
+    let src = "void mm(int NI, int NJ, int NK, int NL, int NM, int BY, int BX, int BK, double E[NI][NJ], const double A[NI][NK], const double B[NK][NJ], double F[NJ][NL], const double C[NJ][NM], const double D[NM][NL]) {
+  assume(NI >= 1 && NJ >= 1 && NK >= 1 && NL >= 1 && NM >= 1 && BY >= 1 && BX >= 1 && BK >= 1);
+  assume(NI % BY == 0 && NJ % BX == 0 && NJ % BY == 0 && NL % BX == 0);
+  assume(NK % BK == 0 && NM % BK == 0 && NJ % BK == 0);
+  int tilesI = NI / BY, tilesJ = NJ / BX, steps = NK / BK;
+  meta_schedule cache(A, B) {
+    meta_for (int gi = 0; gi < tilesI; gi++)
+      meta_for (int gj = 0; gj < tilesJ; gj++)
+        for (int kt = 0; kt < steps; kt++)
+          meta_for (int li = 0; li < BY; li++)
+            meta_for (int lj = 0; lj < BX; lj++) {
+              int i = gi * BY + li;
+              int j = gj * BX + lj;
+              if (kt == 0)
+                E[i][j] = 0.0;
+              for (int kk = 0; kk < BK; kk++)
+                E[i][j] += A[i][kt * BK + kk] * B[kt * BK + kk][j];
+            }
+  }
+}
+";
+    let (f, tree) = tree_of(src);
+    let b = backend();
+    let mut merged = 0;
+    for leaf in kernel_leaves(&tree) {
+        let system = leaf.correctness_constraints(&tree.machine);
+        // The seed and budget `verify` gives this leaf.
+        let options = Options::default();
+        let seed = options.seed ^ (leaf.id as u64).wrapping_mul(0x9e37_79b9);
+        let points = metafork::verify::sample::points(&f, &system, &b, options.points, (options.points * 12).max(48), seed).unwrap();
+        assert!(!points.is_empty(), "leaf {}: no small point", leaf.id);
+        for p in &points {
+            assert!(metafork::verify::sample::admits(&system, &b, p), "leaf {}: {p:?} outside its region", leaf.id);
+            assert!(p.values().all(|v| *v <= metafork::verify::sample::WIDE_DATA), "leaf {}: {p:?} is not small", leaf.id);
+        }
+        merged += usize::from(leaf.applied.contains(&metafork::tree::Strategy::Merge));
+    }
+    assert!(merged > 0, "the tree has merged leaves (the regions that had no point)");
+}
