@@ -72,6 +72,7 @@ fn short(s: Strategy) -> &'static str {
         Strategy::PadSharedRows => "pad rows",
         Strategy::Interchange => "interchange x/y",
         Strategy::Prefetch => "prefetch",
+        Strategy::RegisterBlock => "register blocking",
         Strategy::Unroll => "unroll by 4",
         Strategy::Merge => "merge 2 blocks",
     }

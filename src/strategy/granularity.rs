@@ -159,12 +159,56 @@ fn context_at(col: &mut Collector, body: &[Stmt], path: &[usize], env: &mut Env,
     }
 }
 
+/// A thread's work list whose items are proved independent: where it is and how many.
+pub(crate) struct Independent {
+    work: WorkList,
+    /// The statement list holding the work (the loop, or the items from `first`).
+    list_path: Vec<usize>,
+    /// The loop's index in that list (loops), or the first item's.
+    last: usize,
+    first: usize,
+    is_loop: bool,
+    /// The number of items, as an expression.
+    count: Expr,
+}
+
+impl Independent {
+    /// The loop whose iterations are the items, when the work list is a loop.
+    pub(crate) fn the_loop(&self, body: &[Stmt]) -> Option<ForLoop> {
+        if !self.is_loop {
+            return None;
+        }
+        let mut probe = body.to_vec();
+        match &list_at(&mut probe, &self.list_path).get(self.last)?.kind {
+            StmtKind::For(l) => Some(l.clone()),
+            _ => None,
+        }
+    }
+
+    /// The statement list holding the work, as a mutable vector of `body`.
+    pub(crate) fn list<'a>(&self, body: &'a mut Vec<Stmt>) -> &'a mut Vec<Stmt> {
+        list_at(body, &self.list_path)
+    }
+
+    pub(crate) fn index(&self) -> usize {
+        self.last
+    }
+}
+
 /// The kernel with granularity reduced, or `None` when there is no work list or its items
 /// cannot be proved independent.
 pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Option<Kernel>, String> {
     if kernel.grid.is_empty() {
         return Ok(None);
     }
+    let Some(Independent { work, list_path, last, first, is_loop, count: g_expr }) = independent_work(function, kernel, backend)? else { return Ok(None) };
+    transform(kernel, work, list_path, last, first, is_loop, g_expr)
+}
+
+/// The thread's work list, found as [`reduce_granularity`] finds it, when its items are
+/// proved independent: no two items touch one element with a write, and no scalar is carried
+/// from one item to the next.
+pub(crate) fn independent_work(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Option<Independent>, String> {
     let Some(work) = find(&kernel.body, &mut Vec::new(), function) else { return Ok(None) };
     let mut ctx = base_context(function);
     for p in &kernel.params {
@@ -258,7 +302,11 @@ pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &
         }
     }
 
-    // The transformation.
+    Ok(Some(Independent { work, list_path, last, first, is_loop, count: g_expr }))
+}
+
+fn transform(kernel: &Kernel, work: WorkList, list_path: Vec<usize>, last: usize, first: usize, is_loop: bool, g_expr: Expr) -> Result<Option<Kernel>, String> {
+    let _ = &work;
     let mut out = kernel.clone();
     let gx = out.grid[0].clone();
     out.grid[0] = e(ExprKind::Binary(BinOp::Mul, Box::new(gx), Box::new(g_expr.clone())));

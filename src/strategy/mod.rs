@@ -2,6 +2,7 @@
 //! to the counters it can lower (the paper's O_j). A strategy returns `Ok(None)` when it does
 //! not apply (nothing to transform, or its safety condition cannot be proved).
 
+pub mod block;
 pub mod caching;
 pub mod cse;
 pub mod granularity;

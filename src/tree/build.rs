@@ -18,6 +18,8 @@ pub(super) struct Builder<'a> {
     pub(super) applied: HashMap<(Strategy, String), Option<Kernel>>,
     /// Granularity-reduced code by the code without unrolling flag and cached arrays.
     pub(super) reduced: HashMap<String, Option<Kernel>>,
+    /// Register-blocked code by (code, factor).
+    pub(super) blocked: HashMap<(String, i64), Option<Kernel>>,
     /// The root system: the context in which accesses are modelled for the performance counters.
     pub(super) root: System,
     /// Performance conditions by (code that runs, counter).
@@ -98,7 +100,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         }
     }
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
     // Everything runs on this thread, in one order: Z3 contexts working on other threads at
     // the same time change this one's models (and so the number of queries the tree reports)
     // from run to run; a speculative granularity reduction on a second thread made `gen`'s
@@ -140,7 +142,8 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         staged: ev.staged,
         cached: ev.cached,
         applied,
-        strategies_left: Strategy::ALL.to_vec(),
+        // Register blocking is no refusal's strategy: it is tried once a path is settled.
+        strategies_left: Strategy::ALL.iter().copied().chain([Strategy::RegisterBlock]).collect(),
         counters_left: Counter::ALL.to_vec(),
         perf_done: 0,
         constraints: root.clone(),
@@ -169,6 +172,10 @@ impl Builder<'_> {
             Strategy::Merge => {
                 self.nodes[id].kind = NodeKind::Leaf;
                 Ok(())
+            }
+            Strategy::RegisterBlock => {
+                self.nodes[id].strategies_left.retain(|s| *s != Strategy::RegisterBlock);
+                self.settle(id)
             }
             _ => self.finish(id),
         }
@@ -319,7 +326,7 @@ impl Builder<'_> {
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge => None,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock => None,
         };
         self.applied.insert(key, r.clone());
         Ok(r)

@@ -165,6 +165,9 @@ pub enum Strategy {
     /// Merge two grid-`x` iterations into one block (`strategy::merge`), applied last, where
     /// the merged grid still fills the device and occupancy allows.
     Merge,
+    /// Register blocking (`strategy::block`): the granularity loop unrolled and jammed for one
+    /// value of its parameter, applied once every counter is settled, on the side of `g == K`.
+    RegisterBlock,
 }
 
 /// The CSE level the root applies (the highest of `strategy::cse`).
@@ -202,6 +205,7 @@ impl Strategy {
             Strategy::Prefetch => "prefetch reused global elements into registers",
             Strategy::Unroll => "unroll the innermost serial loop by 4",
             Strategy::Merge => "merge two grid-x iterations per block",
+            Strategy::RegisterBlock => "register blocking (unroll and jam the granularity loop)",
         }
     }
 
@@ -214,7 +218,7 @@ impl Strategy {
             Strategy::DropCaching => c == Counter::SharedMemory,
             Strategy::PadSharedRows => c == Counter::BankConflicts,
             Strategy::Interchange => c == Counter::Coalescing,
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge => false,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock => false,
         }
     }
 }
@@ -340,9 +344,10 @@ impl Tree {
     /// strategy is applied at most once on a path.
     pub fn height_bound(&self) -> usize {
         // Then, once per path, the fork on the trip count of the loop it unrolls and the three
-        // gates on the unrolled code (its two register counters, occupancy), and the four gates
-        // of merging (grid fill, two register counters, occupancy).
-        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 4 + 4
+        // gates on the unrolled code (its two register counters, occupancy), the four gates
+        // of merging (grid fill, two register counters, occupancy), and register blocking's
+        // forks on the granularity's value and the blocked code's three gates.
+        (Counter::ALL.iter().filter(|c| c.performance().is_none()).count() + self.perf_levels) * (Strategy::ALL.len() + 1) + 4 + 4 + crate::strategy::block::BLOCKING_FACTORS.len() + 3
     }
 }
 

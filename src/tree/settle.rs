@@ -13,6 +13,9 @@ impl Builder<'_> {
     /// ([`Builder::unroll_where_allowed`]). Every code that comes out is final
     /// ([`Builder::finish`]).
     pub(super) fn settle(&mut self, id: usize) -> Result<(), String> {
+        if self.nodes[id].strategies_left.contains(&Strategy::RegisterBlock) {
+            return self.block_fork(id, &crate::strategy::block::BLOCKING_FACTORS);
+        }
         let node = self.nodes[id].clone();
         let unrolled = match node.applied.contains(&Strategy::Unroll) {
             true => None,
@@ -37,6 +40,68 @@ impl Builder<'_> {
             self.finish(c)?;
         }
         Ok(())
+    }
+
+    /// Register blocking, once per path, before unrolling: where the code's granularity loop
+    /// runs to a program parameter `g` and its iterations are independent, for each factor `K`
+    /// in `ks` a `case` child on `g == K` takes the blocked code where it fits the register
+    /// limits ([`Builder::blocking_gates`]), and the `outside` child tries the
+    /// next factor; then every side settles as usual (unrolling, merging). Blocking changes
+    /// neither the block nor shared memory (the tiles are what the copies read, as before) nor
+    /// any access's lane strides, so only the register counters are evaluated again.
+    fn block_fork(&mut self, id: usize, ks: &[i64]) -> Result<(), String> {
+        let strip = |b: &mut Self| b.nodes[id].strategies_left.retain(|s| *s != Strategy::RegisterBlock);
+        let Some((&k, rest)) = ks.split_first() else {
+            strip(self);
+            return self.settle(id);
+        };
+        let node = self.nodes[id].clone();
+        let Some(g) = crate::strategy::block::granularity_of(self.function, &node.code, self.backend)? else {
+            strip(self);
+            return self.settle(id);
+        };
+        let is_k = Constraint::eq(&Poly::var(&g), &Poly::int(k));
+        if self.implied(&node, &is_k.negate()).is_ok() {
+            return self.block_fork(id, rest);
+        }
+        let key = (format!("{:?}", node.code), k);
+        let blocked = match self.blocked.get(&key) {
+            Some(b) => b.clone(),
+            None => {
+                let b = crate::strategy::block::block(self.function, &node.code, self.backend, k)?;
+                self.blocked.insert(key, b.clone());
+                b
+            }
+        };
+        let Some(code) = blocked else {
+            strip(self);
+            return self.settle(id);
+        };
+        let ev = self.evaluate(&code)?;
+        if self.implied(&node, &is_k).is_ok() {
+            let gates = self.blocking_gates(node.counters.registers, &ev);
+            return self.take_where_allowed(id, Strategy::RegisterBlock, code, ev, &gates);
+        }
+        let counter = Counter::TripCount;
+        if let Some(case) = self.branch(&node, &is_k, format!("case {} (`{g}` blocked by {k}): {is_k}", counter.name())) {
+            let c = self.child(id, ("case", counter, is_k.clone()), case);
+            let gates = self.blocking_gates(node.counters.registers, &ev);
+            self.take_where_allowed(c, Strategy::RegisterBlock, code, ev, &gates)?;
+        }
+        let outside = is_k.negate();
+        if let Some(out) = self.branch(&node, &outside, format!("outside {} (`{g}` blocked by {k}): {outside}", counter.name())) {
+            let c = self.child(id, ("outside", counter, outside), out);
+            self.block_fork(c, rest)?;
+        }
+        Ok(())
+    }
+
+    /// The gates of blocked code: its register limits only. Blocking trades occupancy for
+    /// reuse in registers on purpose (fewer resident warps, each with K independent
+    /// multiply-adds in flight); whether the trade pays is `tune`'s data-movement model's call,
+    /// which counts occupancy, not a fork's.
+    fn blocking_gates(&self, registers: u32, ev: &Evaluated) -> Vec<(Counter, Constraint)> {
+        self.register_gates(registers, ev).into_iter().filter(|(c, _)| *c != Counter::Occupancy).collect()
     }
 
     /// Node `id`, whose region meets the trip-count condition, takes the unrolled `code` where
@@ -112,7 +177,8 @@ impl Builder<'_> {
             let n = &mut self.nodes[at];
             take(n, s, code, ev);
             n.counters_left.clear();
-            return self.finish(at);
+            // Blocked code still settles (it may be unrolled, then merged).
+            return if s == Strategy::RegisterBlock { self.settle(at) } else { self.finish(at) };
         };
         let mut node = self.nodes[at].clone();
         let reads: &[&String] = match counter {
@@ -132,6 +198,7 @@ impl Builder<'_> {
         }
         let what = match s {
             Strategy::Merge => "merged code".to_string(),
+            Strategy::RegisterBlock => "register-blocked code".to_string(),
             _ => "code unrolled by 4".to_string(),
         };
         let registers = ev.counters.registers;

@@ -49,6 +49,22 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         // A divisibility of one program parameter (the tree's fork on a trip count,
         // `B0 % 4 == 0`) is met by moving the value to the next one that satisfies it: drawn
         // blindly, such regions are rarely hit.
+        // An equation of one program parameter (register blocking's `s == 8`) fixes it.
+        for c in system.constraints() {
+            let vars = c.poly().vars();
+            let (true, Some(v)) = (c.rel() == constraints::Rel::Eq && vars.len() == 1 && c.poly().total_degree() == 1, vars.into_iter().next()) else { continue };
+            let Some(x) = point.get_mut(v.name()) else { continue };
+            let at = |k: i64| c.poly().eval(&constraints::exact_point(&BTreeMap::from([(v.name().to_string(), k)]))).ok();
+            if let (Some(b), Some(ab)) = (at(0), at(1)) {
+                let a = ab - b.clone();
+                let root = -b / a;
+                if root.is_integer() {
+                    if let Ok(r) = i64::try_from(root.to_integer()) {
+                        *x = r;
+                    }
+                }
+            }
+        }
         for c in system.constraints() {
             let (Some(_), Some(v)) = (c.rel().modulus(), c.poly().vars().into_iter().next()) else { continue };
             if c.poly() != &Poly::var(v.name()) {

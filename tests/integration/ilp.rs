@@ -427,3 +427,57 @@ fn the_tree_merges_iterations_where_the_merged_grid_fills_the_device() {
         }
     }
 }
+
+/// Issue 27.1: register blocking. matmul's thread computes `s` outputs in a loop over `w < s`;
+/// the tree forks on `s == 8` and `s == 4` and, on those sides, takes the code with the loop
+/// unrolled and jammed into the reduction loop: no loop over `s` is left, each value of `a`'s
+/// tile is read once per step for all K outputs (K + 1 shared reads for K multiply-adds, not
+/// 2K), and each output has its own register. A code whose loop iterations are not
+/// independent (a scalar carried from one to the next) is not blocked.
+#[test]
+fn the_tree_blocks_the_granularity_loop_in_registers() {
+    use metafork::tree::{NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
+    let (f, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
+    let blocked: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock)).collect();
+    let mut factors = std::collections::BTreeSet::new();
+    for leaf in &blocked {
+        let k = [8, 4].into_iter().find(|k| leaf.constraints.constraints().iter().any(|c| c.to_string() == format!("s == {k}"))).unwrap_or_else(|| panic!("leaf {}: blocked without `s == K`: {}", leaf.id, leaf.constraints));
+        factors.insert(k);
+        let cuda = metafork::emit::cuda::emit_kernel(&f, &leaf.staged, &[]).unwrap();
+        assert!(!cuda.contains("w < s"), "leaf {}: the loop over s is gone:\n{cuda}", leaf.id);
+        let registers = (0..k).filter(|i| cuda.contains(&format!("float c_reg_b{i} = c["))).count();
+        assert_eq!(registers as i64, k, "leaf {}: one accumulator per output:\n{cuda}", leaf.id);
+        // One step of the jammed loop: the first `c_reg_b0 +=` up to the next one.
+        let step = cuda.split("c_reg_b0 +=").nth(1).unwrap_or_else(|| panic!("leaf {}: no accumulation:\n{cuda}", leaf.id));
+        let step = &step[..step.find("c_reg_b0 +=").or_else(|| step.find("__syncthreads")).unwrap_or(step.len())];
+        let a_reads = step.matches("a_tile0[").count();
+        assert!(a_reads <= 1, "leaf {}: `a` read once per step for all {k} outputs: {step}", leaf.id);
+        assert_eq!(step.matches("+=").count() as i64, k - 1, "leaf {}: the other outputs' multiply-adds follow: {step}", leaf.id);
+    }
+    assert_eq!(factors, [4, 8].into(), "leaves for both factors");
+    // The blocked leaves are proved and run against the serial program with every other
+    // example leaf (`verify::every_example_leaf_is_proved`, whose sampler meets `s == 8`).
+    // A scalar carried between the iterations: not independent, so not blocked.
+    let carried = "void f(int n, int B, int s, const float a[n], float out[n]) {
+  assume(n >= 1 && B >= 1 && s >= 1 && n % (B * s) == 0);
+  int g = n / (B * s);
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < B; u++) {
+        float acc = 0.0f;
+        for (int w = 0; w < s; w++) {
+          for (int z = 0; z < 4; z++)
+            acc += a[(v * B + u) * s + w];
+          out[(v * B + u) * s + w] = acc;
+        }
+      }
+  }
+}
+";
+    let (f, tree) = common::trees_of("carried.mf", carried, &b).remove(0);
+    assert!(!tree.nodes.iter().any(|n| n.applied.contains(&Strategy::RegisterBlock)), "a carried scalar refuses blocking");
+    let kernel = metafork::kernel::Kernel::from_schedule(&f, &f.schedules[0]).unwrap();
+    assert!(metafork::strategy::block::block(&f, &kernel, &b, 4).unwrap().is_none());
+}
