@@ -29,7 +29,8 @@ fn admissible_configurations_equal_brute_force_and_are_ranked() {
     let out = metafork(&dir, &["tune", &example("matvec"), "--device", "h200", "--size", "N=256"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "tune without -o writes no file");
-    let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h200", "--size", "n=4096", "--json", "-o", "tune.yaml"]);
+    // With the estimates, as the brute force below selects (real counts: the test further down).
+    let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h200", "--size", "n=4096", "--estimates", "--json", "-o", "tune.yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "no progress output when stderr is not a terminal: {}", String::from_utf8_lossy(&out.stderr));
     let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
@@ -85,7 +86,7 @@ fn ranges_and_spaces_restrict_the_enumeration() {
         assert!([1, 2, 3].contains(&p["s"].as_i64().unwrap()) && [32, 64, 100].contains(&p["B"].as_i64().unwrap()), "{p}");
     }
     std::fs::write(dir.join("space.yaml"), "params:\n  B0: [8, 16, 32]\n  ub1: [16, 32, 64]\n  s: [1, 2]\nrestrictions:\n  - \"B0 * ub1 <= 256\"\n").unwrap();
-    let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h100", "--size", "n=1024", "--space", "space.yaml", "--json"]);
+    let out = metafork(&dir, &["tune", &example("matmul"), "--device", "h100", "--size", "n=1024", "--space", "space.yaml", "--estimates", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!json.is_empty());
@@ -150,7 +151,7 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
     for (name, sizes) in [("matmul", vec!["--size", "n=256"]), ("transpose", vec!["--size", "N=256"]), ("jacobi1d", vec!["--size", "N=1024", "--size", "T=4"])] {
         let h = dir.join(name);
         let (ex, hs) = (example(name), h.display().to_string());
-        let mut args = vec!["tune", &ex, "--device", "h200", "--top", "4", "--emit-harness", &hs, "--json"];
+        let mut args = vec!["tune", &ex, "--device", "h200", "--top", "4", "--emit-harness", &hs, "--estimates", "--json"];
         args.extend(sizes.iter().copied());
         let out = metafork(&dir, &args);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
