@@ -2,9 +2,10 @@
 //! and its target), and the hot loop's mix (issue 27's `make bench-sass`).
 //!
 //! Contract: [`parse`] keeps every line holding `/*ADDR*/ INSTRUCTION ;` under the last
-//! `Function : NAME` header. [`hot_loop`] is the loop (the instructions from a backward branch's
-//! target to the branch) with the most floating-point arithmetic, the smaller one on a tie, or
-//! the smallest loop when none computes; a branch to itself is not a loop. [`Mix`] counts its instructions: FMA (`FFMA`, `DFMA`,
+//! `Function : NAME` header. [`hot_loop`] is the innermost loop (the instructions from a
+//! backward branch's target to the branch, holding no other loop) with the most floating-point
+//! arithmetic, the smaller one on a tie, or the smallest innermost loop when none computes; a
+//! branch to itself is not a loop. [`Mix`] counts its instructions: FMA (`FFMA`, `DFMA`,
 //! `HFMA2`), all floating arithmetic, shared loads (`LDS*`), global loads (`LDG*`) and 64-bit
 //! integer operations (an integer opcode with a `.WIDE` or `.X` part: `IMAD.WIDE`, `IADD3.X`,
 //! `LEA.HI.X`).
@@ -104,10 +105,20 @@ pub fn mix(code: &[Instruction]) -> Mix {
 
 /// The hot loop of `code` (see the module's contract), or `None` when it has no loop.
 pub fn hot_loop(code: &[Instruction]) -> Option<&[Instruction]> {
+    let loops: Vec<(usize, usize)> = code
+        .iter()
+        .enumerate()
+        .filter_map(|(end, branch)| {
+            let target = branch.backward_target()?;
+            code.iter().position(|i| i.address == target).map(|start| (start, end))
+        })
+        .collect();
     let mut best: Option<(&[Instruction], usize)> = None;
-    for (end, branch) in code.iter().enumerate() {
-        let Some(target) = branch.backward_target() else { continue };
-        let Some(start) = code.iter().position(|i| i.address == target) else { continue };
+    for &(start, end) in &loops {
+        // Innermost loops only: an outer loop holds its inner loops' instructions too.
+        if loops.iter().any(|&(s, e)| (s, e) != (start, end) && s >= start && e <= end) {
+            continue;
+        }
         let body = &code[start..=end];
         let float = body.iter().filter(|i| is_float_op(i.opcode())).count();
         let better = match best {
@@ -135,8 +146,10 @@ mod tests {
         /*0050*/               @P0 BRA 0x20 ;
         /*0060*/                   IADD3.X R7, R7, RZ, RZ, P1, !PT ;
         /*0070*/              @!P1 BRA 0x60 ;
-        /*0080*/                   EXIT ;
-        /*0090*/                   BRA 0x90 ;
+        /*0080*/                   FADD R9, R9, R9 ;
+        /*0090*/              @!P2 BRA 0x10 ;
+        /*00a0*/                   EXIT ;
+        /*00b0*/                   BRA 0xb0 ;
 \t\tFunction : other
         /*0000*/                   EXIT ;
         /*0010*/                   BRA 0x10 ;
@@ -147,10 +160,10 @@ mod tests {
         let kernels = parse(SASS);
         assert_eq!(kernels.len(), 2);
         let k = &kernels["k"];
-        assert_eq!(k.len(), 10);
+        assert_eq!(k.len(), 12);
         assert_eq!(k[5].text, "BRA 0x20", "the predicate is dropped");
         let hot = hot_loop(k).unwrap();
-        assert_eq!((hot[0].address, hot.last().unwrap().address), (0x20, 0x50), "the FFMA loop, not the smaller integer one");
+        assert_eq!((hot[0].address, hot.last().unwrap().address), (0x20, 0x50), "the FFMA loop, not the smaller integer one nor the outer loop holding both");
         assert_eq!(mix(hot), Mix { instructions: 4, fma: 1, float_ops: 1, shared_loads: 1, global_loads: 1, wide_integer_ops: 0 });
         assert_eq!(mix(k).wide_integer_ops, 2, "IMAD.WIDE and IADD3.X");
         assert!(hot_loop(&kernels["other"]).is_none(), "the trailing branch to itself is not a loop");

@@ -10,6 +10,7 @@ pub mod interchange;
 pub mod merge;
 pub mod narrow;
 pub mod prefetch;
+pub mod promote;
 pub(crate) mod syntax;
 pub mod unroll;
 pub(crate) mod walk;

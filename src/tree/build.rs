@@ -205,6 +205,10 @@ impl Builder<'_> {
         staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
         staged.kernel = eliminate(&staged.kernel, kernel.cse);
         staged.kernel.cse = kernel.cse;
+        // Accumulators that stay in registers across the tile loop (`strategy::promote`).
+        if let Some(p) = crate::strategy::promote::promote(&staged.kernel) {
+            staged.kernel = p;
+        }
         if let Some(condition) = &kernel.unroll {
             if let Some(u) = unroll(self.function, &staged.kernel).filter(|u| u.trip_count == *condition) {
                 staged.kernel = u.kernel;

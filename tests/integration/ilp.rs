@@ -455,6 +455,13 @@ fn the_tree_blocks_the_granularity_loop_in_registers() {
         let a_reads = step.matches("a_tile0[").count();
         assert!(a_reads <= 1, "leaf {}: `a` read once per step for all {k} outputs: {step}", leaf.id);
         assert_eq!(step.matches("+=").count() as i64, k - 1, "leaf {}: the other outputs' multiply-adds follow: {step}", leaf.id);
+        // Issue 27.2: the accumulators live in registers across the tile loop: loaded before
+        // it, stored after it, never touched in it (`strategy::promote`).
+        let t_loop = cuda.find("for (int t = 0; t < dim0; t++)").unwrap_or_else(|| panic!("leaf {}: the tile loop:\n{cuda}", leaf.id));
+        let last_barrier = cuda.rfind("__syncthreads();").unwrap();
+        assert!(cuda.find("float c_reg_b0 = c[").unwrap() < t_loop, "leaf {}: loaded before the tile loop:\n{cuda}", leaf.id);
+        assert!(cuda.find("] = c_reg_b0;").unwrap() > last_barrier, "leaf {}: stored after it:\n{cuda}", leaf.id);
+        assert_eq!(cuda[t_loop..last_barrier].matches(" c[").count(), 0, "leaf {}: `c` is not accessed in the tile loop:\n{cuda}", leaf.id);
     }
     assert_eq!(factors, [4, 8].into(), "leaves for both factors");
     // The blocked leaves are proved and run against the serial program with every other
@@ -480,4 +487,16 @@ fn the_tree_blocks_the_granularity_loop_in_registers() {
     assert!(!tree.nodes.iter().any(|n| n.applied.contains(&Strategy::RegisterBlock)), "a carried scalar refuses blocking");
     let kernel = metafork::kernel::Kernel::from_schedule(&f, &f.schedules[0]).unwrap();
     assert!(metafork::strategy::block::block(&f, &kernel, &b, 4).unwrap().is_none());
+    // Promotion needs the element untouched by the rest of the tile loop: with `c` also read
+    // by another statement of the loop, every blocked leaf keeps its loads and stores inside.
+    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap().replace("c[p][q + w * ub1] += a[p][t * B0 + z] * b[t * B0 + z][q + w * ub1];", "c[p][q + w * ub1] += a[p][t * B0 + z] * b[t * B0 + z][q + w * ub1];\n              a2[p][q] = c[p][q];").replace("float c[n][n])", "float c[n][n], float a2[n][n])");
+    let (f, tree) = common::trees_of("matmul-read.mf", &text, &b).remove(0);
+    let blocked: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock)).collect();
+    assert!(!blocked.is_empty(), "the variant is still blocked");
+    for leaf in blocked {
+        let cuda = metafork::emit::cuda::emit_kernel(&f, &leaf.staged, &[]).unwrap();
+        let t_loop = cuda.find("for (int t = 0; t < dim0; t++)").unwrap();
+        assert!(cuda[t_loop..].contains(" c["), "leaf {}: `c` stays inside the loop:\n{cuda}", leaf.id);
+    }
 }
