@@ -91,3 +91,29 @@ fn c_files_with_the_macros_defined_away_are_accepted() {
     let src = "#define meta_schedule\n#define meta_for for\nvoid z(int N, int B, float c[N]) {\n  meta_schedule { meta_for (int i = 0; i < N / B; i++) meta_for (int j = 0; j < B; j++) c[i * B + j] = 0; }\n}\n";
     assert!(check_source("z.c", src).is_ok());
 }
+
+/// The benchmark corpora (`examples/polybench/`, and `examples/heldout/`, the register model's
+/// report part) stay in the language: every program checks, and each schedule has a kernel
+/// form. Their trees are built by the benchmarks (`make bench-counters`, `make bench-sass`).
+#[test]
+fn the_benchmark_corpora_check() {
+    let mut programs = 0;
+    for dir in ["examples/polybench", "examples/heldout"] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "mf") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let program = metafork::frontend::check_source(&path.display().to_string(), &text).unwrap_or_else(|d| panic!("{}", d.render(false)));
+            for f in &program.kernels {
+                for s in &f.schedules {
+                    metafork::kernel::Kernel::from_schedule(f, s).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                }
+            }
+            programs += 1;
+        }
+    }
+    assert!(programs >= 20, "{programs} programs");
+}
