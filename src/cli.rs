@@ -152,11 +152,12 @@ pub enum Command {
         /// (`source.mf`).
         #[arg(long, value_name = "FILE")]
         source: Option<PathBuf>,
-        /// Differential points per leaf.
+        /// Differential points per leaf (a leaf whose region holds fewer small points says so).
         #[arg(long, default_value_t = 4)]
         points: usize,
         /// Print the verdicts as JSON (one object per kernel leaf: schedule, leaf, kernel,
-        /// status `proved`/`defect`/`unverified`, defect, detail, Z3 queries, points) instead.
+        /// status `proved`/`defect`/`unverified`, defect, detail, Z3 queries, points, sampling:
+        /// a note when fewer points than asked were found, or why none was) instead.
         #[arg(long)]
         json: bool,
     },

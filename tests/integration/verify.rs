@@ -388,3 +388,29 @@ fn the_sampler_meets_several_divisibility_facts_at_once() {
     }
     assert!(merged > 0, "the tree has merged leaves (the regions that had no point)");
 }
+
+/// Issue 26.4: a leaf whose region holds fewer small points than asked says so with its
+/// verdict (here the facts pin every parameter: one point exists).
+#[test]
+fn fewer_points_than_asked_are_reported() {
+    let src = "void f(int n, int B, const float x[n], float y[n]) {
+  assume(n == 8 && B == 4);
+  int g = n / B;
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < B; u++)
+        y[v * B + u] = 2.0f * x[v * B + u];
+  }
+}
+";
+    let (f, tree) = tree_of(src);
+    let reports = verify_tree(&f, &tree, &backend(), Options::default()).unwrap();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
+        assert_eq!(r.points, 1, "leaf {}: one point exists", r.leaf);
+        assert_eq!(r.sampling.as_deref(), Some("only 1 distinct small parameter point found in the leaf's region, of 4 asked"));
+    }
+    let text = metafork::verify::render(&reports);
+    assert!(text.contains("1 points match the serial program (only 1 distinct small parameter point found in the leaf's region, of 4 asked)"), "{text}");
+}
