@@ -161,7 +161,6 @@ fn context_at(col: &mut Collector, body: &[Stmt], path: &[usize], env: &mut Env,
 
 /// A thread's work list whose items are proved independent: where it is and how many.
 pub(crate) struct Independent {
-    work: WorkList,
     /// The statement list holding the work (the loop, or the items from `first`).
     list_path: Vec<usize>,
     /// The loop's index in that list (loops), or the first item's.
@@ -201,8 +200,8 @@ pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &
     if kernel.grid.is_empty() {
         return Ok(None);
     }
-    let Some(Independent { work, list_path, last, first, is_loop, count: g_expr }) = independent_work(function, kernel, backend)? else { return Ok(None) };
-    transform(kernel, work, list_path, last, first, is_loop, g_expr)
+    let Some(Independent { list_path, last, first, is_loop, count: g_expr, .. }) = independent_work(function, kernel, backend)? else { return Ok(None) };
+    transform(kernel, list_path, last, first, is_loop, g_expr)
 }
 
 /// The thread's work list, found as [`reduce_granularity`] finds it, when its items are
@@ -302,11 +301,11 @@ pub(crate) fn independent_work(function: &KernelFunction, kernel: &Kernel, backe
         }
     }
 
-    Ok(Some(Independent { work, list_path, last, first, is_loop, count: g_expr }))
+    Ok(Some(Independent { list_path, last, first, is_loop, count: g_expr }))
 }
 
-fn transform(kernel: &Kernel, work: WorkList, list_path: Vec<usize>, last: usize, first: usize, is_loop: bool, g_expr: Expr) -> Result<Option<Kernel>, String> {
-    let _ = &work;
+/// Granularity reduction proper: the grid's `x` extent times the items, each thread one item.
+fn transform(kernel: &Kernel, list_path: Vec<usize>, last: usize, first: usize, is_loop: bool, g_expr: Expr) -> Result<Option<Kernel>, String> {
     let mut out = kernel.clone();
     let gx = out.grid[0].clone();
     out.grid[0] = e(ExprKind::Binary(BinOp::Mul, Box::new(gx), Box::new(g_expr.clone())));
