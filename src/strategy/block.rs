@@ -17,7 +17,7 @@
 
 use super::granularity::independent_work;
 use super::syntax::stmt;
-use super::walk::map_stmt_exprs;
+use super::walk::{body_items as body_of, map_stmt_exprs};
 use crate::frontend::ast::*;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
@@ -59,12 +59,6 @@ pub fn block(function: &KernelFunction, kernel: &Kernel, backend: &Backend, k: i
     Ok(Some(out))
 }
 
-fn body_of(s: &Stmt) -> Vec<Stmt> {
-    match &s.kind {
-        StmtKind::Block(items) => items.clone(),
-        _ => vec![s.clone()],
-    }
-}
 
 /// Iteration `i` of the loop over `var`: `var` replaced by `i`, and every name the body
 /// declares renamed for this copy.

@@ -28,7 +28,7 @@
 use crate::frontend::ast::*;
 use super::syntax::{ident, stmt as st};
 use crate::kernel::{Kernel, KernelParamKind};
-use crate::strategy::walk::{has_index, map_expr, map_stmt_exprs, walk_expr, walk_stmts};
+use crate::strategy::walk::{has_index, map_expr, map_stmt_exprs, vars_of, walk_expr, walk_stmts};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `kernel` with common sub-expressions eliminated at `level` (0 leaves it unchanged).
@@ -78,16 +78,6 @@ fn var(name: &str) -> Expr {
 
 fn is_simple(s: &Stmt) -> bool {
     matches!(s.kind, StmtKind::Decl { .. } | StmtKind::Assign { .. })
-}
-
-fn vars_of(e: &Expr) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    walk_expr(e, &mut |x| {
-        if let ExprKind::Var(n) = &x.kind {
-            out.insert(n.clone());
-        }
-    });
-    out
 }
 
 fn declared(s: &Stmt) -> BTreeSet<String> {

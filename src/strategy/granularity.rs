@@ -18,6 +18,7 @@ use super::base_context;
 use crate::access::{assigned_scalars, may_collide, Access, Collector, Env};
 use crate::frontend::ast::*;
 use super::syntax::{e, stmt};
+use super::walk::body_items as body_of;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::Kernel;
 use constraints::solver::Backend;
@@ -338,12 +339,6 @@ fn transform(kernel: &Kernel, list_path: Vec<usize>, last: usize, first: usize, 
     Ok(Some(out))
 }
 
-fn body_of(s: &Stmt) -> Vec<Stmt> {
-    match &s.kind {
-        StmtKind::Block(items) => items.clone(),
-        _ => vec![s.clone()],
-    }
-}
 
 fn declared_inside(s: &Stmt, name: &str) -> bool {
     match &s.kind {

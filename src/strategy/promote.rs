@@ -19,6 +19,7 @@
 //! every iteration. The verifier proves the result like any code.
 
 use super::syntax::{e, stmt};
+use super::walk::{body_items as items, has_index as reads_array, vars_of as names_in};
 use crate::access::assigned_scalars;
 use crate::frontend::ast::*;
 use crate::kernel::Kernel;
@@ -36,29 +37,6 @@ pub fn promote(kernel: &Kernel) -> Option<Kernel> {
         }
     }
     None
-}
-
-fn items(s: &Stmt) -> Vec<Stmt> {
-    match &s.kind {
-        StmtKind::Block(items) => items.clone(),
-        _ => vec![s.clone()],
-    }
-}
-
-fn names_in(x: &Expr) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    walk_expr(x, &mut |e| {
-        if let ExprKind::Var(v) = &e.kind {
-            out.insert(v.clone());
-        }
-    });
-    out
-}
-
-fn reads_array(x: &Expr) -> bool {
-    let mut found = false;
-    walk_expr(x, &mut |e| found |= matches!(e.kind, ExprKind::Index { .. }));
-    found
 }
 
 /// Every name declared anywhere in `stmts`, with repetitions.

@@ -100,6 +100,25 @@ pub(crate) fn contains_loop(s: &Stmt) -> bool {
     found
 }
 
+/// Every variable name `e` reads.
+pub(crate) fn vars_of(e: &Expr) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    walk_expr(e, &mut |x| {
+        if let ExprKind::Var(n) = &x.kind {
+            out.insert(n.clone());
+        }
+    });
+    out
+}
+
+/// The statements of a loop or branch body: a block's items, or the statement alone.
+pub(crate) fn body_items(s: &Stmt) -> Vec<Stmt> {
+    match &s.kind {
+        StmtKind::Block(items) => items.clone(),
+        _ => vec![s.clone()],
+    }
+}
+
 pub(crate) fn has_index(x: &Expr) -> bool {
     let mut found = false;
     walk_expr(x, &mut |y| found |= matches!(y.kind, ExprKind::Index { .. }));
