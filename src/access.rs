@@ -102,6 +102,20 @@ impl<'b> Collector<'b> {
         Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new() }
     }
 
+    /// Whether the context's divisibility facts make the constant `k` divide `x` exactly: a
+    /// fact `p % m == 0` with `k | m` and `x` a multiple of `p` by a polynomial with integer
+    /// coefficients.
+    fn divides_exactly(&self, x: &Poly, k: &constraints::Rational) -> bool {
+        let Some(k) = k.is_integer().then(|| k.to_integer()) else { return false };
+        self.context.constraints().iter().any(|c| match c.rel() {
+            constraints::Rel::Dvd(m) => {
+                (num_bigint::BigInt::from(m) % &k) == num_bigint::BigInt::from(0)
+                    && x.divide_exact(c.poly()).is_some_and(|h| h.terms().all(|(_, q)| q.is_integer()))
+            }
+            _ => false,
+        })
+    }
+
     /// Integer auxiliary variable, declared in the context.
     fn aux(&mut self, name: &str) -> Poly {
         self.context.set_domain(Var::new(name), Domain::integer());
@@ -129,6 +143,14 @@ impl<'b> Collector<'b> {
                 let d = self.poly(b, env, guards)?;
                 if d.as_constant().is_some_and(|c| !c.is_integer()) {
                     return None;
+                }
+                // A division the context makes exact (a coarsened block's `B0 / 8` where
+                // `B0 % 8 == 0` holds) is the rational polynomial itself, remainder 0: no
+                // auxiliary for Z3 to relate to the divisibility.
+                if let Some(k) = d.as_constant().filter(|k| *k > constraints::Rational::from_integer(0.into())) {
+                    if self.divides_exactly(&x, &k) {
+                        return Some(if *op == BinOp::Div { &x * &Poly::constant(k.recip()) } else { Poly::zero() });
+                    }
                 }
                 // Only where x >= 0 and d >= 1 are proved does C's truncation agree with the
                 // floor model. A divisor may be a polynomial (a parameter such as `s`).

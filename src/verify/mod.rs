@@ -112,7 +112,13 @@ pub fn verify_tree_reporting(function: &KernelFunction, tree: &Tree, backend: &B
             kernels.push((key, &leaf.staged));
         }
     }
-    let general = parallel_map(&kernels, backend, |own, (_, kernel)| twothread::check(function, kernel, &tree.root_constraints, own));
+    // A code runs only where its own assumptions hold (a coarsened block's divisibility), so
+    // they belong to the shared proof.
+    let general = parallel_map(&kernels, backend, |own, (_, kernel)| {
+        let mut system = tree.root_constraints.clone();
+        kernel.assumptions.iter().for_each(|c| system.add(c.clone()));
+        twothread::check(function, kernel, &system, own)
+    });
     let proofs: HashMap<&str, &StaticResult> = kernels.iter().map(|(k, _)| *k).zip(&general).collect();
     let jobs: Vec<(&crate::tree::Node, &str)> = leaves.iter().copied().zip(keys.iter().map(String::as_str)).collect();
     let reports = parallel_map(&jobs, backend, |own, (leaf, key)| {

@@ -140,9 +140,12 @@ fn go(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dy
         for radix in radices(x, y, thread_local) {
             let (ax, bx) = divide(x, &radix, thread_local);
             let (ay, by) = divide(y, &radix, thread_local);
-            // A radix must separate something in both: a high part with a thread-local variable.
+            // A radix must separate something in both: a high part with a thread-local variable,
+            // or constant high parts (a register-blocked copy's offset `3*ub1` against `5*ub1`:
+            // then the digit equality decides the pair by itself).
             let high = |a: &Poly| a.vars().iter().any(thread_local);
-            if !high(&ax) || !high(&ay) {
+            let constant = |a: &Poly| a.as_constant().is_some();
+            if !(high(&ax) && high(&ay)) && !(constant(&ax) && constant(&ay) && !(ax.is_zero() && ay.is_zero())) {
                 continue;
             }
             if in_range(&bx, Side::First, &radix) && in_range(&by, Side::Second, &radix) {
@@ -158,8 +161,8 @@ fn go(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dy
 }
 
 /// The candidate radices: the coefficients of the thread-local variables a subscript is
-/// linear in, when free of thread-local variables and not constant: a term (`B1`, `s*B1`) or a
-/// polynomial (`B0 + 1`, a padded row). Sorted by degree, then text, so the least significant
+/// linear in, when free of thread-local variables and not constant: a term (`B1`, `s*B1`,
+/// `1/8*B0`) or a polynomial (`B0 + 1`, a padded row). Sorted by degree, then text, so the least significant
 /// digit goes first.
 fn radices(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> Vec<Poly> {
     let mut found: BTreeMap<(u32, String), Poly> = BTreeMap::new();
@@ -167,9 +170,22 @@ fn radices(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool) -> Vec<Poly>
         for v in p.vars().into_iter().filter(|v| thread_local(v)) {
             let Some(c) = coefficient(p, &v, thread_local) else { continue };
             let c = if c.terms().next().is_some_and(|(_, k)| k.is_negative()) { -c } else { c };
-            if c.as_constant().is_some() || !c.terms().all(|(_, k)| k.is_integer()) {
+            // A rational radix (a coarsened block's `B0/8`) serves as well: the argument needs
+            // only `R >= 1`, the digits in `[0, R)` and an integer high part (`divide` keeps to
+            // integer quotients).
+            // A constant radix (a coarsened copy's `8*blockIdx.y + 3`) only from 2 up.
+            if c.as_constant().is_some_and(|k| k < constraints::Rational::from_integer(2.into())) {
                 continue;
             }
+            found.entry((c.total_degree(), c.to_string())).or_insert(c);
+        }
+        // A uniform term's monomial, over its coefficient's denominator: the radix of a copy's
+        // constant offset (`3*ub1`: `ub1`; `3/8*B0`: `1/8*B0`).
+        for (m, k) in p.terms() {
+            if m.is_one() || m.factors().iter().any(|(v, _)| thread_local(v)) {
+                continue;
+            }
+            let c = Poly::term(constraints::Rational::new(1.into(), k.denom().clone()), m.clone());
             found.entry((c.total_degree(), c.to_string())).or_insert(c);
         }
     }

@@ -150,7 +150,11 @@ pub fn launch_collector<'b>(function: &KernelFunction, kernel: &Kernel, system: 
             }
             col.context.add(Constraint::ge(&v, &Poly::zero()));
             if let Some(e) = extent {
-                col.context.add(Constraint::lt(&v, &e));
+                // An index is at most its extent less one; said so, the bound stays exact when
+                // the extent has a rational coefficient (a coarsened block's `B0/8`, an integer
+                // under `B0 % 8 == 0`), where `8*threadIdx.y < B0` alone would leave Z3 to find
+                // `8*threadIdx.y <= B0 - 8` from the divisibility.
+                col.context.add(Constraint::le(&v, &(&e - &Poly::one())));
             }
         }
     }
@@ -556,6 +560,12 @@ impl Checker<'_, '_> {
                             break;
                         }
                         pairs = merged.into_iter().flat_map(|(p, q)| radix::split(&p, &q, &|v| m.thread_local(v), &mut in_range)).collect();
+                    }
+                    // Digits that are different constants: the two never touch one element
+                    // (the split is an equivalence wherever its digit checks hold, and they
+                    // were proved), with no query.
+                    if pairs.iter().any(|(p, q)| p.as_constant().is_some() && q.as_constant().is_some() && p != q) {
+                        return Ok(());
                     }
                     for (p, q) in pairs {
                         base.add(Constraint::eq(&p, &self.m.rename_poly(&q)));
