@@ -76,6 +76,10 @@ pub struct Kernel {
     /// Iteration merging: each block does the work of `strategy::merge::FACTOR` consecutive
     /// grid-`x` blocks (applied to the code that runs, after unrolling).
     pub merged: bool,
+    /// Conditions on the parameters under which this code is the program (a coarsened block's
+    /// `B0 % 8 == 0`): the tree adds each to the region where the code runs, and the
+    /// strategies that stage the code may rely on them (`B0 / 8` is then exact).
+    pub assumptions: Vec<constraints::Constraint>,
     /// How many serial loops sit between the prologue (the grid and block counters) and the
     /// schedule's body, each the only statement of its parent (matrix multiplication's `t`).
     pub between: usize,
@@ -160,7 +164,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, merged: false, between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, merged: false, assumptions: Vec::new(), between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

@@ -219,14 +219,20 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
         Ok(())
     }
 
-    /// A polynomial in the integer parameters, as an i64.
+    /// A polynomial in the integer parameters, as an i64. Rational coefficients (a coarsened
+    /// block's extent) as the integer polynomial over their common denominator, divided: the
+    /// same value as `emit::cuda::poly_expr_as` prints, exact under the kernel's constraints.
     fn poly(&self, p: &Poly) -> LResult<IntValue<'ctx>> {
+        use num_integer::Integer;
+        let denominator = p.terms().fold(num_bigint::BigInt::from(1), |l, (_, c)| l.lcm(c.denom()));
+        if denominator != num_bigint::BigInt::from(1) {
+            let l: i64 = (&denominator).try_into().map_err(|_| LowerError(format!("denominator too large in `{p}`")))?;
+            let whole = self.poly(&(p * &Poly::int(l)))?;
+            return Ok(b(self.builder.build_int_signed_div(whole, self.i64().const_int(l as u64, true), "ext"))?);
+        }
         let i64t = self.i64();
         let mut sum = i64t.const_zero();
         for (m, c) in p.terms() {
-            if !c.is_integer() {
-                return err(format!("non-integer coefficient in `{p}`"));
-            }
             let coeff: i64 = c.numer().try_into().map_err(|_| LowerError(format!("coefficient too large in `{p}`")))?;
             let mut t = i64t.const_int(coeff as u64, true);
             for (v, e) in m.factors() {

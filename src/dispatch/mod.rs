@@ -303,22 +303,26 @@ fn leaf_paths(tree: &Tree) -> Vec<(usize, Vec<crate::tree::Edge>)> {
         .collect()
 }
 
-/// A polynomial with integer coefficients over the table variables (by index), for checked
-/// 128-bit evaluation. Terms and factors keep the polynomial's order, so the C++ tables
-/// evaluate in the same order and overflow at the same points.
+/// A polynomial over the table variables (by index), for checked 128-bit evaluation: integer
+/// terms over a positive divisor (1 but for a coarsened block's threads, `ub1*B0/8`, whose
+/// rule carries the divisibility that makes the quotient exact). Terms and factors keep the
+/// polynomial's order, so the C++ tables evaluate in the same order and overflow at the same
+/// points.
 #[derive(Clone, Debug)]
 pub struct FastPoly {
     /// (coefficient, [(variable index, exponent)]).
     pub terms: Vec<(i64, Vec<(usize, u32)>)>,
+    pub divisor: i64,
 }
 
 impl FastPoly {
     fn compile(p: &Poly, vars: &[Var]) -> Result<FastPoly, String> {
+        use num_integer::Integer;
+        let denominator = p.terms().fold(num_bigint::BigInt::from(1), |l, (_, c)| l.lcm(c.denom()));
+        let divisor: i64 = (&denominator).try_into().map_err(|_| format!("the denominator of `{p}` does not fit in 64 bits"))?;
+        let p = p * &Poly::int(divisor);
         let mut terms = Vec::new();
         for (m, c) in p.terms() {
-            if !c.is_integer() {
-                return Err(format!("`{p}` has a non-integer coefficient"));
-            }
             let k: i64 = c.numer().try_into().map_err(|_| format!("a coefficient of `{p}` does not fit in 64 bits"))?;
             let factors = m
                 .factors()
@@ -327,7 +331,7 @@ impl FastPoly {
                 .collect::<Result<_, _>>()?;
             terms.push((k, factors));
         }
-        Ok(FastPoly { terms })
+        Ok(FastPoly { terms, divisor })
     }
 
     /// The value, or `None` on 128-bit overflow.
@@ -342,7 +346,7 @@ impl FastPoly {
             }
             sum = sum.checked_add(term)?;
         }
-        Some(sum)
+        Some(sum / i128::from(self.divisor))
     }
 }
 

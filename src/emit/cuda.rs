@@ -114,13 +114,35 @@ pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
     poly_expr_as(p, ScalarType::Long)
 }
 
-/// A polynomial with integer coefficients as a C expression of type `ty` (`int` or `long`).
-fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
+/// A polynomial as a C expression of type `ty` (`int` or `long`). Rational coefficients (a
+/// coarsened block's extent `B0/8`, say) print as the integer polynomial over their common
+/// denominator, `(...) / L`: exact wherever the code runs, because a kernel with such an
+/// extent carries the divisibility that makes it an integer among its constraints.
+pub(crate) fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
+    use num_integer::Integer;
+    let denominator = p.terms().fold(num_bigint::BigInt::from(1), |l, (_, c)| l.lcm(c.denom()));
+    if denominator != num_bigint::BigInt::from(1) {
+        // The integer terms as they are, the others over their denominator: a tile position
+        // `ty*B0 + 1/8*B0^2 + z` prints as `ty*B0 + z + B0*B0/8`, whose quotient is uniform
+        // (computed once), not a division of every position.
+        let l: i64 = (&denominator).try_into().map_err(|_| format!("denominator too large in `{p}`"))?;
+        let (mut whole, mut fraction) = (Poly::zero(), Poly::zero());
+        for (m, c) in p.terms() {
+            let t = Poly::term(c.clone(), m.clone());
+            if c.is_integer() {
+                whole = whole + t;
+            } else {
+                fraction = fraction + t;
+            }
+        }
+        let quotient = expr(ExprKind::Binary(BinOp::Div, Box::new(poly_expr_as(&(&fraction * &Poly::int(l)), ty)?), Box::new(expr(ExprKind::Int(l)))));
+        if whole.is_zero() {
+            return Ok(quotient);
+        }
+        return Ok(expr(ExprKind::Binary(BinOp::Add, Box::new(poly_expr_as(&whole, ty)?), Box::new(quotient))));
+    }
     let mut sum: Option<Expr> = None;
     for (m, c) in p.terms() {
-        if !c.is_integer() {
-            return Err(format!("`{p}` has a non-integer coefficient"));
-        }
         let k: i64 = c.numer().try_into().map_err(|_| format!("coefficient too large in `{p}`"))?;
         // A cast on the first factor gives the whole product its type; a unit coefficient is left out.
         let mut factors: Vec<Expr> = Vec::new();

@@ -260,7 +260,7 @@ fn poly_ref(p: &FastPoly, terms: &mut Vec<String>, factors: &mut Vec<String>) ->
         }
         terms.push(format!("{{{k}LL, {f0}, {}}}", fs.len()));
     }
-    format!("{{{first}, {}}}", p.terms.len())
+    format!("{{{first}, {}, {}LL}}", p.terms.len(), p.divisor)
 }
 
 fn rel_code(r: Rel) -> u8 {
@@ -318,8 +318,8 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     let _ = writeln!(out, "\n/* The tree's leaves in node order; variables by index: {}. */", vars.iter().enumerate().map(|(i, v)| format!("{i} {v}")).collect::<Vec<_>>().join(", "));
     table(&mut out, "metafork_factor", &format!("metafork_{s}_factors"), &factors, "{0, 0}");
     table(&mut out, "metafork_term", &format!("metafork_{s}_terms"), &terms, "{0LL, 0, 0}");
-    table(&mut out, "metafork_constraint", &format!("metafork_{s}_constraints"), &constraints, "{1, 0, {0, 0}}");
-    table(&mut out, "metafork_rule", &format!("metafork_{s}_rules"), &rules, "{-1, 0, 0, 0, 0LL, {0, 0}, {0, 0}}");
+    table(&mut out, "metafork_constraint", &format!("metafork_{s}_constraints"), &constraints, "{1, 0, {0, 0, 1LL}}");
+    table(&mut out, "metafork_rule", &format!("metafork_{s}_rules"), &rules, "{-1, 0, 0, 0, 0LL, {0, 0, 1LL}, {0, 0, 1LL}}");
     let tables = format!("metafork_{s}_rules, {}, metafork_{s}_constraints, metafork_{s}_terms, metafork_{s}_factors", d.rules.len());
 
     // Selection: facts first, then the rules.

@@ -71,7 +71,9 @@ static inline long long metafork_int_ll(long long a, int *ok) { if (a < INT_MIN 
    (variable index, exponent), a constraint as `poly REL 0` (REL: 0 <, 1 <=, 2 ==, 3 !=). */
 typedef struct metafork_factor { int var; int exponent; } metafork_factor;
 typedef struct metafork_term { long long coeff; int first_factor; int factor_count; } metafork_term;
-typedef struct metafork_poly { int first_term; int term_count; } metafork_poly;
+/* A polynomial's value is its terms' sum over `divisor` (1 but for a coarsened block's
+   threads, exact where its rule holds). */
+typedef struct metafork_poly { int first_term; int term_count; long long divisor; } metafork_poly;
 /* rel: 0 `<`, 1 `<=`, 2 `==`, 3 `!=` (poly against 0); 4 `% modulus == 0`, 5 `% modulus != 0`. */
 typedef struct metafork_constraint { int rel; long long modulus; metafork_poly poly; } metafork_constraint;
 /* A leaf: a kernel (index >= 0) or none (-1, with the counter that could not be lowered). */
@@ -95,7 +97,7 @@ static inline int metafork_poly_value(const metafork_term *terms, const metafork
         if (__builtin_mul_overflow(term, (__int128)vals[factors[f].var], &term)) return 0;
     if (__builtin_add_overflow(sum, term, &sum)) return 0;
   }
-  *out = sum;
+  *out = sum / p.divisor;
   return 1;
 }
 

@@ -190,6 +190,7 @@ impl<'a> Frame<'a> {
         let scope = scope_of(&mut rest, kernel.between)?.clone();
 
         let mut ctx = base_context(function);
+        kernel.assumptions.iter().for_each(|c| ctx.add(c.clone()));
         for p in &kernel.params {
             ctx.set_domain(Var::new(&p.name), Domain::integer());
         }

@@ -169,7 +169,7 @@ impl Frame<'_> {
             let padded = self.kernel.pad_shared && rank >= 2;
             tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, footprint, accesses, padded });
         }
-        Ok(tiles)
+        Ok(merge_adjacent(tiles))
     }
 
     /// The union of the accesses' guarded ranges in one dimension: the least lower bound and
@@ -379,4 +379,64 @@ impl Locality {
         }
         Some((lo?, hi?))
     }
+}
+
+/// Tiles of one array that lie end to end along their first dimension, alike in every other
+/// (origin, extent, footprint), become one tile: a coarsened block's eight row tiles
+/// `[j*B0/8, (j+1)*B0/8)` one `B0`-row tile. "End to end" is exact polynomial equality (`origin' == origin + extent`),
+/// so the merged tile holds exactly the elements of the two (no Z3, never a larger tile); one
+/// cooperative load fills it instead of several.
+fn merge_adjacent(mut tiles: Vec<Tile>) -> Vec<Tile> {
+    'again: loop {
+        for i in 0..tiles.len() {
+            for k in 0..tiles.len() {
+                if i == k {
+                    continue;
+                }
+                if let Some(merged) = merged(&tiles[i], &tiles[k]) {
+                    let (lo, hi) = (i.min(k), i.max(k));
+                    tiles.remove(hi);
+                    tiles[lo] = merged;
+                    continue 'again;
+                }
+            }
+        }
+        return tiles;
+    }
+}
+
+/// `first` then `second` along one dimension, when they lie end to end there (see
+/// [`merge_adjacent`]).
+fn merged(first: &Tile, second: &Tile) -> Option<Tile> {
+    if first.array != second.array || first.modulus.is_some() || second.modulus.is_some() || first.padded != second.padded || first.extents.len() != second.extents.len() {
+        return None;
+    }
+    let rank = first.extents.len();
+    let along: Vec<usize> = (0..rank).filter(|&d| first.origin[d] != second.origin[d] || first.extents[d] != second.extents[d]).collect();
+    // Only along the first dimension: the merged tile's parts then sit a uniform distance
+    // apart (`j*B0*B0/8`), which the loads take as a base offset; along a row they would be
+    // `w*ub1` apart inside each row, costing an address computation per read.
+    let [d @ 0] = along[..] else { return None };
+    if second.origin[d] != &first.origin[d] + &first.extents[d] {
+        return None;
+    }
+    if (0..rank).any(|e| e != d && first.footprint[e] != second.footprint[e]) {
+        return None;
+    }
+    // Along `d`, the loads of the merged tile skip what the two skipped: both load their whole
+    // box, or their footprints meet end to end.
+    let footprint = match (&first.footprint[d], &second.footprint[d]) {
+        ((None, None), (None, None)) => (None, None),
+        ((Some(lo), Some(hi)), (Some(lo2), Some(hi2))) if *lo2 == hi + &Poly::one() => (Some(lo.clone()), Some(hi2.clone())),
+        _ => return None,
+    };
+    let mut out = first.clone();
+    out.extents[d] = &first.extents[d] + &second.extents[d];
+    out.footprint[d] = footprint;
+    out.accesses.extend(second.accesses.iter().map(|a| {
+        let mut a = a.clone();
+        a.offset[d] = &a.offset[d] + &first.extents[d];
+        a
+    }));
+    Some(out)
 }
