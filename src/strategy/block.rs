@@ -63,6 +63,12 @@ pub fn block(function: &KernelFunction, kernel: &Kernel, backend: &Backend, k: i
 /// Iteration `i` of the loop over `var`: `var` replaced by `i`, and every name the body
 /// declares renamed for this copy.
 fn copy(body: &[Stmt], var: &str, i: i64) -> Vec<Stmt> {
+    copy_with(body, i, &|v| (v == var).then_some(ExprKind::Int(i)))
+}
+
+/// Copy `i` of `body`: every variable `replace` maps replaced by its value (an expression
+/// that is not visited again), and every name the body declares renamed for this copy.
+pub(super) fn copy_with(body: &[Stmt], i: i64, replace: &dyn Fn(&str) -> Option<ExprKind>) -> Vec<Stmt> {
     let mut names: HashMap<String, String> = HashMap::new();
     for s in body {
         declared(s, &mut |n| {
@@ -75,8 +81,7 @@ fn copy(body: &[Stmt], var: &str, i: i64) -> Vec<Stmt> {
             rename(&mut s, &names);
             map_stmt_exprs(&mut s, &mut |x| {
                 let replacement = match &x.kind {
-                    ExprKind::Var(v) if v == var => Some(ExprKind::Int(i)),
-                    ExprKind::Var(v) => names.get(v).map(|n| ExprKind::Var(n.clone())),
+                    ExprKind::Var(v) => replace(v).or_else(|| names.get(v).map(|n| ExprKind::Var(n.clone()))),
                     _ => None,
                 };
                 if let Some(r) = replacement {
@@ -145,14 +150,21 @@ fn rename(s: &mut Stmt, names: &HashMap<String, String>) {
 }
 
 /// The copies' statements, position by position: loops with the same bounds in every copy
-/// become one loop (copy 0's counter) over the jammed bodies; anything else comes copy by copy.
-fn jam(copies: Vec<Vec<Stmt>>) -> Vec<Stmt> {
+/// become one loop (copy 0's counter) over the jammed bodies, blocks in every copy one block
+/// of their jammed contents; anything else comes copy by copy. Each copy's statements keep
+/// their order, so where the copies are independent the result computes the same.
+pub(super) fn jam(copies: Vec<Vec<Stmt>>) -> Vec<Stmt> {
     let n = copies.first().map_or(0, Vec::len);
     if copies.iter().any(|c| c.len() != n) {
         return copies.into_iter().flatten().collect();
     }
     let mut out = Vec::new();
     for j in 0..n {
+        let blocks: Option<Vec<Vec<Stmt>>> = copies.iter().map(|c| if let StmtKind::Block(items) = &c[j].kind { Some(items.clone()) } else { None }).collect();
+        if let Some(contents) = blocks {
+            out.push(stmt(StmtKind::Block(jam(contents))));
+            continue;
+        }
         let loops: Option<Vec<&ForLoop>> = copies.iter().map(|c| if let StmtKind::For(l) = &c[j].kind { Some(l) } else { None }).collect();
         let same = loops.as_ref().is_some_and(|ls| ls.iter().all(|l| l.lo == ls[0].lo && l.hi == ls[0].hi && l.step == ls[0].step && l.inclusive == ls[0].inclusive && l.ty == ls[0].ty));
         match loops {

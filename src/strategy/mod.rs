@@ -4,6 +4,7 @@
 
 pub mod block;
 pub mod caching;
+pub mod coarsen;
 pub mod cse;
 pub mod granularity;
 pub mod interchange;

@@ -77,16 +77,13 @@ impl Builder<'_> {
             strip(self);
             return self.settle(id);
         };
-        let ev = self.evaluate(&code)?;
         if self.implied(&node, &is_k).is_ok() {
-            let gates = self.blocking_gates(node.counters.registers, &ev);
-            return self.take_where_allowed(id, Strategy::RegisterBlock, code, ev, &gates);
+            return self.take_blocked(id, code, k);
         }
         let counter = Counter::TripCount;
         if let Some(case) = self.branch(&node, &is_k, format!("case {} (`{g}` blocked by {k}): {is_k}", counter.name())) {
             let c = self.child(id, ("case", counter, is_k.clone()), case);
-            let gates = self.blocking_gates(node.counters.registers, &ev);
-            self.take_where_allowed(c, Strategy::RegisterBlock, code, ev, &gates)?;
+            self.take_blocked(c, code, k)?;
         }
         let outside = is_k.negate();
         if let Some(out) = self.branch(&node, &outside, format!("outside {} (`{g}` blocked by {k}): {outside}", counter.name())) {
@@ -94,6 +91,17 @@ impl Builder<'_> {
             self.block_fork(c, rest)?;
         }
         Ok(())
+    }
+
+    /// Node `id`, where the granularity is `k`, takes the register-blocked `code` where its
+    /// gates hold ([`Builder::blocking_gates`]); a refused gate keeps the node's code as it was.
+    /// (Coarsening the blocked code into 2-D micro-tiles, `strategy::coarsen`, is not forked on
+    /// yet: bench/RESULTS.md says what its leaves cost the verifier.)
+    fn take_blocked(&mut self, id: usize, code: Kernel, _k: i64) -> Result<(), String> {
+        let registers = self.nodes[id].counters.registers;
+        let ev = self.evaluate(&code)?;
+        let gates = self.blocking_gates(registers, &ev);
+        self.take_where_allowed(id, Strategy::RegisterBlock, code, ev, &gates)
     }
 
     /// The gates of blocked code: its register limits only. Blocking trades occupancy for

@@ -188,8 +188,12 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
                 let kernel_shape = id.contains("_leaf");
                 // A tile or register copy named after its array (`a_tile0`, `c_reg`): spelled
                 // so only where no user name of its kernel is that (`names::Spelling`).
-                // Register blocking's per-copy names (`c_reg_b3`) are readable names too.
-                let unblocked = id.rsplit_once("_b").filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).map_or(id.as_str(), |(stem, _)| stem);
+                // Register blocking's per-copy names (`c_reg_b3`, and coarsening's copies of
+                // those, `c_reg_b3_b1`) are readable names too.
+                let mut unblocked = id.as_str();
+                while let Some((stem, _)) = unblocked.rsplit_once("_b").filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                    unblocked = stem;
+                }
                 let readable = unblocked.trim_end_matches('_').ends_with("_reg") || id.rsplit_once("_tile").is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
                 if readable {
                     continue;

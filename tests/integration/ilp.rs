@@ -440,7 +440,9 @@ fn the_tree_blocks_the_granularity_loop_in_registers() {
     let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
     let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
     let (f, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
-    let blocked: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock)).collect();
+    // Blocked leaves whose block is as the source has it (the coarsened ones: the next test).
+    let root_block = tree.nodes[0].code.block.clone();
+    let blocked: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock) && l.staged.block == root_block).collect();
     let mut factors = std::collections::BTreeSet::new();
     for leaf in &blocked {
         let k = [8, 4].into_iter().find(|k| leaf.constraints.constraints().iter().any(|c| c.to_string() == format!("s == {k}"))).unwrap_or_else(|| panic!("leaf {}: blocked without `s == K`: {}", leaf.id, leaf.constraints));
@@ -499,4 +501,66 @@ fn the_tree_blocks_the_granularity_loop_in_registers() {
         let t_loop = cuda.find("for (int t = 0; t < dim0; t++)").unwrap();
         assert!(cuda[t_loop..].contains(" c["), "leaf {}: `c` stays inside the loop:\n{cuda}", leaf.id);
     }
+}
+
+/// Issue 27.1's 2-D micro-tiles (`strategy::coarsen`, not yet forked on by the tree): the
+/// register-blocked matmul code coarsened along `threadIdx.y` by 8 is staged with one `a` tile
+/// (the copies' row tiles merged), holds 8 x 8 accumulators across the tile loop, reads 16
+/// shared values per 64 multiply-adds, launches `B0/8` rows of threads, and compiles with nvcc
+/// without spilling; the verifier proves it under `B0 % 8 == 0` and the program's runs match.
+#[test]
+fn coarsening_blocked_code_gives_two_dimensional_micro_tiles() {
+    use metafork::tree::{NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
+    let (f, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
+    let leaf = tree
+        .leaves()
+        .find(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock) && l.constraints.constraints().iter().any(|c| c.to_string() == "s == 8") && l.code.unroll.is_none() && !l.code.no_unroll)
+        .expect("a leaf blocked by 8");
+    let c = metafork::strategy::coarsen::coarsen(&leaf.code, 8).expect("matmul's block is two-dimensional");
+    assert_eq!(c.condition.to_string(), "B0 % 8 == 0");
+    assert_eq!(c.kernel.assumptions, vec![c.condition.clone()]);
+    let rows = constraints::Poly::var("B0") * constraints::Poly::constant(constraints::Rational::new(1.into(), 8.into()));
+    assert_eq!(c.kernel.block[1], rows, "B0/8 threads along y");
+    assert_eq!(c.kernel.block[0], leaf.code.block[0], "x as it was");
+    // The code that runs, as the tree makes it from a logical code.
+    let staged = metafork::strategy::caching::stage(&f, &c.kernel, &b).unwrap();
+    assert_eq!(staged.cached, ["a", "b"], "{:?}", staged.refused);
+    let mut k = metafork::strategy::narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
+    k = metafork::strategy::cse::eliminate(&k, 2);
+    k.cse = 2;
+    k = metafork::strategy::promote::promote(&k).expect("the accumulators are promoted");
+    k.name = "matmul_coarsened".into();
+    assert_eq!(k.shared.iter().filter(|s| s.name.contains("a_tile")).count(), 1, "the eight row tiles of `a` merged: {:?}", k.shared);
+    let cuda = metafork::emit::cuda::emit_kernel(&f, &k, &[]).unwrap();
+    assert!(cuda.contains("metafork_block_y = (long)B0 / 8;"), "the launch's block:\n{cuda}");
+    let t_loop = cuda.find("for (int t = 0; t < dim0; t++)").unwrap();
+    let last_barrier = cuda.rfind("__syncthreads();").unwrap();
+    assert_eq!(cuda[..t_loop].matches(" = c[").count(), 64, "8 x 8 outputs loaded before the tile loop:\n{cuda}");
+    assert_eq!(cuda[t_loop..last_barrier].matches(" c[").count(), 0, "`c` stays in registers:\n{cuda}");
+    let hot = &cuda[cuda.rfind("for (int metafork_z").unwrap()..last_barrier];
+    let fmas = hot.lines().filter(|l| l.contains(" += ") && l.contains(" * ")).count();
+    let shared_reads = hot.matches("_tile").count();
+    assert_eq!((fmas, shared_reads), (64, 16), "8 + 8 shared reads feed 64 multiply-adds: {hot}");
+    // Real registers, no spill.
+    let counted = metafork::counters::count_with_cuda(Some(&f), &k, &["sm_90".to_string()]).unwrap();
+    let nvcc = &counted.nvcc["sm_90"];
+    assert!(nvcc.registers <= 255 && nvcc.spill_stores == 0, "{nvcc:?}");
+    // Proved under the condition, and the runs match the serial program.
+    let mut system = leaf.correctness_constraints(&tree.machine);
+    system.add(c.condition.clone());
+    let verdict = check(&f, &k, &system, &b).verdict;
+    assert!(matches!(verdict, Verdict::Proved), "{verdict:?}");
+    let programs = Programs::new(&f, 0, &k).unwrap();
+    let point: BTreeMap<String, i64> = [("n", 64), ("B0", 16), ("ub1", 2), ("s", 8)].into_iter().map(|(a, v)| (a.to_string(), v)).collect();
+    let outcome = run_point(&f, &programs, &point, 7, RunOptions::default());
+    assert!(matches!(outcome, Outcome::Passed(_)), "the coarsened kernel computes what matmul computes: {outcome:?}");
+    // Refused where it cannot apply: one block dimension, or a factor below 2.
+    let saxpy = format!("{}/examples/saxpy.mf", env!("CARGO_MANIFEST_DIR"));
+    let program = check_source(&saxpy, &std::fs::read_to_string(&saxpy).unwrap()).unwrap();
+    let g = &program.kernels[0];
+    let kernel = Kernel::from_schedule(g, &g.schedules[0]).unwrap();
+    assert!(metafork::strategy::coarsen::coarsen(&kernel, 4).is_none(), "one block dimension");
+    assert!(metafork::strategy::coarsen::coarsen(&leaf.code, 1).is_none());
 }
