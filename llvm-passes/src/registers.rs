@@ -14,6 +14,12 @@
 //!   they count one word only at each instruction that reads them.
 //! - *Scheduling*: within a block, pure arithmetic is placed next to its first use
 //!   ([`schedule`]), as ptxas's pressure-aware scheduler does, not where LLVM left it.
+//! - *Rematerialisation*: where the count exceeds [`REMATERIALISE_ABOVE`], a value the
+//!   compilers can compute again where it is read (a special register, or integer and address
+//!   arithmetic on uniform values and such values: [`crate::uniform::recomputable_values`])
+//!   that is live through a loop not reading it counts only at the instructions that read it:
+//!   a register-blocked kernel's 64 output addresses, computed before its loop and used after,
+//!   are not held (nvcc: 107 registers where holding them would take about 210).
 //! - *Expansions*: instructions ptxas expands into sequences or into calls of its own
 //!   subroutines (precise `div.rn.f32`, 64-bit division and remainder, 32-bit integer division
 //!   and remainder) hold temporaries at their point ([`expansion_temporaries`], measured with
@@ -34,7 +40,7 @@
 //! it, and ptxas honours it.
 
 use crate::cfg::{innermost_loops, Cfg};
-use crate::uniform::{is_tracked, key, uniform_values_in, value_operands, Key};
+use crate::uniform::{is_tracked, key, recomputable_values, uniform_values_in, value_operands, Key};
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
@@ -183,33 +189,47 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         }
         info.push(BlockInfo { instrs, upward, defs });
     }
-    // Backward dataflow to a fixed point.
+    // Backward dataflow to a fixed point; `kill[b]`: values not live into block `b`.
     let n = info.len();
-    let mut live_in: Vec<HashSet<Key>> = vec![HashSet::new(); n];
-    let mut live_out: Vec<HashSet<Key>> = vec![HashSet::new(); n];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for b in (0..n).rev() {
-            let mut out: HashSet<Key> = phi_in[b].clone();
-            for &s in &cfg.succs[b] {
-                out.extend(live_in[s].iter().copied());
-            }
-            let mut inn: HashSet<Key> = info[b].upward.clone();
-            inn.extend(out.iter().filter(|k| !info[b].defs.contains(k)).copied());
-            if inn != live_in[b] || out != live_out[b] {
-                live_in[b] = inn;
-                live_out[b] = out;
-                changed = true;
+    let dataflow = |kill: &[HashSet<Key>]| {
+        let mut live_in: Vec<HashSet<Key>> = vec![HashSet::new(); n];
+        let mut live_out: Vec<HashSet<Key>> = vec![HashSet::new(); n];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for b in (0..n).rev() {
+                let mut out: HashSet<Key> = phi_in[b].clone();
+                for &s in &cfg.succs[b] {
+                    out.extend(live_in[s].iter().copied());
+                }
+                let mut inn: HashSet<Key> = info[b].upward.clone();
+                inn.extend(out.iter().filter(|k| !info[b].defs.contains(k)).copied());
+                inn.retain(|k| !kill[b].contains(k));
+                if inn != live_in[b] || out != live_out[b] {
+                    live_in[b] = inn;
+                    live_out[b] = out;
+                    changed = true;
+                }
             }
         }
-    }
-    let sum = |set: &HashSet<Key>| {
-        set.iter().fold((0u32, 0u32), |(w, p), k| {
-            let (a, b) = width.get(k).copied().unwrap_or((0, 0));
-            (w + a, p + b)
-        })
+        (live_in, live_out)
     };
+    let (live_in, held_live_out) = dataflow(&vec![HashSet::new(); n]);
+    // Rematerialisation: a value ptxas can compute again where it is read
+    // (`recomputable_values`) that is live through a loop without being read in it need not
+    // be held: computed again at each instruction that reads it, where it counts (as a uniform
+    // operand does), dead from the loop's entry (a kill at the header). The compilers do it to
+    // relieve pressure, not otherwise: it is applied where the count without it exceeds
+    // [`REMATERIALISE_ABOVE`].
+    let recomputable = recomputable_values(function, &uniform);
+    let mut kill: Vec<HashSet<Key>> = vec![HashSet::new(); n];
+    let mut through_loops: HashSet<Key> = HashSet::new();
+    for (header, body) in cfg.loops() {
+        let read_inside: HashSet<Key> = body.iter().flat_map(|&b| info[b].instrs.iter().flat_map(value_operands)).map(key).collect();
+        let through: Vec<Key> = live_in[header].iter().filter(|k| recomputable.contains(k) && !read_inside.contains(k)).copied().collect();
+        kill[header].extend(through.iter().copied());
+        through_loops.extend(through);
+    }
     let succs = &cfg.succs;
     let unrolled: Vec<HashSet<usize>> = innermost_loops(succs)
         .into_iter()
@@ -222,48 +242,69 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // copy; the rest of what is live there is invariant across the copies.
     let defined_in: Vec<HashSet<Key>> =
         unrolled.iter().map(|body| body.iter().flat_map(|&b| info[b].defs.iter().copied()).collect()).collect();
-    let mut unrolled_peak = 0u32;
-    let (mut max_w, mut max_p) = (0u32, 0u32);
-    for b in 0..n {
-        let mut live = live_out[b].clone();
-        let (w, p) = sum(&live);
-        max_w = max_w.max(w);
-        max_p = max_p.max(p);
-        let ordered = schedule(&info[b].instrs);
-        for i in ordered.iter().rev() {
-            let r = key(i.as_value_ref());
-            // At the instruction: its result and everything live after it.
-            let tracked_result = !uniform.contains(&r);
-            if tracked_result {
-                live.insert(r);
-            }
-            let (w, p) = sum(&live);
-            let at_instruction = uniform_operand_words(i) + expansion_temporaries(i);
-            max_w = max_w.max(w + at_instruction);
+    // The peak words (and predicates) and the unrolled loops' peak, given the values
+    // rematerialised and the liveness that goes with it.
+    let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>]| -> (u32, u32, u32) {
+        let rematerialised_words = |i: &InstructionValue| -> u32 {
+            let mut seen = HashSet::new();
+            value_operands(i).into_iter().filter(|vr| rematerialised.contains(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0).sum()
+        };
+        let sum_in = |set: &HashSet<Key>| {
+            set.iter().filter(|k| !rematerialised.contains(k)).fold((0u32, 0u32), |(w, p), k| {
+                let (a, b) = width.get(k).copied().unwrap_or((0, 0));
+                (w + a, p + b)
+            })
+        };
+        let mut unrolled_peak = 0u32;
+        let (mut max_w, mut max_p) = (0u32, 0u32);
+        for b in 0..n {
+            let mut live = live_out[b].clone();
+            let (w, p) = sum_in(&live);
+            max_w = max_w.max(w);
             max_p = max_p.max(p);
-            for (body, defined) in unrolled.iter().zip(&defined_in) {
-                if body.contains(&b) {
-                    let one_iteration: u32 = live.iter().filter(|k| defined.contains(k)).map(|k| width.get(k).map_or(0, |w| w.0)).sum();
-                    let copies = UNROLL_COPIES * (one_iteration + at_instruction);
-                    unrolled_peak = unrolled_peak.max(w - one_iteration + copies);
+            let ordered = schedule(&info[b].instrs);
+            for i in ordered.iter().rev() {
+                let r = key(i.as_value_ref());
+                // At the instruction: its result and everything live after it.
+                let tracked_result = !uniform.contains(&r);
+                if tracked_result {
+                    live.insert(r);
                 }
-            }
-            live.remove(&r);
-            if i.get_opcode() != InstructionOpcode::Phi {
-                for k in 0..i.get_num_operands() {
-                    if let Some(Operand::Value(v)) = i.get_operand(k) {
-                        let vr = v.as_value_ref();
-                        if is_tracked(vr) {
-                            live.insert(key(vr));
+                let (w, p) = sum_in(&live);
+                let at_instruction = uniform_operand_words(i) + rematerialised_words(i) + expansion_temporaries(i);
+                max_w = max_w.max(w + at_instruction);
+                max_p = max_p.max(p);
+                for (body, defined) in unrolled.iter().zip(&defined_in) {
+                    if body.contains(&b) {
+                        let one_iteration: u32 = live.iter().filter(|k| defined.contains(k)).map(|k| width.get(k).map_or(0, |w| w.0)).sum();
+                        let copies = UNROLL_COPIES * (one_iteration + at_instruction);
+                        unrolled_peak = unrolled_peak.max(w - one_iteration + copies);
+                    }
+                }
+                live.remove(&r);
+                if i.get_opcode() != InstructionOpcode::Phi {
+                    for k in 0..i.get_num_operands() {
+                        if let Some(Operand::Value(v)) = i.get_operand(k) {
+                            let vr = v.as_value_ref();
+                            if is_tracked(vr) {
+                                live.insert(key(vr));
+                            }
                         }
                     }
                 }
+                let (w, p) = sum_in(&live);
+                max_w = max_w.max(w);
+                max_p = max_p.max(p);
             }
-            let (w, p) = sum(&live);
-            max_w = max_w.max(w);
-            max_p = max_p.max(p);
         }
+        (max_w, max_p, unrolled_peak)
+    };
+    let mut counted = peak(&HashSet::new(), &held_live_out);
+    if counted.0 + FIXED_COST > REMATERIALISE_ABOVE && !through_loops.is_empty() {
+        let (_, live_out) = dataflow(&kill);
+        counted = peak(&through_loops, &live_out);
     }
+    let (max_w, max_p, unrolled_peak) = counted;
     let unrolled_loop = !unrolled.is_empty();
     let mut registers = max_w + FIXED_COST;
     if unrolled_loop {
@@ -278,6 +319,11 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         uncapped: registers,
     }
 }
+
+/// The register count above which the compilers rematerialise (see [`estimate`]): chosen on
+/// the design part of `make bench-counters`' corpus among 32, 64, 96, 128 and 160 (lowest mean
+/// and max error at every architecture; bench/RESULTS.md), one value for every kernel.
+pub const REMATERIALISE_ABOVE: u32 = 64;
 
 /// Registers ptxas's expansion of one PTX instruction holds at its point beyond its operands
 /// and result: the difference from its cheap counterpart (`mul`) in kernels that hold 0 to 20

@@ -250,3 +250,36 @@ fn deciding_conditions(cfg: &Cfg<'_>, b: usize) -> Vec<LLVMValueRef> {
         })
         .collect()
 }
+
+/// Values ptxas can compute again where they are used instead of holding them in a register
+/// (rematerialisation): special-register reads (`%tid` included: `S2R` at the use) and
+/// integer and address arithmetic ([`uniform_op`], comparisons and selects excepted, division
+/// by a constant included) whose
+/// operands are constants, uniform values or such values themselves. A kernel's addresses of
+/// per-thread elements (`c + (p*n + q)*4`) are of this kind.
+pub fn recomputable_values(function: FunctionValue<'_>, uniform: &HashSet<Key>) -> HashSet<Key> {
+    let instrs: Vec<InstructionValue> = function.get_basic_block_iter().flat_map(|b| b.get_instructions()).collect();
+    let mut out: HashSet<Key> = HashSet::new();
+    loop {
+        let before = out.len();
+        for i in &instrs {
+            let r = i.as_value_ref();
+            if out.contains(&key(r)) {
+                continue;
+            }
+            let op = i.get_opcode();
+            // Division by a constant is a multiply and shifts: cheap to compute again.
+            let by_constant = matches!(op, InstructionOpcode::SDiv | InstructionOpcode::UDiv | InstructionOpcode::SRem | InstructionOpcode::URem)
+                && value_operands(i).get(1).is_some_and(|d| !is_tracked(*d));
+            let arithmetic = by_constant || (uniform_op(op) && !matches!(op, InstructionOpcode::ICmp | InstructionOpcode::Select));
+            let ok = reads_special_register(r)
+                || (arithmetic && value_operands(i).into_iter().all(|v| !is_tracked(v) || uniform.contains(&key(v)) || out.contains(&key(v))));
+            if ok {
+                out.insert(key(r));
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
