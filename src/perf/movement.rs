@@ -16,7 +16,8 @@
 //! the bank efficiency, so coalescing and bank conflicts enter the time.
 //! The time is the slowest of the three pipes over the multiprocessors the grid occupies,
 //! each pipe slowed when too few warps hide its latency: arithmetic and shared memory need 16
-//! warps per multiprocessor (4 schedulers x 4 cycles of dependent-issue latency), global memory
+//! warps per multiprocessor (4 schedulers x 4 cycles of dependent-issue latency) over the
+//! independent accumulations each thread's innermost loop carries, global memory
 //! needs the bandwidth-latency product in flight (Little's law, one 128-byte request per warp,
 //! [`DRAM_LATENCY_CYCLES`]). Caches are not modelled: every global access counts as DRAM
 //! traffic, so reuse through shared memory (and register blocking) lowers the time, and reuse
@@ -325,6 +326,9 @@ pub struct Run {
     pub double: bool,
     /// Fraction of the multiprocessor's warps resident ([`crate::tune::occupancy`]).
     pub occupancy: f64,
+    /// Independent accumulations a thread's innermost loop carries ([`independent_chains`]):
+    /// its instruction-level parallelism.
+    pub chains: f64,
     /// Bytes moved over bytes the lanes ask for ([`crate::perf::Efficiency::traffic`]).
     pub traffic: f64,
     pub banks: f64,
@@ -340,7 +344,10 @@ pub fn estimate(run: &Run, device: &DeviceProfile) -> Option<Estimate> {
     let sms = f64::from(device.multiprocessors).min(run.blocks.max(1.0));
     let warps = (run.occupancy * f64::from(device.warps_per_multiprocessor)).max(1.0);
     // Arithmetic: a dependent instruction issues 4 cycles after its operand's; 4 schedulers.
-    let issue_hiding = (warps / 16.0).min(1.0);
+    // A warp with `chains` independent accumulations issues that many back to back, so
+    // 16 / chains warps keep the schedulers busy (a register-blocked thread's 64 chains hide
+    // the latency with 1 warp per scheduler).
+    let issue_hiding = (warps * run.chains.max(1.0) / 16.0).min(1.0);
     // Global memory: bytes in flight must cover bandwidth x latency per multiprocessor.
     let bytes_per_clock = bandwidth / clock_hz / f64::from(device.multiprocessors);
     let memory_hiding = (warps * 128.0 / (bytes_per_clock * DRAM_LATENCY_CYCLES)).min(1.0);
@@ -351,4 +358,41 @@ pub fn estimate(run: &Run, device: &DeviceProfile) -> Option<Estimate> {
     let shared = run.work.shared_accesses * run.threads / 32.0 / run.banks.max(1e-3) / sms / issue_hiding;
     let (cycles, bound) = [(compute, "compute"), (global, "global"), (shared, "shared")].into_iter().fold((0.0, "compute"), |acc, x| if x.0 > acc.0 { x } else { acc });
     Some(Estimate { seconds: cycles / clock_hz, bound })
+}
+
+/// The independent accumulations of `kernel`'s busiest innermost serial loop: the distinct
+/// scalars its body updates with `+=`, `-=` or `*=` (register-blocked code: one per output),
+/// at least 1. Each is a chain of dependent instructions; distinct chains issue back to back.
+pub fn independent_chains(kernel: &Kernel) -> f64 {
+    fn innermost(stmts: &[Stmt], best: &mut usize) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::For(l) => {
+                    let body = crate::strategy::walk::body_items(&l.body);
+                    if body.iter().any(|x| crate::strategy::walk::contains_loop(x)) {
+                        innermost(&body, best);
+                    } else {
+                        let mut targets = std::collections::BTreeSet::new();
+                        crate::strategy::walk::walk_stmts(&body, &mut |x| {
+                            if let StmtKind::Assign { target: Expr { kind: ExprKind::Var(v), .. }, op: AssignOp::Add | AssignOp::Sub | AssignOp::Mul, .. } = &x.kind {
+                                targets.insert(v.clone());
+                            }
+                        });
+                        *best = (*best).max(targets.len());
+                    }
+                }
+                StmtKind::Block(items) => innermost(items, best),
+                StmtKind::If { then_branch, else_branch, .. } => {
+                    innermost(std::slice::from_ref(then_branch), best);
+                    if let Some(e) = else_branch {
+                        innermost(std::slice::from_ref(e), best);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut best = 0;
+    innermost(&kernel.body, &mut best);
+    best.max(1) as f64
 }

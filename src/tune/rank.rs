@@ -97,7 +97,7 @@ fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, point:
     let blocks: f64 = grid.iter().map(|g| *g as f64).product();
     let threads = blocks * block.iter().map(|b| *b as f64).product::<f64>();
     let double = code.params.iter().any(|p| matches!(p.kind, crate::kernel::KernelParamKind::Array { elem: crate::frontend::ast::ScalarType::Double, .. }));
-    let run = movement::Run { work, threads, blocks, double, occupancy, traffic: memory.traffic, banks: memory.banks, branch_efficiency: branches };
+    let run = movement::Run { work, threads, blocks, double, occupancy, chains: movement::independent_chains(code), traffic: memory.traffic, banks: memory.banks, branch_efficiency: branches };
     movement::estimate(&run, device).filter(|e| e.seconds.is_finite() && e.seconds > 0.0)
 }
 
