@@ -34,8 +34,13 @@ fn main() {
     let work = tempfile::tempdir().unwrap();
     println!("| program | schedule | top configuration | leaf | registers | hot loop | FMA | FMA share | LDS / FMA | LDG / FMA | 64-bit int ops |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    // `cargo bench --bench sass -- NAME...`: only the programs whose path holds one of them.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     for path in programs(root) {
         let shown = path.strip_prefix(root).unwrap().display().to_string();
+        if !only.is_empty() && !only.iter().any(|o| shown.contains(o.as_str())) {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         let program = check_source(&shown, &text).unwrap();
         for function in &program.kernels {
