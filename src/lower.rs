@@ -223,8 +223,7 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
     /// block's extent) as the integer polynomial over their common denominator, divided: the
     /// same value as `emit::cuda::poly_expr_as` prints, exact under the kernel's constraints.
     fn poly(&self, p: &Poly) -> LResult<IntValue<'ctx>> {
-        use num_integer::Integer;
-        let denominator = p.terms().fold(num_bigint::BigInt::from(1), |l, (_, c)| l.lcm(c.denom()));
+        let denominator = p.common_denominator();
         if denominator != num_bigint::BigInt::from(1) {
             let l: i64 = (&denominator).try_into().map_err(|_| LowerError(format!("denominator too large in `{p}`")))?;
             let whole = self.poly(&(p * &Poly::int(l)))?;

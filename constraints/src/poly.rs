@@ -307,6 +307,13 @@ impl Poly {
         Ok(sum)
     }
 
+    /// The least common multiple of the coefficients' denominators (1 for integer
+    /// coefficients): the polynomial times it has integer coefficients.
+    pub fn common_denominator(&self) -> BigInt {
+        use num_integer::Integer;
+        self.terms.values().fold(BigInt::one(), |l, c| l.lcm(c.denom()))
+    }
+
     /// The least common multiple of the coefficients' denominators and the gcd of their
     /// numerators: multiplying by `lcm/gcd` gives integer coefficients with content 1.
     pub fn content_scale(&self) -> Rational {

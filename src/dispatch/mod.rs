@@ -317,8 +317,7 @@ pub struct FastPoly {
 
 impl FastPoly {
     fn compile(p: &Poly, vars: &[Var]) -> Result<FastPoly, String> {
-        use num_integer::Integer;
-        let denominator = p.terms().fold(num_bigint::BigInt::from(1), |l, (_, c)| l.lcm(c.denom()));
+        let denominator = p.common_denominator();
         let divisor: i64 = (&denominator).try_into().map_err(|_| format!("the denominator of `{p}` does not fit in 64 bits"))?;
         let p = p * &Poly::int(divisor);
         let mut terms = Vec::new();

@@ -119,8 +119,7 @@ pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
 /// denominator, `(...) / L`: exact wherever the code runs, because a kernel with such an
 /// extent carries the divisibility that makes it an integer among its constraints.
 pub(crate) fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
-    use num_integer::Integer;
-    let denominator = p.terms().fold(num_bigint::BigInt::from(1), |l, (_, c)| l.lcm(c.denom()));
+    let denominator = p.common_denominator();
     if denominator != num_bigint::BigInt::from(1) {
         // The integer terms as they are, the others over their denominator: a tile position
         // `ty*B0 + 1/8*B0^2 + z` prints as `ty*B0 + z + B0*B0/8`, whose quotient is uniform

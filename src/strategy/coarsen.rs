@@ -26,9 +26,6 @@ use crate::frontend::ast::*;
 use crate::kernel::Kernel;
 use constraints::{Constraint, Poly};
 
-/// The coarsening factors the tree tries, the same as register blocking's: square micro-tiles.
-pub const FACTORS: [i64; 2] = crate::strategy::block::BLOCKING_FACTORS;
-
 /// The coarsened code and the condition under which it is the original program.
 #[derive(Clone, Debug)]
 pub struct Coarsened {

@@ -78,12 +78,12 @@ impl Builder<'_> {
             return self.settle(id);
         };
         if self.implied(&node, &is_k).is_ok() {
-            return self.take_blocked(id, code, k);
+            return self.take_blocked(id, code);
         }
         let counter = Counter::TripCount;
         if let Some(case) = self.branch(&node, &is_k, format!("case {} (`{g}` blocked by {k}): {is_k}", counter.name())) {
             let c = self.child(id, ("case", counter, is_k.clone()), case);
-            self.take_blocked(c, code, k)?;
+            self.take_blocked(c, code)?;
         }
         let outside = is_k.negate();
         if let Some(out) = self.branch(&node, &outside, format!("outside {} (`{g}` blocked by {k}): {outside}", counter.name())) {
@@ -93,11 +93,11 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// Node `id`, where the granularity is `k`, takes the register-blocked `code` where its
+    /// Node `id`, where the granularity has its blocked value, takes the register-blocked `code` where its
     /// gates hold ([`Builder::blocking_gates`]); a refused gate keeps the node's code as it was.
     /// (Coarsening the blocked code into 2-D micro-tiles, `strategy::coarsen`, is not forked on
     /// yet: bench/RESULTS.md says what its leaves cost the verifier.)
-    fn take_blocked(&mut self, id: usize, code: Kernel, _k: i64) -> Result<(), String> {
+    fn take_blocked(&mut self, id: usize, code: Kernel) -> Result<(), String> {
         let registers = self.nodes[id].counters.registers;
         let ev = self.evaluate(&code)?;
         let gates = self.blocking_gates(registers, &ev);
