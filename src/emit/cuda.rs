@@ -115,9 +115,10 @@ pub fn poly_expr(p: &Poly) -> Result<Expr, String> {
 }
 
 /// A polynomial as a C expression of type `ty` (`int` or `long`). Rational coefficients (a
-/// coarsened block's extent `B0/8`, say) print as the integer polynomial over their common
-/// denominator, `(...) / L`: exact wherever the code runs, because a kernel with such an
-/// extent carries the divisibility that makes it an integer among its constraints.
+/// coarsened block's extent `B0/8`, say): the integer terms as they are, plus the other terms
+/// as an integer polynomial over their common denominator, `(...) / L`; exact wherever the code
+/// runs, because a kernel with such an extent carries the divisibility that makes it an integer
+/// among its constraints.
 pub(crate) fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
     let denominator = p.common_denominator();
     if denominator != num_bigint::BigInt::from(1) {
