@@ -449,6 +449,7 @@ impl Checker<'_, '_> {
         let proved = fails.into_iter().all(|bad| {
             let mut sys = self.m.system(guards, None);
             sys.add(bad);
+            self.product_lemmas(digit, &sys).into_iter().for_each(|l| sys.add(l));
             self.solve(&sys).1.is_unsat()
         });
         self.digits.insert(key, proved);
@@ -457,9 +458,11 @@ impl Checker<'_, '_> {
 
     /// Facts the context implies that Z3's nonlinear search is slow to find: for each term
     /// `c*v*P` of `f` (`v` thread-local, `P` a product of parameters with `P >= 0` proved) and
-    /// each bound `v < U` in the query's context, `(v + 1)*P <= U*P` (`v*P <= U*P` for `<=`).
-    /// An upper-bound check such as `blockIdx.y*B0 + threadIdx.y < n` then needs only linear
-    /// reasoning over the products. Being implied, they change no answer, only its speed.
+    /// each bound `b < 0` or `b <= 0` of the query's context in which `v` occurs linearly,
+    /// `b*P <= 0` (`(b + 1)*P <= 0` for `<` when `b` is integer-valued). An upper-bound check
+    /// such as `blockIdx.y*B0 + threadIdx.y < n`, or a digit check `4*threadIdx.y*B0 + 4*z <
+    /// B0^2` under `4*threadIdx.y + 4 <= B0`, then needs only linear reasoning over the
+    /// products. Being implied, they change no answer, only its speed.
     fn product_lemmas(&mut self, f: &Poly, query: &System) -> Vec<Constraint> {
         let context = self.m.complete(query);
         let mut lemmas = Vec::new();
@@ -470,20 +473,21 @@ impl Checker<'_, '_> {
             if factor.as_constant().is_some() || !c.is_integer() || !self.nonnegative(&factor) {
                 continue;
             }
-            let var = Poly::from_var(v.clone());
             for bound in context.constraints() {
                 let p = bound.poly();
-                let linear = p.terms().filter(|(m, _)| m.exponent(v) > 0).all(|(m, k)| m.factors() == [(v.clone(), 1)] && num_traits::One::is_one(k));
-                let upper = &var - p; // p = v - U
-                if !linear || upper.vars().contains(v) || !p.vars().contains(v) {
+                let linear = p.terms().filter(|(m, _)| m.exponent(v) > 0).all(|(m, _)| m.factors() == [(v.clone(), 1)]);
+                if !linear || !p.vars().contains(v) {
                     continue;
                 }
+                let integral = p.terms().all(|(_, k)| k.is_integer()) && p.vars().iter().all(|x| context.domains().get(x).is_some_and(|d| d.is_integer()));
                 let lemma = match bound.rel() {
-                    constraints::Rel::Lt => Constraint::le(&((&var + &Poly::one()) * &factor), &(&upper * &factor)),
-                    constraints::Rel::Le => Constraint::le(&(&var * &factor), &(&upper * &factor)),
+                    constraints::Rel::Lt if integral => Constraint::le(&((p + &Poly::one()) * &factor), &Poly::zero()),
+                    constraints::Rel::Lt | constraints::Rel::Le => Constraint::le(&(p * &factor), &Poly::zero()),
                     _ => continue,
                 };
-                lemmas.push(lemma);
+                if !lemmas.contains(&lemma) {
+                    lemmas.push(lemma);
+                }
             }
         }
         lemmas
@@ -516,9 +520,7 @@ impl Checker<'_, '_> {
                 for (upper, bad) in [(false, Constraint::lt(&lo_f, &lo_e)), (true, Constraint::ge(&hi_f, &hi_e))] {
                     let mut sys = self.m.system(&a.guards, None);
                     sys.add(bad);
-                    if upper {
-                        self.product_lemmas(&hi_f, &sys).into_iter().for_each(|l| sys.add(l));
-                    }
+                    self.product_lemmas(if upper { &hi_f } else { &lo_f }, &sys).into_iter().for_each(|l| sys.add(l));
                     if let Answer::Sat(m) = self.ask(&sys)? {
                         let detail = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
                         return Err(self.witness(&m, "out of bounds", detail, vec![a.text.clone()], false));
