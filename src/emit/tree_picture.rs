@@ -73,6 +73,7 @@ fn short(s: Strategy) -> &'static str {
         Strategy::Interchange => "interchange x/y",
         Strategy::Prefetch => "prefetch",
         Strategy::RegisterBlock => "register blocking",
+        Strategy::Coarsen => "coarsen y",
         Strategy::Unroll => "unroll by 4",
         Strategy::Merge => "merge 2 blocks",
     }

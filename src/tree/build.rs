@@ -142,8 +142,9 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         staged: ev.staged,
         cached: ev.cached,
         applied,
-        // Register blocking is no refusal's strategy: it is tried once a path is settled.
-        strategies_left: Strategy::ALL.iter().copied().chain([Strategy::RegisterBlock]).collect(),
+        // Register blocking and coarsening are no refusal's strategies: they are tried once a
+        // path is settled.
+        strategies_left: Strategy::ALL.iter().copied().chain([Strategy::RegisterBlock, Strategy::Coarsen]).collect(),
         counters_left: Counter::ALL.to_vec(),
         perf_done: 0,
         constraints: root.clone(),
@@ -173,8 +174,8 @@ impl Builder<'_> {
                 self.nodes[id].kind = NodeKind::Leaf;
                 Ok(())
             }
-            Strategy::RegisterBlock => {
-                self.nodes[id].strategies_left.retain(|s| *s != Strategy::RegisterBlock);
+            Strategy::RegisterBlock | Strategy::Coarsen => {
+                self.nodes[id].strategies_left.retain(|x| *x != s);
                 self.settle(id)
             }
             _ => self.finish(id),
@@ -330,7 +331,7 @@ impl Builder<'_> {
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock => None,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock | Strategy::Coarsen => None,
         };
         self.applied.insert(key, r.clone());
         Ok(r)

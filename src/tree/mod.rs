@@ -168,6 +168,11 @@ pub enum Strategy {
     /// Register blocking (`strategy::block`): the granularity loop unrolled and jammed for one
     /// value of its parameter, applied once every counter is settled, on the side of `g == K`.
     RegisterBlock,
+    /// Thread coarsening along `y` (`strategy::coarsen`): each thread does the work of
+    /// [`crate::strategy::coarsen::COARSENING_FACTOR`] threads of a block that many times
+    /// shorter, giving register-blocked code 2-D micro-tiles; tried once after register
+    /// blocking is taken, on the side of the block's divisibility.
+    Coarsen,
 }
 
 /// The CSE level the root applies (the highest of `strategy::cse`).
@@ -206,6 +211,7 @@ impl Strategy {
             Strategy::Unroll => "unroll the innermost serial loop by 4",
             Strategy::Merge => "merge two grid-x iterations per block",
             Strategy::RegisterBlock => "register blocking (unroll and jam the granularity loop)",
+            Strategy::Coarsen => "coarsen threads along y (2-D micro-tiles)",
         }
     }
 
@@ -218,7 +224,7 @@ impl Strategy {
             Strategy::DropCaching => c == Counter::SharedMemory,
             Strategy::PadSharedRows => c == Counter::BankConflicts,
             Strategy::Interchange => c == Counter::Coalescing,
-            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock => false,
+            Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock | Strategy::Coarsen => false,
         }
     }
 }

@@ -16,6 +16,9 @@ impl Builder<'_> {
         if self.nodes[id].strategies_left.contains(&Strategy::RegisterBlock) {
             return self.block_fork(id, &crate::strategy::block::BLOCKING_FACTORS);
         }
+        if self.nodes[id].strategies_left.contains(&Strategy::Coarsen) {
+            return self.coarsen_fork(id);
+        }
         let node = self.nodes[id].clone();
         let unrolled = match node.applied.contains(&Strategy::Unroll) {
             true => None,
@@ -93,10 +96,51 @@ impl Builder<'_> {
         Ok(())
     }
 
+    /// Coarsening, once per path, after register blocking was taken and before unrolling: where
+    /// `strategy::coarsen` applies to the blocked code, a `case` child on its condition (`B %
+    /// K == 0` for the block's `y` extent `B`) takes the coarsened code where it fits the
+    /// register limits ([`Builder::blocking_gates`]), and the `outside` child keeps the blocked
+    /// code; then both settle as usual (unrolling, merging). Code that was not blocked is not
+    /// coarsened: without the granularity's outputs along `x`, a thread's copies share only
+    /// one operand, and each coarsened code costs the verifier several seconds.
+    fn coarsen_fork(&mut self, id: usize) -> Result<(), String> {
+        self.nodes[id].strategies_left.retain(|s| *s != Strategy::Coarsen);
+        let node = self.nodes[id].clone();
+        let coarsened = match node.applied.contains(&Strategy::RegisterBlock) {
+            true => crate::strategy::coarsen::coarsen(&node.code, crate::strategy::coarsen::COARSENING_FACTOR),
+            false => None,
+        };
+        let Some(c) = coarsened.filter(|c| self.implied(&node, &c.condition.negate()).is_err()) else {
+            return self.settle(id);
+        };
+        if self.implied(&node, &c.condition).is_ok() {
+            return self.take_coarsened(id, c.kernel);
+        }
+        let counter = Counter::TripCount;
+        let outside = c.condition.negate();
+        if let Some(case) = self.branch(&node, &c.condition, format!("case {} (coarsened along y): {}", counter.name(), c.condition)) {
+            let at = self.child(id, ("case", counter, c.condition.clone()), case);
+            self.take_coarsened(at, c.kernel)?;
+        }
+        if let Some(out) = self.branch(&node, &outside, format!("outside {} (coarsened along y): {outside}", counter.name())) {
+            let at = self.child(id, ("outside", counter, outside), out);
+            self.settle(at)?;
+        }
+        Ok(())
+    }
+
+    /// Node `id`, where the block divides, takes the coarsened `code` where its register gates
+    /// hold; a refused gate keeps the blocked code. Coarsening shortens the block (fewer
+    /// threads, the same shared memory), so all counters are evaluated again.
+    fn take_coarsened(&mut self, id: usize, code: Kernel) -> Result<(), String> {
+        let registers = self.nodes[id].counters.registers;
+        let ev = self.evaluate(&code)?;
+        let gates = self.blocking_gates(registers, &ev);
+        self.take_where_allowed(id, Strategy::Coarsen, code, ev, &gates)
+    }
+
     /// Node `id`, where the granularity has its blocked value, takes the register-blocked `code` where its
     /// gates hold ([`Builder::blocking_gates`]); a refused gate keeps the node's code as it was.
-    /// (Coarsening the blocked code into 2-D micro-tiles, `strategy::coarsen`, is not forked on
-    /// yet: bench/RESULTS.md says what its leaves cost the verifier.)
     fn take_blocked(&mut self, id: usize, code: Kernel) -> Result<(), String> {
         let registers = self.nodes[id].counters.registers;
         let ev = self.evaluate(&code)?;
@@ -185,8 +229,8 @@ impl Builder<'_> {
             let n = &mut self.nodes[at];
             take(n, s, code, ev);
             n.counters_left.clear();
-            // Blocked code still settles (it may be unrolled, then merged).
-            return if s == Strategy::RegisterBlock { self.settle(at) } else { self.finish(at) };
+            // Blocked and coarsened code still settles (it may be coarsened, unrolled, merged).
+            return if matches!(s, Strategy::RegisterBlock | Strategy::Coarsen) { self.settle(at) } else { self.finish(at) };
         };
         let mut node = self.nodes[at].clone();
         let reads: &[&String] = match counter {

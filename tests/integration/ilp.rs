@@ -516,7 +516,7 @@ fn coarsening_blocked_code_gives_two_dimensional_micro_tiles() {
     let (f, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
     let leaf = tree
         .leaves()
-        .find(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock) && l.constraints.constraints().iter().any(|c| c.to_string() == "s == 8") && l.code.unroll.is_none() && !l.code.no_unroll)
+        .find(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::RegisterBlock) && !l.applied.contains(&Strategy::Coarsen) && l.constraints.constraints().iter().any(|c| c.to_string() == "s == 8") && l.code.unroll.is_none() && !l.code.no_unroll)
         .expect("a leaf blocked by 8");
     let c = metafork::strategy::coarsen::coarsen(&leaf.code, 8).expect("matmul's block is two-dimensional");
     assert_eq!(c.condition.to_string(), "B0 % 8 == 0");

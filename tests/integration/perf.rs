@@ -417,7 +417,7 @@ fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
     let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap();
     let (f, tree) = common::trees_of(&path, &text, &b).into_iter().next().unwrap();
-    let (mut cached, mut uncached) = (0, 0);
+    let (mut cached, mut uncached, mut coarsened) = (0, 0, 0);
     for node in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf)) {
         for (n, b0, ub1, s) in [(64, 8, 8, 1), (256, 16, 4, 4), (96, 4, 2, 3), (128, 32, 32, 2), (256, 16, 4, 8), (128, 8, 4, 4)] {
             let point = BTreeMap::from([("n".to_string(), n), ("B0".to_string(), b0), ("ub1".to_string(), ub1), ("s".to_string(), s)]);
@@ -440,9 +440,18 @@ fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
             } else {
                 cached += 1;
                 if node.applied.contains(&metafork::tree::Strategy::RegisterBlock) {
-                    // One read of `a` feeds the s outputs (issue 27.1): (s + 1) reads per s FMAs.
-                    let reads = n3 * (s + 1) as f64 / s as f64;
-                    assert!(w.shared_accesses * threads >= reads && w.shared_accesses * threads < 2.0 * n3, "leaf {} at {point:?}: blocked reads: {w:?}", node.id);
+                    // One read of `a` feeds the s outputs (issue 27.1): (s + 1) reads per s
+                    // FMAs; coarsened by K, a thread's K x s tile takes K + s reads per K*s.
+                    // Plus the tiles' stores: per block and tile step, B0 x B0 elements of `a`
+                    // and B0 x ub1*s of `b`.
+                    let k = match node.applied.contains(&metafork::tree::Strategy::Coarsen) {
+                        true => metafork::strategy::coarsen::COARSENING_FACTOR,
+                        false => 1,
+                    };
+                    coarsened += (k > 1) as usize;
+                    let reads = n3 * (s + k) as f64 / (s * k) as f64;
+                    let stores = n3 / (ub1 * s) as f64 + n3 / b0 as f64;
+                    assert_eq!(w.shared_accesses * threads, reads + stores, "leaf {} at {point:?}: blocked reads: {w:?}", node.id);
                 } else {
                     assert!(w.shared_accesses * threads >= 2.0 * n3, "leaf {} at {point:?}: both operands from the tiles: {w:?}", node.id);
                 }
@@ -450,7 +459,7 @@ fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
             }
         }
     }
-    assert!(cached > 0 && uncached > 0, "matmul has cached and uncached leaves");
+    assert!(cached > 0 && uncached > 0 && coarsened > 0, "matmul has cached, uncached and coarsened leaves");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).args(["tune", &path, "--device", "h100", "--size", "n=4096", "--estimates", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
