@@ -383,6 +383,36 @@ enum Answer {
     Sat(Model),
 }
 
+/// Whether each completed query Z3 decided was unsat, by its text, for the whole process: the
+/// leaves' codes share most of their queries (an unrolled code and the one it came from, the
+/// renamed copies of one access), and about half of a tree's queries repeat one asked before.
+/// Only decided answers are kept (unknown depends on the time limit; sat and unsat do not),
+/// and only whether it was unsat: a defect's witness is asked of Z3 again. Shared by the
+/// verifier's threads; emptied when it holds [`VERDICTS_KEPT`] answers, so a long-running
+/// process (the fuzzer) stays bounded.
+static VERDICTS: std::sync::OnceLock<std::sync::Mutex<HashMap<String, bool>>> = std::sync::OnceLock::new();
+const VERDICTS_KEPT: usize = 100_000;
+
+/// Empties the process's memory of decided queries: a benchmark's timed runs each start cold.
+pub fn forget_verdicts() {
+    if let Ok(mut map) = VERDICTS.get_or_init(Default::default).lock() {
+        map.clear();
+    }
+}
+
+fn remembered(key: &str) -> Option<bool> {
+    VERDICTS.get_or_init(Default::default).lock().ok()?.get(key).copied()
+}
+
+fn remember(key: String, unsat: bool) {
+    if let Ok(mut map) = VERDICTS.get_or_init(Default::default).lock() {
+        if map.len() >= VERDICTS_KEPT {
+            map.clear();
+        }
+        map.insert(key, unsat);
+    }
+}
+
 impl Checker<'_, '_> {
     /// The query with its context, and Z3's answer (counted, and traced on request).
     fn solve(&mut self, query: &System) -> (System, CheckResult) {
@@ -391,10 +421,35 @@ impl Checker<'_, '_> {
         let started = std::time::Instant::now();
         let result = self.backend.check(&sys);
         trace(&sys, &result, started);
+        if !matches!(result, CheckResult::Unknown(_)) {
+            remember(format!("{sys:?}"), result.is_unsat());
+        }
         (sys, result)
     }
 
+    /// Whether the query with its context is unsat: from [`VERDICTS`] when it was decided
+    /// before (counted as a query all the same, so that the count does not depend on which
+    /// thread asked first), else from Z3. Unknown is "not unsat".
+    fn unsat(&mut self, query: &System) -> bool {
+        let key = format!("{:?}", self.m.complete(query));
+        if let Some(unsat) = remembered(&key) {
+            self.queries += 1;
+            return unsat;
+        }
+        self.solve(query).1.is_unsat()
+    }
+
+    /// Whether the query was proved unsat before ([`VERDICTS`]; counted as a query).
+    fn unsat_remembered(&mut self, query: &System) -> bool {
+        let hit = remembered(&format!("{:?}", self.m.complete(query))) == Some(true);
+        self.queries += hit as u64;
+        hit
+    }
+
     fn ask(&mut self, query: &System) -> Result<Answer, Verdict> {
+        if self.unsat_remembered(query) {
+            return Ok(Answer::Unsat);
+        }
         let (sys, result) = self.solve(query);
         let sys = &sys;
         match result {
@@ -450,7 +505,7 @@ impl Checker<'_, '_> {
             let mut sys = self.m.system(guards, None);
             sys.add(bad);
             self.product_lemmas(digit, &sys).into_iter().for_each(|l| sys.add(l));
-            self.solve(&sys).1.is_unsat()
+            self.unsat(&sys)
         });
         self.digits.insert(key, proved);
         proved
@@ -499,7 +554,7 @@ impl Checker<'_, '_> {
         if let Some(known) = self.nonneg.get(&key) {
             return *known;
         }
-        let proved = self.solve(&System::new().with(Constraint::lt(p, &Poly::zero()))).1.is_unsat();
+        let proved = self.unsat(&System::new().with(Constraint::lt(p, &Poly::zero())));
         self.nonneg.insert(key, proved);
         proved
     }
