@@ -153,7 +153,7 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         source: Option<PathBuf>,
         /// Differential points per leaf (a leaf whose region holds fewer small points says so).
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = crate::verify::Options::DEFAULT_POINTS)]
         points: usize,
         /// Print the verdicts as JSON (one object per kernel leaf: schedule, leaf, kernel,
         /// status `proved`/`defect`/`unverified`, defect, detail, Z3 queries, points, sampling:

@@ -27,9 +27,15 @@ pub struct Options {
     pub seed: u64,
 }
 
+impl Options {
+    /// Differential points per leaf unless asked otherwise (issue 26.4: at least 8 where the
+    /// leaf's region holds them).
+    pub const DEFAULT_POINTS: usize = 8;
+}
+
 impl Default for Options {
     fn default() -> Options {
-        Options { points: 4, seed: 0x6d65_7461_666f_726b }
+        Options { points: Options::DEFAULT_POINTS, seed: 0x6d65_7461_666f_726b }
     }
 }
 

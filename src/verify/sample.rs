@@ -11,7 +11,8 @@
 //! A leaf that admits no such small point (a warp-shaped region, `32 <= B1`, say) gets a wide
 //! round (program parameters also 32, 33 or 64; data up to `WIDE_DATA`, often 1), and when
 //! that finds none, Z3's own point (program parameters at most `WIDE_PROGRAM`, data at most
-//! `WIDE_DATA`, made smaller a few times).
+//! `WIDE_DATA`, made smaller a few times). A leaf with some small points but fewer than wanted
+//! gets instead a round with both small bounds doubled.
 
 use super::differential::SplitMix;
 use crate::dispatch::facts::FactSet;
@@ -36,14 +37,24 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
     let mut out: Vec<BTreeMap<String, i64>> = Vec::new();
     // Small points first; a region with none (`32 <= B1`, `N == 1`) gets a round with
     // warp-sized program parameters and data up to WIDE_DATA, then Z3's own points.
+    // A region with some small points but fewer than wanted (`s == 8` with `B0 % 4 == 0`
+    // leaves about ten below the small bounds) gets one round with the bounds doubled instead.
+    let mut topping_up = false;
     for attempt in 0..3 * attempts {
-        let wide = attempt >= attempts;
-        if out.len() >= wanted || (wide && attempt == attempts && !out.is_empty()) {
+        if attempt == attempts && !out.is_empty() {
+            topping_up = true;
+        }
+        let wide = attempt >= attempts && !topping_up;
+        if out.len() >= wanted || (topping_up && attempt == 2 * attempts) {
             break;
         }
         let mut point = BTreeMap::new();
         for p in &program {
-            let v = if wide && rng.range(0, 1) == 1 { [32, 33, 64][rng.range(0, 2) as usize] } else { rng.range(1, MAX_PROGRAM) };
+            let v = if wide && rng.range(0, 1) == 1 {
+                [32, 33, 64][rng.range(0, 2) as usize]
+            } else {
+                rng.range(1, if topping_up { 2 * MAX_PROGRAM } else { MAX_PROGRAM })
+            };
             point.insert(p.clone(), v);
         }
         // A divisibility of one program parameter (the tree's fork on a trip count,
@@ -76,7 +87,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
                 }
             }
         }
-        let most = if wide { WIDE_DATA } else { MAX_DATA };
+        let most = if wide { WIDE_DATA } else if topping_up { 2 * MAX_DATA } else { MAX_DATA };
         // Every third candidate, each data parameter is a multiple of all its facts' divisors
         // at once (`NJ % BX == 0 && NJ % BY == 0 && NJ % BK == 0`: their least common
         // multiple), which independent draws rarely meet when several sizes each need several.
@@ -120,7 +131,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         }
     }
     if out.is_empty() {
-        out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(1).collect();
+        out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
     }
     Ok(out)
 }
