@@ -414,43 +414,50 @@ fn remember(key: String, unsat: bool) {
 }
 
 impl Checker<'_, '_> {
-    /// The query with its context, and Z3's answer (counted, and traced on request).
-    fn solve(&mut self, query: &System) -> (System, CheckResult) {
-        self.queries += 1;
+    /// The query with its context, the context's key in [`VERDICTS`], and what is remembered
+    /// of it. A remembered answer the caller uses counts as a query all the same, so that the
+    /// count does not depend on which thread asked first.
+    fn lookup(&self, query: &System) -> (System, String, Option<bool>) {
         let sys = self.m.complete(query);
+        let key = format!("{sys:?}");
+        let known = remembered(&key);
+        (sys, key, known)
+    }
+
+    /// Z3's answer to a completed query (counted, remembered when decided, and traced on
+    /// request).
+    fn solve(&mut self, sys: &System, key: String) -> CheckResult {
+        self.queries += 1;
         let started = std::time::Instant::now();
-        let result = self.backend.check(&sys);
-        trace(&sys, &result, started);
+        let result = self.backend.check(sys);
+        trace(sys, &result, started);
         if !matches!(result, CheckResult::Unknown(_)) {
-            remember(format!("{sys:?}"), result.is_unsat());
+            remember(key, result.is_unsat());
         }
-        (sys, result)
+        result
     }
 
-    /// Whether the query with its context is unsat: from [`VERDICTS`] when it was decided
-    /// before (counted as a query all the same, so that the count does not depend on which
-    /// thread asked first), else from Z3. Unknown is "not unsat".
+    /// Whether the query with its context is unsat, remembered or from Z3. Unknown is "not
+    /// unsat".
     fn unsat(&mut self, query: &System) -> bool {
-        let key = format!("{:?}", self.m.complete(query));
-        if let Some(unsat) = remembered(&key) {
-            self.queries += 1;
-            return unsat;
+        match self.lookup(query) {
+            (_, _, Some(unsat)) => {
+                self.queries += 1;
+                unsat
+            }
+            (sys, key, None) => self.solve(&sys, key).is_unsat(),
         }
-        self.solve(query).1.is_unsat()
     }
 
-    /// Whether the query was proved unsat before ([`VERDICTS`]; counted as a query).
-    fn unsat_remembered(&mut self, query: &System) -> bool {
-        let hit = remembered(&format!("{:?}", self.m.complete(query))) == Some(true);
-        self.queries += hit as u64;
-        hit
-    }
-
+    /// Z3's answer with a model for a defect's witness; a query remembered as sat is asked
+    /// again for one.
     fn ask(&mut self, query: &System) -> Result<Answer, Verdict> {
-        if self.unsat_remembered(query) {
+        let (sys, key, known) = self.lookup(query);
+        if known == Some(true) {
+            self.queries += 1;
             return Ok(Answer::Unsat);
         }
-        let (sys, result) = self.solve(query);
+        let result = self.solve(&sys, key);
         let sys = &sys;
         match result {
             CheckResult::Unsat => Ok(Answer::Unsat),
