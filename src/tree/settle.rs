@@ -130,12 +130,16 @@ impl Builder<'_> {
     }
 
     /// Node `id`, where the block divides, takes the coarsened `code` where its register gates
-    /// hold; a refused gate keeps the blocked code. Coarsening shortens the block (fewer
-    /// threads, the same shared memory), so all counters are evaluated again.
+    /// hold, and its shared-memory limit where staging sized the tiles differently; a refused
+    /// gate keeps the blocked code. Coarsening shortens the block (fewer threads; the same tiles
+    /// where staging merges the copies' row tiles), so all counters are evaluated again.
     fn take_coarsened(&mut self, id: usize, code: Kernel) -> Result<(), String> {
         let registers = self.nodes[id].counters.registers;
         let ev = self.evaluate(&code)?;
-        let gates = self.blocking_gates(registers, &ev);
+        let mut gates = self.blocking_gates(registers, &ev);
+        if ev.counters.shared_bytes != self.nodes[id].counters.shared_bytes {
+            gates.push((Counter::SharedMemory, Constraint::le(&ev.counters.value(Counter::SharedMemory), &self.limit(Counter::SharedMemory))));
+        }
         self.take_where_allowed(id, Strategy::Coarsen, code, ev, &gates)
     }
 
