@@ -48,8 +48,12 @@ pub enum Instr {
     Jump(usize),
     /// `__syncthreads()`; the number tells barriers apart in messages.
     Barrier(usize),
-    /// Host only: launch the kernel of `launches[i]`.
+    /// Host only: launch the kernel of `launches[i]` on a copy of global memory; the
+    /// schedule's serial code follows, then [`Instr::Compare`].
     Launch(usize),
+    /// Host only: the serial code of `launches[i]`'s schedule has run; the kernel's copy of
+    /// global memory must be identical to it.
+    Compare(usize),
     /// `assume`/`assert` on the host: the point is outside the program's facts when false.
     Fact { cond: E, text: String },
 }
@@ -83,6 +87,9 @@ pub struct Code {
     /// The printed form of each access site (`a[i][k]`).
     pub sites: Vec<String>,
     pub launches: Vec<LaunchSite>,
+    /// Host only: the instructions `start..end` of each schedule's serial code, with the
+    /// schedule's index in the function, so that a fault is placed in its schedule.
+    pub schedule_spans: Vec<(usize, usize, usize)>,
     /// How many slots are parameters (filled by the caller, in order).
     pub params: usize,
 }
@@ -251,9 +258,19 @@ impl Compiler {
             StmtKind::MetaSchedule { body, .. } => {
                 let index = self.schedules_seen;
                 self.schedules_seen += 1;
-                match self.launch.clone() {
-                    Some((k, kernel)) if k == index => self.launch_site(index, &kernel)?,
-                    _ => self.scoped(|me| me.stmt(body))?,
+                // The launched schedule runs as a kernel on a copy of memory, then serially,
+                // and the two are compared: each launch is checked from the state the serial
+                // program reaches, and a fault elsewhere is placed where it happens.
+                let launched = match self.launch.clone() {
+                    Some((k, kernel)) if k == index => Some(self.launch_site(index, &kernel)?),
+                    _ => None,
+                };
+                let start = self.here();
+                self.scoped(|me| me.stmt(body))?;
+                let end = self.here();
+                self.code.schedule_spans.push((start, end, index));
+                if let Some(i) = launched {
+                    self.emit(Instr::Compare(i));
                 }
             }
             StmtKind::Assume(e) | StmtKind::Assert(e) => {
@@ -285,7 +302,8 @@ impl Compiler {
         Ok(())
     }
 
-    fn launch_site(&mut self, schedule: usize, kernel: &Kernel) -> Result<(), String> {
+    /// Emit the launch of `kernel` for `schedule`; its index in `launches`.
+    fn launch_site(&mut self, schedule: usize, kernel: &Kernel) -> Result<usize, String> {
         let mut args = Vec::new();
         for p in &kernel.params {
             args.push(match p.kind {
@@ -297,7 +315,7 @@ impl Compiler {
         self.code.launches.push(LaunchSite { schedule, args, grid });
         let i = self.code.launches.len() - 1;
         self.emit(Instr::Launch(i));
-        Ok(())
+        Ok(i)
     }
 }
 
@@ -306,8 +324,8 @@ pub fn global_arrays(function: &KernelFunction) -> Vec<ArrayRef> {
     function.arrays.iter().map(|a| ArrayRef { name: a.name.clone(), elem: a.elem, extents: a.extents.clone(), shared: false }).collect()
 }
 
-/// The host program: the function body with every schedule serial, except schedule
-/// `launch.0`, which launches `launch.1`. Parameter slots are the function's scalar
+/// The host program: the function body with every schedule serial; schedule `launch.0` is
+/// also launched as `launch.1` before its serial code, and compared after it. Parameter slots are the function's scalar
 /// parameters in order.
 pub fn host(function: &KernelFunction, launch: Option<(usize, &Kernel)>) -> Result<Code, String> {
     let mut c = Compiler::new();

@@ -1,14 +1,17 @@
 //! Differential execution: one leaf's kernel against the serial program, at one point.
 //!
 //! Contract: the inputs are the function's arrays filled from a seeded generator (floats in
-//! [-1, 1), integers in [-100, 100]) and its floating scalars likewise; the same inputs go to
-//! the serial program (every `meta_for` a sequential loop) and to the program with the leaf's
-//! schedule launched as a kernel (race detection on). Every array the function may write is
-//! compared element by element, bit for bit: no strategy of metafork reassociates arithmetic,
-//! so no tolerance is needed, or granted.
+//! [-1, 1), integers in [-100, 100]) and its floating scalars likewise. The serial program
+//! (every `meta_for` a sequential loop) runs on them; at each instance of the leaf's schedule
+//! the kernel is launched (race detection on) from the state the serial program has reached,
+//! and every array is compared element by element, bit for bit, with what the schedule's
+//! serial code leaves: no strategy of metafork reassociates arithmetic, so no tolerance is
+//! needed, or granted. A fault of the source program outside the schedule is not the leaf's:
+//! the launches compared before it count, and a point where the schedule never ran is not a
+//! test of the leaf (the fault is named, with its schedule).
 
 use super::code::{self, Code};
-use super::machine::{self, Buffer, Fault, Launchable, RunOptions, RunStats};
+use super::machine::{self, Buffer, Fault, Launchable, RunOptions, RunStats, Stopped, Where};
 use super::value::Value;
 use crate::frontend::ast::ScalarType;
 use crate::frontend::model::{KernelFunction, Role};
@@ -44,37 +47,24 @@ impl SplitMix {
     }
 }
 
-/// The first element where the kernel's result differs from the serial program's.
-#[derive(Clone, Debug)]
-pub struct Difference {
-    pub array: String,
-    pub index: Vec<i64>,
-    pub expected: Value,
-    pub got: Value,
-}
-
-impl std::fmt::Display for Difference {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "mismatch: {}{:?} is {:?}, the serial program computes {:?}", self.array, self.index, self.got, self.expected)
-    }
-}
+pub use super::machine::Difference;
 
 /// The outcome of one point.
 #[derive(Clone, Debug)]
 pub enum Outcome {
     /// Same results; the kernel ran this many threads.
     Passed(RunStats),
-    /// The point is outside the program's facts (an `assume` or `assert` is false), or the
-    /// serial program itself cannot run there: not a test of the kernel.
+    /// The point is outside the program's facts (an `assume` or `assert` is false), the
+    /// schedule does not run there, or the serial program stops before it does: not a test of
+    /// the kernel.
     Unusable(String),
     /// The kernel run stopped on a defect (race, barrier divergence, out of bounds).
     Fault(Fault),
     Mismatch(Difference),
 }
 
-/// The host programs of one schedule: serial, and with the leaf launched.
+/// The host program of one schedule, with the leaf launched, and the kernel.
 pub struct Programs<'k> {
-    pub serial: Code,
     pub launching: Code,
     pub kernel: Launchable<'k>,
 }
@@ -82,7 +72,6 @@ pub struct Programs<'k> {
 impl<'k> Programs<'k> {
     pub fn new(function: &KernelFunction, schedule: usize, kernel: &'k Kernel) -> Result<Programs<'k>, String> {
         Ok(Programs {
-            serial: code::host(function, None)?,
             launching: code::host(function, Some((schedule, kernel)))?,
             kernel: Launchable { kernel, code: code::kernel(kernel)? },
         })
@@ -127,33 +116,35 @@ fn inputs(function: &KernelFunction, point: &BTreeMap<String, i64>, rng: &mut Sp
 /// memory).
 pub const MAX_ELEMENTS: i64 = 1 << 22;
 
-/// Run both programs at `point` on the same seeded inputs and compare. When the serial
-/// program itself stops on a defect (the source program is broken), the kernel is still run:
-/// its fault is the leaf's defect.
+/// Run the program at `point` on seeded inputs, the leaf's kernel launched and compared at
+/// each instance of its schedule. When the schedule's own serial code stops on a defect (the
+/// source program is broken there), the kernel has already run: its fault is the leaf's defect.
 pub fn run_point(function: &KernelFunction, programs: &Programs, point: &BTreeMap<String, i64>, seed: u64, options: RunOptions) -> Outcome {
     let mut rng = SplitMix(seed);
-    let (args, inputs) = match inputs(function, point, &mut rng) {
+    let (args, mut memory) = match inputs(function, point, &mut rng) {
         Ok(x) => x,
         Err(e) => return Outcome::Unusable(e),
     };
-    let mut expected = inputs.clone();
-    let serial = machine::run(&programs.serial, &args, &mut expected, None, RunOptions::default());
-    if let Err(f @ Fault::OutsideFacts(_)) = &serial {
-        return Outcome::Unusable(f.to_string());
-    }
-    let mut got = inputs;
-    let stats = match machine::run(&programs.launching, &args, &mut got, Some(&programs.kernel), options) {
-        Ok(s) => s,
-        Err(f @ Fault::OutsideFacts(_)) => return Outcome::Unusable(f.to_string()),
-        Err(f) => return Outcome::Fault(f),
-    };
-    if let Err(f) = serial {
-        return Outcome::Unusable(format!("the serial program: {f}"));
-    }
-    for (e, g) in expected.iter().zip(&got) {
-        if let Some(i) = e.data.iter().zip(&g.data).position(|(x, y)| !x.identical(*y)) {
-            return Outcome::Mismatch(Difference { array: e.name.clone(), index: e.unflatten(i), expected: e.data[i], got: g.data[i] });
+    match machine::run(&programs.launching, &args, &mut memory, Some(&programs.kernel), options) {
+        Ok(stats) if stats.compared == 0 => Outcome::Unusable("the schedule does not run at this point".into()),
+        Ok(stats) => Outcome::Passed(stats),
+        Err(Stopped { fault: f @ Fault::OutsideFacts(_), .. }) => Outcome::Unusable(f.to_string()),
+        Err(Stopped { fault: Fault::Mismatch(d), at: Where::Kernel, .. }) => Outcome::Mismatch(d),
+        Err(Stopped { fault, at: Where::Kernel, .. }) => Outcome::Fault(fault),
+        Err(Stopped { fault, at, stats }) => {
+            let place = match at {
+                Where::Schedule(k) => function.schedules.get(k).map_or_else(|| format!("in schedule {k}"), |s| format!("in schedule `{}`", s.name)),
+                _ => "in host code".to_string(),
+            };
+            if at == Where::Schedule(programs.launching.launches.first().map_or(usize::MAX, |l| l.schedule)) {
+                Outcome::Unusable(format!("the serial program stops {place}: {fault}"))
+            } else if stats.compared > 0 {
+                // The launches before the fault were compared; the fault is the source
+                // program's, elsewhere, and is reported on the leaves of its own schedule.
+                Outcome::Passed(stats)
+            } else {
+                Outcome::Unusable(format!("the source program stops {place} before this schedule runs: {fault}"))
+            }
         }
     }
-    Outcome::Passed(stats)
 }

@@ -13,6 +13,10 @@
 //!   one a write, *race* when they come from different blocks, or from different threads of
 //!   one block between the same two barriers (the happens-before of a kernel without atomics).
 //! - A run has a step budget, so no input makes the verifier hang.
+//! - In a program with a launch, the kernel runs on a copy of global memory, the schedule's
+//!   serial code on global memory, and the two must then be identical bit for bit: every launch
+//!   is checked from the state the serial program reaches there. A run that stops says where:
+//!   in the kernel, in the launched schedule's serial code, in another schedule, or in host code.
 
 use super::code::{Code, Instr, LaunchSite, E};
 use super::value::{binary, call, Value};
@@ -73,7 +77,49 @@ pub enum Fault {
     BarrierDivergence { block: [i64; 3], detail: String },
     /// An `assume`/`assert` is false: the point is outside the program's facts.
     OutsideFacts(String),
+    /// After a launch, the kernel's memory differs from the serial code's.
+    Mismatch(Difference),
     Error(String),
+}
+
+/// The first element where a launch's result differs from the serial code's.
+#[derive(Clone, Debug)]
+pub struct Difference {
+    pub array: String,
+    pub index: Vec<i64>,
+    pub expected: Value,
+    pub got: Value,
+    /// Which launch of the schedule in the run (1 for the first).
+    pub launch: u64,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mismatch: {}{:?} is {:?}, the serial program computes {:?}", self.array, self.index, self.got, self.expected)?;
+        if self.launch > 1 {
+            write!(f, " (after launch {} of the schedule)", self.launch)?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Where {
+    /// In the launched kernel, or in its comparison with the serial code.
+    Kernel,
+    /// In the serial code of the schedule with this index in the function.
+    Schedule(usize),
+    /// In host code outside every schedule.
+    Host,
+}
+
+/// A run that stopped before its end: the fault, where it happened, and what had run.
+#[derive(Clone, Debug)]
+pub struct Stopped {
+    pub fault: Fault,
+    pub at: Where,
+    pub stats: RunStats,
 }
 
 impl Fault {
@@ -84,6 +130,7 @@ impl Fault {
             Fault::OutOfBounds { .. } => Some("out of bounds"),
             Fault::Race { .. } => Some("race"),
             Fault::BarrierDivergence { .. } => Some("barrier divergence"),
+            Fault::Mismatch(_) => Some("mismatch"),
             _ => None,
         }
     }
@@ -106,6 +153,7 @@ impl std::fmt::Display for Fault {
             ),
             Fault::BarrierDivergence { block, detail } => write!(f, "barrier divergence in block ({},{},{}): {detail}", block[0], block[1], block[2]),
             Fault::OutsideFacts(t) => write!(f, "`{t}` does not hold"),
+            Fault::Mismatch(d) => d.fmt(f),
             Fault::Error(m) => f.write_str(m),
         }
     }
@@ -308,6 +356,7 @@ impl Frame<'_> {
                 }
                 Instr::Barrier(id) => return Ok(Stop::Barrier(*id)),
                 Instr::Launch(i) => return Ok(Stop::Launch(*i)),
+                Instr::Compare(i) => return Ok(Stop::Compare(*i)),
                 Instr::Fact { cond, text } => {
                     if !self.eval(slots, cond)?.truthy() {
                         return Err(Fault::OutsideFacts(text.clone()));
@@ -323,6 +372,7 @@ impl Frame<'_> {
 enum Stop {
     Barrier(usize),
     Launch(usize),
+    Compare(usize),
     Done,
 }
 
@@ -358,13 +408,17 @@ pub struct RunOptions {
 #[derive(Clone, Debug, Default)]
 pub struct RunStats {
     pub launches: u64,
+    /// Launches whose result was compared with the serial code's (all of them identical).
+    pub compared: u64,
     pub blocks: u64,
     pub threads: u64,
 }
 
 /// Run a host program on `globals` (the function's arrays, in order) with the scalar
-/// parameters `args`; `kernel` is the code its `Launch` instructions start.
-pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&Launchable>, options: RunOptions) -> Result<RunStats, Fault> {
+/// parameters `args`; `kernel` is the code its `Launch` instructions start. On a launch the
+/// kernel runs on a copy of `globals`, compared at the next `Compare` with what the serial
+/// code left in `globals`; so `globals` always ends as the serial program leaves it.
+pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&Launchable>, options: RunOptions) -> Result<RunStats, Stopped> {
     let mut slots: Vec<Value> = host.slot_types.iter().map(|t| Value::zero(*t)).collect();
     for (i, a) in args.iter().enumerate().take(host.params) {
         slots[i] = a.to(host.slot_types[i]);
@@ -372,21 +426,46 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
     let places: Vec<Place> = (0..host.arrays.len()).map(Place::Global).collect();
     let mut steps = 0u64;
     let mut stats = RunStats::default();
+    let mut launched: Option<(usize, Vec<Buffer>)> = None;
     let mut pc = 0;
+    let stopped = |fault: Fault, at: Where, stats: &RunStats| Stopped { fault, at, stats: stats.clone() };
     loop {
         let stop = {
             let mut f = Frame { code: host, places: &places, globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut steps };
-            f.run(&mut slots, &mut pc)?
+            f.run(&mut slots, &mut pc).map_err(|fault| stopped(fault, host.place_of(pc), &stats))?
         };
         match stop {
             Stop::Done => return Ok(stats),
-            Stop::Barrier(_) => return Err(Fault::Error("a barrier outside a kernel".into())),
+            Stop::Barrier(_) => return Err(stopped(Fault::Error("a barrier outside a kernel".into()), host.place_of(pc), &stats)),
             Stop::Launch(i) => {
-                let k = kernel.ok_or_else(|| Fault::Error("a launch without a kernel".into()))?;
-                launch(host, &host.launches[i], &slots, globals, k, options, &mut steps, &mut stats)?;
+                let k = kernel.ok_or_else(|| stopped(Fault::Error("a launch without a kernel".into()), Where::Kernel, &stats))?;
+                let mut copy = globals.to_vec();
+                launch(host, &host.launches[i], &slots, &mut copy, k, options, &mut steps, &mut stats).map_err(|fault| stopped(fault, Where::Kernel, &stats))?;
+                launched = Some((i, copy));
+                pc += 1;
+            }
+            Stop::Compare(i) => {
+                let got = match launched.take() {
+                    Some((l, got)) if l == i => got,
+                    _ => return Err(stopped(Fault::Error("a comparison without its launch".into()), Where::Kernel, &stats)),
+                };
+                stats.compared += 1;
+                for (e, g) in globals.iter().zip(&got) {
+                    if let Some(i) = e.data.iter().zip(&g.data).position(|(x, y)| !x.identical(*y)) {
+                        let d = Difference { array: e.name.clone(), index: e.unflatten(i), expected: e.data[i], got: g.data[i], launch: stats.compared };
+                        return Err(stopped(Fault::Mismatch(d), Where::Kernel, &stats));
+                    }
+                }
                 pc += 1;
             }
         }
+    }
+}
+
+impl Code {
+    /// Where the instruction at `pc` of a host program belongs.
+    fn place_of(&self, pc: usize) -> Where {
+        self.schedule_spans.iter().find(|(start, end, _)| (*start..*end).contains(&pc)).map_or(Where::Host, |(_, _, k)| Where::Schedule(*k))
     }
 }
 

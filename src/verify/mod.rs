@@ -156,10 +156,16 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
     };
     let mut run = 0;
     let mut failure = None;
+    let mut unusable: Option<String> = None;
     for (i, p) in points.iter().enumerate() {
         match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true }) {
             Outcome::Passed(_) => run += 1,
-            Outcome::Unusable(_) => {}
+            Outcome::Unusable(why) => {
+                unusable.get_or_insert_with(|| {
+                    let at: Vec<String> = p.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{why} (at {})", at.join(", "))
+                });
+            }
             other => {
                 run += 1;
                 failure = Some(PointFailure { point: p.clone(), outcome: other });
@@ -174,7 +180,9 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         statik,
         points: run,
         failure,
-        sampling: sampling.or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+        sampling: sampling
+            .or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string()))
+            .or_else(|| (run == 0).then(|| unusable.map(|why| format!("no point could be run: {why}"))).flatten()),
     })
 }
 
@@ -261,9 +269,10 @@ pub fn render(reports: &[LeafReport]) -> String {
     for r in reports {
         let line = match r.status() {
             Status::Proved => format!(
-                "proved: no race, no barrier divergence, in bounds ({} Z3 queries); {} points match the serial program{}",
+                "proved: no race, no barrier divergence, in bounds ({} Z3 queries); {} match{} the serial program{}",
                 r.statik.queries,
-                r.points,
+                if r.points == 1 { "1 point".to_string() } else { format!("{} points", r.points) },
+                if r.points == 1 { "es" } else { "" },
                 r.sampling.as_ref().map_or(String::new(), |note| format!(" ({note})"))
             ),
             Status::Defect(name, msg) => format!("DEFECT ({name}): {msg}"),
@@ -274,8 +283,8 @@ pub fn render(reports: &[LeafReport]) -> String {
     let code = exit_code(reports);
     let proved = reports.iter().filter(|r| r.status() == Status::Proved).count();
     out.push_str(&format!("{proved} of {} leaves proved{}\n", reports.len(), match code {
-        0 => "",
-        1 => "; defects found",
+        crate::command::exit::OK => "",
+        crate::command::exit::DEFECT => "; defects found",
         _ => "; some leaves unverified",
     }));
     out

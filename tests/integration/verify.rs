@@ -435,5 +435,49 @@ fn fewer_points_than_asked_are_reported() {
         assert_eq!(r.sampling.as_deref(), Some("only 1 distinct small parameter point found in the leaf's region, of 8 asked"));
     }
     let text = metafork::verify::render(&reports);
-    assert!(text.contains("1 points match the serial program (only 1 distinct small parameter point found in the leaf's region, of 8 asked)"), "{text}");
+    assert!(text.contains("1 point matches the serial program (only 1 distinct small parameter point found in the leaf's region, of 8 asked)"), "{text}");
+}
+
+/// Issue 26.4: blame goes to the schedule where the fault is. Of three schedules in a time
+/// loop, the middle one reads one past its array's end. Its leaves are defects; the first
+/// schedule's leaves are proved (each launch is compared with the serial code from the state
+/// the program reaches, before the fault); the last schedule never runs before the fault, so
+/// its leaves are unverified and say which schedule stops the program, never a defect.
+#[test]
+fn one_faulty_schedule_among_correct_ones_is_blamed_alone() {
+    let src = "void steps(int T, int n, int B, float u[n], float v[n], float w[n]) {
+  assume(T >= 1 && n >= 2 && B >= 1);
+  int g = (n + B - 1) / B;
+  for (int t = 0; t < T; t++) {
+    meta_schedule {
+      meta_for (int b = 0; b < g; b++)
+        meta_for (int x = 0; x < B; x++) { int i = b * B + x; if (i < n) u[i] = u[i] + v[i]; }
+    }
+    meta_schedule {
+      meta_for (int b = 0; b < g; b++)
+        meta_for (int x = 0; x < B; x++) { int i = b * B + x; if (i < n) v[i] = 0.5f * v[i] + w[i + 1]; }
+    }
+    meta_schedule {
+      meta_for (int b = 0; b < g; b++)
+        meta_for (int x = 0; x < B; x++) { int i = b * B + x; if (i < n) w[i] = w[i] - u[i]; }
+    }
+  }
+}
+";
+    let b = backend();
+    let trees = common::trees_of("blame.mf", src, &b);
+    assert_eq!(trees.len(), 3);
+    let faulty = trees[0].0.schedules[1].name.clone();
+    for (k, (f, tree)) in trees.iter().enumerate() {
+        let reports = verify_tree(f, tree, &b, Options { points: 2, ..Options::default() }).unwrap();
+        assert!(!reports.is_empty());
+        for r in &reports {
+            match (k, r.status()) {
+                (0, Status::Proved) => assert!(r.points >= 1),
+                (1, Status::Defect("out of bounds", msg)) => assert!(msg.contains("w[i + 1]"), "{msg}"),
+                (2, Status::Unverified(why)) => assert!(why.contains(&format!("stops in schedule `{faulty}` before this schedule runs")) && why.contains("w[i + 1]"), "{why}"),
+                (_, other) => panic!("schedule {k} leaf {}: {other:?}", r.leaf),
+            }
+        }
+    }
 }
