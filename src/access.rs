@@ -9,6 +9,13 @@
 //! Anything not modelled (a non-polynomial index, a division whose dividend may be negative)
 //! makes the index `None`, or the guard simply absent: a missing guard only admits more
 //! behaviours, so conclusions of the form "no two accesses can collide" stay sound.
+//!
+//! Integer `min`, `max` and `abs` are modelled only when a collector is asked to
+//! ([`Collector::with_choices`], the verifier): each becomes an auxiliary integer `m` with
+//! the facts true of it (`m >= a`, `m >= b` for a maximum), and an access whose subscripts name
+//! one is recorded once per choice, with the choice substituted and its condition among the
+//! guards (`a >= b` and `m == a`, or `b > a` and `m == b`): the cases are exhaustive and each
+//! is exact, so the subscripts stay polynomials in the thread's variables.
 
 use crate::frontend::ast::*;
 use constraints::solver::{Backend, Implication};
@@ -65,6 +72,20 @@ pub fn builtin_var(b: Builtin) -> String {
 /// names that no user name can be ([`crate::names`]).
 pub const AUX_QUOTIENT: &str = "$aux_q";
 pub const AUX_REMAINDER: &str = "$aux_r";
+/// The prefix of a `min`/`max`/`abs` auxiliary.
+pub const AUX_CHOICE: &str = "$aux_c";
+
+/// A `min`/`max` auxiliary's definition: the larger (`max`) or smaller of `a` and `b`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChoiceDef {
+    pub a: Poly,
+    pub b: Poly,
+    pub max: bool,
+}
+
+/// The most cases one access is split into by its `min`/`max` choices; beyond, the subscripts
+/// are not modelled.
+pub const MAX_CHOICE_CASES: usize = 16;
 
 /// Whether a model variable is a division auxiliary.
 pub fn is_aux(name: &str) -> bool {
@@ -95,11 +116,82 @@ pub struct Collector<'b> {
     /// barriers, the count at the body's start is `P0 + K*(counter - lo)`.
     pub phase: Option<Poly>,
     pub uniformity: Vec<Uniformity>,
+    /// The `min`/`max`/`abs` auxiliaries, by name, when the collector models them.
+    pub choices: Option<BTreeMap<String, ChoiceDef>>,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new() }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None }
+    }
+
+    /// A collector that models integer `min`, `max` and `abs` (see the module's contract).
+    /// Only for clients that read accesses case by case; the strategies take subscripts as
+    /// single polynomials and leave these unmodelled.
+    pub fn with_choices(backend: &'b Backend, context: System) -> Collector<'b> {
+        Collector { choices: Some(BTreeMap::new()), ..Collector::new(backend, context) }
+    }
+
+    /// The auxiliary for the larger (`max`) or smaller of `a` and `b`, with its facts.
+    fn choice(&mut self, a: Poly, b: Poly, max: bool) -> Option<Poly> {
+        let choices = self.choices.as_mut()?;
+        let def = ChoiceDef { a, b, max };
+        let mut key = format!("{}|{}|{}", def.max, def.a, def.b).bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        while choices.get(&format!("{AUX_CHOICE}{key:x}")).is_some_and(|d| *d != def) {
+            key = key.wrapping_add(1);
+        }
+        let name = format!("{AUX_CHOICE}{key:x}");
+        if !choices.contains_key(&name) {
+            choices.insert(name.clone(), def.clone());
+            let m = self.aux(&name);
+            for side in [&def.a, &def.b] {
+                self.context.add(if def.max { Constraint::ge(&m, side) } else { Constraint::le(&m, side) });
+            }
+        }
+        Some(Poly::var(&name))
+    }
+
+    /// Record an access: once, or once per case of the `min`/`max` choices its subscripts
+    /// name (more than [`MAX_CHOICE_CASES`]: the subscripts naming them are not modelled).
+    fn record(&mut self, access: Access) {
+        let Some(choices) = &self.choices else {
+            self.accesses.push(access);
+            return;
+        };
+        let named = |p: &Poly| p.vars().into_iter().find(|v| choices.contains_key(v.name()));
+        let mut done = Vec::new();
+        let mut todo = vec![access];
+        while let Some(a) = todo.pop() {
+            let Some(v) = a.indices.iter().flatten().find_map(|p| named(p)) else {
+                done.push(a);
+                continue;
+            };
+            if done.len() + todo.len() + 2 > MAX_CHOICE_CASES {
+                let mut a = a;
+                a.indices.iter_mut().filter(|p| p.as_ref().is_some_and(|p| named(p).is_some())).for_each(|p| *p = None);
+                done.push(a);
+                continue;
+            }
+            let def = &choices[v.name()];
+            let m = Poly::var(v.name());
+            for (chosen, other, strict) in [(&def.a, &def.b, false), (&def.b, &def.a, true)] {
+                let mut case = a.clone();
+                case.indices = a.indices.iter().map(|p| p.as_ref().map(|p| p.substitute(&v, chosen))).collect();
+                // `a` is taken when it wins or ties; `b` only when it wins strictly.
+                let wins = match (def.max, strict) {
+                    (true, false) => Constraint::ge(chosen, other),
+                    (true, true) => Constraint::gt(chosen, other),
+                    (false, false) => Constraint::le(chosen, other),
+                    (false, true) => Constraint::lt(chosen, other),
+                };
+                case.guards.push(wins);
+                case.guards.push(Constraint::eq(&m, chosen));
+                todo.push(case);
+            }
+        }
+        // In source order of the cases (the first choice first).
+        done.reverse();
+        self.accesses.extend(done);
     }
 
     /// Whether the context's divisibility facts make the constant `k` divide `x` exactly: a
@@ -190,6 +282,19 @@ impl<'b> Collector<'b> {
                     _ => None,
                 }
             }
+            // Integer operands only: a float expression has no polynomial, so `None` already.
+            ExprKind::Call(f, args) if self.choices.is_some() => match (f.name.as_str(), args.as_slice()) {
+                ("min" | "max", [a, b]) => {
+                    let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);
+                    self.choice(x, y, f.name == "max")
+                }
+                ("abs", [a]) => {
+                    let x = self.poly(a, env, guards)?;
+                    let negated = -x.clone();
+                    self.choice(x, negated, true)
+                }
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -235,7 +340,7 @@ impl<'b> Collector<'b> {
                     self.expr_accesses(i, env, guards);
                 }
                 let idx = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                self.accesses.push(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
+                self.record(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             ExprKind::Binary(_, a, b) => {
@@ -282,9 +387,9 @@ impl<'b> Collector<'b> {
                         }
                         let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
                         if *op != AssignOp::Set {
-                            self.accesses.push(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
                         }
-                        self.accesses.push(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                        self.record(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
                     }
                     ExprKind::Var(n) => {
                         env.insert(n.clone(), None);

@@ -116,7 +116,7 @@ struct Candidate {
 /// scalars, host loop counters and thread and block index ranges (the first `n` facts of the
 /// context, `n` returned), then the body walked. The performance counters use it too.
 pub fn launch_collector<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> (Collector<'b>, usize) {
-    let mut col = Collector::new(backend, system.clone());
+    let mut col = Collector::with_choices(backend, system.clone());
     let env = Env::new();
     let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
     for p in &int_params {
@@ -174,6 +174,12 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         let before = shared_vars.len();
         for (name, def) in &col.aux_defs {
             if def.dividend.vars().iter().chain(def.divisor.vars().iter()).all(|v| shared_vars.contains(v.name())) {
+                shared_vars.insert(name.clone());
+            }
+        }
+        // Likewise a `min`/`max` of shared values.
+        for (name, def) in col.choices.iter().flatten() {
+            if def.a.vars().iter().chain(def.b.vars().iter()).all(|v| shared_vars.contains(v.name())) {
                 shared_vars.insert(name.clone());
             }
         }
