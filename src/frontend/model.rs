@@ -17,9 +17,12 @@ pub struct CheckedProgram {
 /// How the tool classifies a parameter (the paper's Definition 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// An integer scalar that sizes an array (`N` in `float a[N][N]`).
+    /// An integer scalar that sizes an array (`N` in `float a[N][N]`), or any other integer
+    /// scalar that is neither a block size nor a granularity (a time-step count, a filter
+    /// radius): a size given at run time, never tuned.
     DataParameter,
-    /// Any other integer scalar (block sizes, granularity, time steps).
+    /// An integer scalar that sizes a thread loop or divides a grid loop's extent, directly or
+    /// through derived scalars: a block size or a granularity, which `tune` chooses.
     ProgramParameter,
     /// A floating scalar: a plain value, never a symbol of a constraint.
     Value,

@@ -491,6 +491,17 @@ impl Parser {
         }
         self.bump();
         let hi = self.expr()?;
+        // `k < a && k <= b` parses as a bound that names the counter: say what to write.
+        let mut names = Vec::new();
+        hi.names(&mut names);
+        if names.contains(&var.name) {
+            let op = if inclusive { "<=" } else { "<" };
+            return Err(Diagnostic::new(
+                hi.span,
+                format!("the loop's bound cannot use its own counter `{v}`: the condition is `{v} {op} bound` with one bound (for two, write `{v} < min(a, b)`)", v = var.name),
+                "the bound names the counter",
+            ));
+        }
         self.expect(";", "after the loop condition")?;
         let step = self.for_step(&var, meta)?;
         self.expect(")", &format!("to close the `{kw}` header"))?;

@@ -110,6 +110,69 @@ struct HostItems {
     schedules: Vec<Schedule>,
 }
 
+/// The names that size a thread loop (any name in a block loop's bounds) or divide the
+/// extent of a grid loop or of a serial loop in the kernel (a name on the right of `/` or `%`
+/// in its bounds: `(n + B - 1) / B`, `N / (ub1 * s)`, a tile loop's `K / TK`), derived scalars
+/// followed to the names they are defined from.
+fn tunable_parameters(schedules: &[Schedule], derived: &[Derived]) -> BTreeSet<String> {
+    fn walk(e: &Expr, counts: bool, derived: &[Derived], seen: &mut BTreeSet<String>, out: &mut BTreeSet<String>) {
+        match &e.kind {
+            ExprKind::Binary(BinOp::Div | BinOp::Rem, a, b) => {
+                walk(a, counts, derived, seen, out);
+                walk(b, true, derived, seen, out);
+            }
+            ExprKind::Var(n) => match derived.iter().find(|d| &d.name == n) {
+                // Each derived scalar once per position (its definition cannot name itself).
+                Some(d) if seen.insert(format!("{counts}{n}")) => walk(&d.value, counts, derived, seen, out),
+                Some(_) => {}
+                None if counts => {
+                    out.insert(n.clone());
+                }
+                None => {}
+            },
+            ExprKind::Binary(_, a, b) => [a, b].into_iter().for_each(|x| walk(x, counts, derived, seen, out)),
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => walk(a, counts, derived, seen, out),
+            ExprKind::Cond(c, a, b) => [c, a, b].into_iter().for_each(|x| walk(x, counts, derived, seen, out)),
+            ExprKind::Call(_, args) => args.iter().for_each(|x| walk(x, counts, derived, seen, out)),
+            ExprKind::Index { indices, .. } => indices.iter().for_each(|x| walk(x, counts, derived, seen, out)),
+            ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Builtin(_) => {}
+        }
+    }
+    /// The divisors in the bounds of the serial loops of a kernel body (a tile loop's
+    /// `K / TK`; a radius's `-R <= k <= R` divides nothing).
+    fn serial(stmts: &[Stmt], derived: &[Derived], seen: &mut BTreeSet<String>, out: &mut BTreeSet<String>) {
+        for st in stmts {
+            match &st.kind {
+                StmtKind::For(l) | StmtKind::MetaFor(l) => {
+                    walk(&l.lo, false, derived, seen, out);
+                    walk(&l.hi, false, derived, seen, out);
+                    serial(std::slice::from_ref(&l.body), derived, seen, out);
+                }
+                StmtKind::If { then_branch, else_branch, .. } => {
+                    serial(std::slice::from_ref(then_branch), derived, seen, out);
+                    else_branch.iter().for_each(|e| serial(std::slice::from_ref(e), derived, seen, out));
+                }
+                StmtKind::Block(items) => serial(items, derived, seen, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    for s in schedules {
+        for (l, counts) in s.grid.iter().map(|l| (l, false)).chain(s.block.iter().map(|l| (l, true))) {
+            walk(&l.lo, counts, derived, &mut seen, &mut out);
+            walk(&l.hi, counts, derived, &mut seen, &mut out);
+        }
+        for l in &s.between {
+            walk(&l.lo, false, derived, &mut seen, &mut out);
+            walk(&l.hi, false, derived, &mut seen, &mut out);
+        }
+        serial(&s.body, derived, &mut seen, &mut out);
+    }
+    out
+}
+
 fn unwrap_single(s: &Stmt) -> &Stmt {
     let mut s = s;
     loop {
@@ -211,6 +274,14 @@ impl Checker<'_> {
         let many = items.schedules.len() > 1;
         for (i, s) in items.schedules.iter_mut().enumerate() {
             s.name = if many { format!("{}_{}", f.name.name, i) } else { f.name.name.clone() };
+        }
+        // Only block sizes and granularities are tuned: an integer scalar that sizes no array
+        // and neither sizes a thread loop nor divides a grid loop's extent (a time-step count,
+        // a filter radius) is a size given at run time, like the data sizes.
+        let tunable = tunable_parameters(&items.schedules, &items.derived);
+        let mut params = params;
+        for p in params.iter_mut().filter(|p| p.role == Role::ProgramParameter && !tunable.contains(&p.name)) {
+            p.role = Role::DataParameter;
         }
         Some(KernelFunction { name: f.name.name.clone(), params, arrays, derived: items.derived, facts: items.facts, schedules: items.schedules, body: f.body.clone() })
     }

@@ -255,6 +255,7 @@ impl Builder<'_> {
         let what = match s {
             Strategy::Merge => "merged code".to_string(),
             Strategy::RegisterBlock => "register-blocked code".to_string(),
+            Strategy::Coarsen => "coarsened code".to_string(),
             _ => "code unrolled by 4".to_string(),
         };
         let registers = ev.counters.registers;

@@ -54,11 +54,48 @@ fn matrix_multiplication() {
     assert!(facts.contains(&"B0 <= s*ub1".to_string()), "{facts:?}");
 }
 
+/// Issue 26.1: only block sizes and granularities are program parameters. A filter radius that
+/// sizes no array is a size (even where it bounds a serial loop); a tile depth that divides a
+/// serial tile loop's extent is tuned; so is a block size reached through a derived scalar.
+#[test]
+fn only_block_sizes_and_granularities_are_program_parameters() {
+    let src = "void box(int n, int R, int B, int TK, int steps, const float in[n], float out[n]) {
+  assume(n >= 1 && R >= 0 && B >= 1 && TK >= 1 && steps >= 1);
+  int g = (n + B - 1) / B, tiles = (2 * R + TK) / TK;
+  for (int t = 0; t < steps; t++) {
+    meta_schedule {
+      meta_for (int b = 0; b < g; b++)
+        meta_for (int x = 0; x < B; x++) {
+          int i = b * B + x;
+          if (i < n) {
+            float s = 0.0f;
+            for (int kt = 0; kt < tiles; kt++)
+              for (int k = kt * TK - R; k < min(kt * TK - R + TK, R + 1); k++)
+                s += in[min(max(i + k, 0), n - 1)];
+            out[i] = s;
+          }
+        }
+    }
+  }
+}
+";
+    let program = metafork::frontend::check_source("box.mf", src).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let k = &program.kernels[0];
+    assert_eq!(k.data_parameters(), strs(&["n", "R", "steps"]));
+    assert_eq!(k.program_parameters(), strs(&["B", "TK"]));
+    // Written with two conditions, the loop gets a located error saying what to write.
+    let two = src.replace("k < min(kt * TK - R + TK, R + 1)", "k < kt * TK - R + TK && k <= R");
+    let d = metafork::frontend::check_source("box.mf", &two).unwrap_err().render(false);
+    assert!(d.contains("box.mf:12:") && d.contains("cannot use its own counter `k`") && d.contains("min(a, b)"), "{d}");
+}
+
 #[test]
 fn jacobi_1d() {
     let k = load("jacobi1d");
-    assert_eq!(k.data_parameters(), strs(&["N"]));
-    assert_eq!(k.program_parameters(), strs(&["T", "B", "s"]));
+    // The time-step count sizes no array, but it is no block size or granularity either
+    // (it bounds a host loop): a size given at run time, not tuned.
+    assert_eq!(k.data_parameters(), strs(&["N", "T"]));
+    assert_eq!(k.program_parameters(), strs(&["B", "s"]));
     assert_eq!(k.array("a").unwrap().extents[0].to_string(), "2*N");
     let s = &k.schedules[0];
     assert_eq!(s.host_loops.len(), 1, "the time loop runs on the host");
