@@ -5,6 +5,7 @@
 //! its parent's witness first, then by Z3.
 
 use super::*;
+use super::derived;
 
 pub(super) struct Builder<'a> {
     pub(super) function: &'a KernelFunction,
@@ -221,10 +222,14 @@ impl Builder<'_> {
             staged.kernel.merged = true;
         }
         let c = count(&staged.kernel, &[])?;
+        // The tree's systems and the dispatcher's tables read parameters and machine symbols
+        // only: a derived scalar in a counter is replaced by its definition or a bound.
+        let shared_bytes = derived::in_parameters(&c.shared_bytes, self.function, &self.root, self.backend)?;
+        let threads_per_block = derived::in_parameters(&c.threads_per_block, self.function, &self.root, self.backend)?;
         let v = Evaluated {
             staged: staged.kernel,
             cached: staged.cached,
-            counters: CounterValues { registers: c.registers.registers, shared_bytes: c.shared_bytes, threads_per_block: c.threads_per_block },
+            counters: CounterValues { registers: c.registers.registers, shared_bytes, threads_per_block },
         };
         self.cache.insert(key, v.clone());
         Ok(v)

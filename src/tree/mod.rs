@@ -21,7 +21,7 @@
 //! Modules: this one holds the tree's types (machine symbols, counters, strategies, nodes);
 //! `build` the builder, the root and the resource-counter forks; `performance` the
 //! performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
-//! `occupancy` the occupancy gate's arithmetic.
+//! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only.
 
 use crate::counters::count;
 use crate::frontend::model::{FactKind, KernelFunction};
@@ -358,6 +358,7 @@ impl Tree {
 }
 
 mod build;
+mod derived;
 mod occupancy;
 mod performance;
 mod settle;

@@ -61,6 +61,9 @@ pub struct LeafReport {
     pub points: usize,
     pub failure: Option<PointFailure>,
     pub sampling: Option<String>,
+    /// No parameter values satisfy the program's facts and the leaf's constraints (Z3): the
+    /// dispatcher never selects the leaf, so there is nothing to run.
+    pub unreachable: bool,
 }
 
 /// The verdict on one leaf, as `verify` reports it.
@@ -71,6 +74,8 @@ pub enum Status {
     /// message with its witness.
     Defect(&'static str, String),
     Unverified(String),
+    /// The leaf's region is empty under the program's facts: it never runs.
+    Unreachable,
 }
 
 impl LeafReport {
@@ -86,6 +91,9 @@ impl LeafReport {
                 Outcome::Fault(x) => Status::Defect(x.defect().unwrap_or("mismatch"), format!("{x} (at {at})")),
                 _ => Status::Unverified(format!("the point {at} could not be run")),
             };
+        }
+        if self.unreachable {
+            return Status::Unreachable;
         }
         if let Verdict::Unverified(r) = &self.statik.verdict {
             return Status::Unverified(r.clone());
@@ -107,8 +115,13 @@ pub fn verify_tree(function: &KernelFunction, tree: &Tree, backend: &Backend, op
 
 /// As [`verify_tree`], calling `done` (from any worker) each time a leaf's report is complete.
 pub fn verify_tree_reporting(function: &KernelFunction, tree: &Tree, backend: &Backend, options: Options, done: &(dyn Fn() + Sync)) -> Result<Vec<LeafReport>, String> {
+    verify_leaves(function, tree, backend, options, &|_| true, done)
+}
+
+/// As [`verify_tree_reporting`], for the kernel leaves whose id `wanted` accepts.
+pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, options: Options, wanted: &dyn Fn(usize) -> bool, done: &(dyn Fn() + Sync)) -> Result<Vec<LeafReport>, String> {
     let schedule = function.schedules.iter().position(|s| s.name == tree.schedule).ok_or_else(|| format!("no schedule `{}`", tree.schedule))?;
-    let leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).collect();
+    let leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf) && wanted(n.id)).collect();
     // Leaves often share code: the proof under the root's system holds for each of them; a
     // defect found there is re-checked under the leaf's own constraints.
     let keys: Vec<String> = leaves.iter().map(|leaf| format!("{:?}", leaf.staged)).collect();
@@ -154,6 +167,9 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         Ok(p) => (p, None),
         Err(e) => (Vec::new(), Some(e)),
     };
+    // A region with no point may be empty once the facts Z3 was not given are: then the
+    // leaf never runs, and there is nothing to verify.
+    let unreachable = points.is_empty() && sample::unreachable(function, &leaf.correctness_constraints(&tree.machine), backend);
     let mut run = 0;
     let mut failure = None;
     let mut unusable: Option<String> = None;
@@ -180,6 +196,7 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         statik,
         points: run,
         failure,
+        unreachable,
         sampling: sampling
             .or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string()))
             .or_else(|| (run == 0).then(|| unusable.map(|why| format!("no point could be run: {why}"))).flatten()),
@@ -234,6 +251,9 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], backend: &Backend, f: impl Fn(&Ba
     results.into_iter().map(|(_, r)| r).collect()
 }
 
+/// What an unreachable leaf's line says.
+const UNREACHABLE: &str = "no parameter values satisfy the program's facts and the leaf's constraints (Z3), so the dispatcher never selects it";
+
 /// The exit status for a set of reports: 0 all proved, 1 a defect, 2 something unverified.
 pub fn exit_code(reports: &[LeafReport]) -> i32 {
     let statuses: Vec<Status> = reports.iter().map(|r| r.status()).collect();
@@ -254,6 +274,7 @@ pub fn render_json(reports: &[LeafReport]) -> String {
         .map(|r| {
             let (status, defect, detail) = match r.status() {
                 Status::Proved => ("proved", None, String::new()),
+                Status::Unreachable => ("unreachable", None, UNREACHABLE.to_string()),
                 Status::Defect(name, msg) => ("defect", Some(name), msg),
                 Status::Unverified(why) => ("unverified", None, why),
             };
@@ -277,12 +298,15 @@ pub fn render(reports: &[LeafReport]) -> String {
             ),
             Status::Defect(name, msg) => format!("DEFECT ({name}): {msg}"),
             Status::Unverified(why) => format!("UNVERIFIED: {why} ({} points matched the serial program)", r.points),
+            Status::Unreachable => format!("unreachable: {UNREACHABLE}"),
         };
         out.push_str(&format!("{} leaf {} ({}): {line}\n", r.schedule, r.leaf, r.kernel));
     }
     let code = exit_code(reports);
     let proved = reports.iter().filter(|r| r.status() == Status::Proved).count();
-    out.push_str(&format!("{proved} of {} leaves proved{}\n", reports.len(), match code {
+    let unreachable = reports.iter().filter(|r| r.status() == Status::Unreachable).count();
+    let never = if unreachable > 0 { format!(" ({unreachable} unreachable)") } else { String::new() };
+    out.push_str(&format!("{proved} of {} leaves proved{never}{}\n", reports.len(), match code {
         crate::command::exit::OK => "",
         crate::command::exit::DEFECT => "; defects found",
         _ => "; some leaves unverified",

@@ -11,7 +11,8 @@
 //! A leaf that admits no such small point (a warp-shaped region, `32 <= B1`, say) gets a wide
 //! round (program parameters also 32, 33 or 64; data up to `WIDE_DATA`, often 1), and when
 //! that finds none, Z3's own point (program parameters at most `WIDE_PROGRAM`, data at most
-//! `WIDE_DATA`, made smaller a few times). A leaf with some small points but fewer than wanted
+//! `WIDE_DATA`, made smaller a few times); in the wide round a size that facts make a multiple
+//! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
 //! gets instead a round with both small bounds doubled.
 
 use super::differential::SplitMix;
@@ -26,6 +27,9 @@ pub const MAX_DATA: i64 = 24;
 /// Bounds of the second round (Z3's points): program parameters and data.
 pub const WIDE_PROGRAM: i64 = 64;
 pub const WIDE_DATA: i64 = 96;
+/// The largest size the wide round gives a data parameter that facts make a multiple of a
+/// large product of program parameters (the smallest such multiple).
+pub const LARGE_DATA: i64 = 1024;
 
 /// Up to `wanted` distinct points of `system` (within `attempts` candidates).
 pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wanted: usize, attempts: usize, seed: u64) -> Result<Vec<BTreeMap<String, i64>>, String> {
@@ -91,18 +95,21 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         // Every third candidate, each data parameter is a multiple of all its facts' divisors
         // at once (`NJ % BX == 0 && NJ % BY == 0 && NJ % BK == 0`: their least common
         // multiple), which independent draws rarely meet when several sizes each need several.
+        // In the wide round the multiple may exceed the bound, up to `LARGE_DATA`: a region
+        // with `32 <= B`, `s == 8` and the fact `m % (B*s) == 0` has no size below 256.
         if attempt % 3 == 2 {
             let mut directed = point.clone();
             let mut fits = true;
+            let cap = if wide { LARGE_DATA } else { most };
             for d in &data {
                 let step = divisors.iter().filter(|(name, _)| name == d).try_fold(1i64, |l, (_, e)| {
                     let v = e.eval(&point).filter(|v| *v >= 1)?;
                     let l = lcm(l, v)?;
-                    (l <= most).then_some(l)
+                    (l <= cap).then_some(l)
                 });
                 match step {
                     Some(step) => {
-                        directed.insert(d.clone(), step * rng.range(1, most / step));
+                        directed.insert(d.clone(), step * rng.range(1, (most / step).max(1)));
                     }
                     None => fits = false,
                 }
@@ -212,6 +219,35 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
         found.push(point);
     }
     found
+}
+
+/// Whether no parameter values satisfy `system` together with the program's facts, those with
+/// a polynomial modulus included (`k % T == 0` as `k == T*q`, `q` a fresh integer), which the
+/// tree's systems do not carry: Z3 `unsat` (never `unknown`) proves that no point of the leaf's
+/// region runs, so the dispatcher never selects it (a region such as `k == 1 && T % 4 == 0`
+/// under the fact `k % T == 0`).
+pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend) -> bool {
+    use crate::frontend::ast::{BinOp, ExprKind};
+    use crate::frontend::polyexpr::{to_constraint, to_poly, DerivedPolys};
+    let derived: DerivedPolys = function.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect();
+    let mut sys = system.clone();
+    let mut quotients = 0;
+    for fact in &function.facts {
+        for c in fact.condition.conjuncts() {
+            if let Some(k) = to_constraint(c, &derived) {
+                sys.add(k);
+                continue;
+            }
+            let ExprKind::Binary(BinOp::Eq, l, r) = &c.kind else { continue };
+            let ((ExprKind::Binary(BinOp::Rem, a, b), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Binary(BinOp::Rem, a, b))) = (&l.kind, &r.kind) else { continue };
+            let (Some(a), Some(b)) = (to_poly(a, &derived), to_poly(b, &derived)) else { continue };
+            let q = format!("$quotient{quotients}");
+            quotients += 1;
+            sys.set_domain(constraints::Var::new(&q), constraints::Domain::integer());
+            sys.add(Constraint::eq(&a, &(&b * &Poly::var(&q))));
+        }
+    }
+    matches!(backend.check(&sys), CheckResult::Unsat)
 }
 
 /// Whether `system` admits `point` (its parameters fixed, the machine limits free): the exact

@@ -532,3 +532,54 @@ fn clamps_that_are_wrong_are_defects() {
     let (f, tree) = tree_of(&clamped("out[i][max(j, 1) - 1] = in[i][j];"));
     caught(&f, &tree, &first_leaf(&tree), "race");
 }
+
+/// A row dot product with hostile names (`new`, `class`, `template`), a cached vector whose tile
+/// spans a tile loop bounded by a derived quotient (`tiles = k / T`), and divisibility facts by
+/// products of parameters. Before: `gen` failed (the shared-memory counter named `tiles`, which
+/// the dispatcher cannot evaluate); leaves empty under `k % T == 0` were unverified; leaves
+/// needing `m >= 256` (`32 <= B`, `new == 8`, `m % (B * new) == 0`) found no point.
+#[test]
+fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
+    let src = "void rowdot(int m, int k, int B, int T, int new, const float a[m][k], const float x[k], float y[m]) {
+  assume(m >= 1 && k >= 1 && B >= 1 && T >= 1 && new >= 1);
+  assume(m % (B * new) == 0 && k % T == 0 && T % 4 == 0);
+  int g = m / (B * new), tiles = k / T;
+  meta_schedule cache(x) {
+    meta_for (int class = 0; class < g; class++)
+      meta_for (int template = 0; template < B; template++)
+        for (int w = 0; w < new; w++) {
+          int i = (class * new + w) * B + template;
+          float s = 0.0f;
+          for (int t = 0; t < tiles; t++)
+            for (int j = 0; j < T; j++)
+              s += a[i][t * T + j] * x[t * T + j];
+          y[i] = s;
+        }
+  }
+}
+";
+    let b = backend();
+    let (f, tree) = tree_of(src);
+    // The counters name parameters only (`tiles * T` bounded by `k`), so the tables compile.
+    metafork::dispatch::Dispatcher::new(&f, &tree).unwrap();
+    let leaves = kernel_leaves(&tree);
+    assert!(leaves.iter().any(|l| l.counters.shared_bytes.to_string() == "4*k"), "the cached tile is bounded by k");
+    let has = |l: &metafork::tree::Node, c: &str| l.constraints.constraints().iter().any(|x| x.to_string() == c);
+    // Empty under the facts Z3 was not given: no point, and Z3 proves it unreachable.
+    let empty = leaves.iter().find(|l| has(l, "k == 1") && has(l, "T % 4 == 0")).expect("a leaf with k == 1 and T % 4 == 0");
+    let system = empty.correctness_constraints(&tree.machine);
+    assert!(metafork::verify::sample::unreachable(&f, &system, &b));
+    let large = leaves.iter().find(|l| has(l, "32 <= B") && has(l, "new == 8") && has(l, "k != 1")).expect("a blocked warp-wide leaf");
+    let reports = metafork::verify::verify_leaves(&f, &tree, &b, Options { points: 1, ..Options::default() }, &|id| id == empty.id || id == large.id, &|| {}).unwrap();
+    assert_eq!(reports.len(), 2);
+    let report = reports.iter().find(|r| r.leaf == empty.id).unwrap();
+    assert_eq!(report.status(), Status::Unreachable);
+    assert_eq!(metafork::verify::exit_code(&reports), 0, "{}", metafork::verify::render(&reports));
+    // A region whose sizes start at 256 gets its point, and is not called unreachable.
+    let system = large.correctness_constraints(&tree.machine);
+    assert!(!metafork::verify::sample::unreachable(&f, &system, &b));
+    let r = reports.iter().find(|r| r.leaf == large.id).unwrap();
+    assert_eq!(r.status(), Status::Proved);
+    let points = metafork::verify::sample::points(&f, &system, &b, 1, 48, 7).unwrap();
+    assert!(points.iter().all(|p| p["m"] >= 256 && p["m"] % (p["B"] * p["new"]) == 0), "{points:?}");
+}
