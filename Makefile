@@ -7,7 +7,7 @@ export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg bench-sass gpu-check clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-expansions bench-gen bench-spaces bench-verify bench-ppcg bench-polybench bench-sass gpu-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,10 @@ bench-gen: setup
 # Whole `gen --emit-cuda` processes on the PolyBench kernels against PPCG's times (issue 25).
 bench-ppcg: build
 	cargo bench --bench ppcg
+
+# Every PolyBench program through gen, nvcc (sm_75/80/90) and verify: one table (issue 26.3).
+bench-polybench: build
+	cargo bench --bench polybench
 
 # The machine code of each program's top-ranked kernel at sm_90 (issue 27.5): hot-loop
 # instructions, FMA share, loads per FMA, 64-bit integer operations; cuobjdump and nvdisasm

@@ -141,7 +141,8 @@ pub enum Command {
     /// reduction); and the kernel is run on the CPU with CUDA semantics at small parameter points
     /// sampled from the constraints, on seeded random inputs, and compared bit for bit with the
     /// serial program. Prints one line per leaf. Exit status: 0 when every leaf is proved and
-    /// matches, 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
+    /// matches, or is unreachable (Z3: no parameter values satisfy the program's facts and its
+    /// constraints), 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
     /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, with a
     /// witness, or a file that differs), 4 when something stays unverified (Z3 unknown, a
     /// construct the model cannot express).
