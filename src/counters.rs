@@ -29,8 +29,10 @@ pub struct Counters {
 #[derive(Serialize, Debug)]
 pub struct CountersRecord {
     pub kernel: String,
-    /// Estimated registers per thread.
+    /// Estimated registers per thread (the tree's: sm_80/sm_90's occupancy-free budget).
     pub estimate: u32,
+    /// The estimate for each architecture ptxas ran for (`RegisterEstimate::for_architecture`).
+    pub estimate_by_architecture: BTreeMap<String, u32>,
     /// Shared memory per block, in elements.
     pub shared_memory: String,
     pub shared_memory_bytes: String,
@@ -46,6 +48,7 @@ impl Counters {
         CountersRecord {
             kernel: self.kernel.clone(),
             estimate: self.registers.registers,
+            estimate_by_architecture: self.ptxas.keys().map(|a| (a.clone(), self.registers.for_architecture(a))).collect(),
             shared_memory: self.shared_elements.to_string(),
             shared_memory_bytes: self.shared_bytes.to_string(),
             threads_per_block: self.threads_per_block.to_string(),

@@ -35,7 +35,10 @@
 //! the loop's invariants. ptxas spends registers on this only up to what costs no occupancy,
 //! the register file per multiprocessor over its resident threads: 65536 / 2048 = 32 on sm_80
 //! and sm_90 ([`OCCUPANCY_FREE_REGISTERS_SM90`]). So for such a loop the estimate is at least
-//! `min(32, invariants + 4 x one iteration's words + FIXED_COST)`. A loop whose latch carries
+//! `min(32, invariants + 4 x one iteration's words + FIXED_COST)`. The budget depends on the
+//! architecture's resident threads: sm_75 keeps at most 1024 per multiprocessor, so there it is
+//! 64 ([`RegisterEstimate::for_architecture`]; measured: ptxas gives 54–64 registers at sm_75
+//! to most kernels estimated at 32 for sm_90). A loop whose latch carries
 //! `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits `.pragma "nounroll"` for
 //! it, and ptxas honours it.
 
@@ -55,6 +58,23 @@ pub const FIXED_COST: u32 = 5;
 /// Registers per thread that cost no occupancy on sm_80/sm_90: 65536 / 2048.
 pub const OCCUPANCY_FREE_REGISTERS_SM90: u32 = 65536 / 2048;
 
+/// The most threads resident on one multiprocessor of an architecture (NVIDIA's table of
+/// compute capabilities): 1024 on sm_75, 1536 on sm_86/sm_89, 2048 on sm_80, sm_90 and sm_100.
+pub fn resident_threads(arch: &str) -> Option<u32> {
+    match arch {
+        "sm_75" => Some(1024),
+        "sm_86" | "sm_89" => Some(1536),
+        "sm_80" | "sm_90" | "sm_100" => Some(2048),
+        _ => None,
+    }
+}
+
+/// Registers per thread that cost no occupancy on `arch`: its 64K register file over its
+/// resident threads (`None` for an architecture not in [`resident_threads`]).
+pub fn occupancy_free_registers(arch: &str) -> Option<u32> {
+    resident_threads(arch).map(|t| 65536 / t)
+}
+
 /// The factor by which ptxas unrolls an innermost loop it unrolls: the SASS of the benchmark's
 /// unrolled kernels holds four copies of each such loop's body.
 pub const UNROLL_COPIES: u32 = 4;
@@ -68,6 +88,9 @@ pub struct RegisterEstimate {
     pub max_live_predicates: u32,
     /// An innermost loop ptxas unrolls remains after the pipeline.
     pub unrolled_loop: bool,
+    /// What the copies of that loop hold (its overlapped copies plus [`FIXED_COST`]) before the
+    /// occupancy-free budget bounds it; 0 without such a loop.
+    pub unrolled_demand: u32,
     /// The kernel's `maxnreg` cap when it has one (register pressure, level 3): `registers`
     /// is then at most the cap, and `uncapped` is what the model estimates without it.
     pub cap: Option<u32>,
@@ -75,6 +98,18 @@ pub struct RegisterEstimate {
 }
 
 impl RegisterEstimate {
+    /// The estimate for `arch`: the same liveness, with the unrolled loop's copies bounded by
+    /// that architecture's occupancy-free budget ([`occupancy_free_registers`]; sm_90's for an
+    /// architecture it does not know), and the cap. For sm_80 and sm_90 it is `registers`.
+    pub fn for_architecture(&self, arch: &str) -> u32 {
+        let budget = occupancy_free_registers(arch).unwrap_or(OCCUPANCY_FREE_REGISTERS_SM90);
+        let mut r = self.max_live_words + FIXED_COST;
+        if self.unrolled_loop {
+            r = r.max(self.unrolled_demand.min(budget));
+        }
+        self.cap.map_or(r, |c| r.min(c))
+    }
+
     /// The estimate under a `maxnreg` cap: ptxas allocates no more, spilling the rest.
     pub fn capped(self, cap: Option<u32>) -> RegisterEstimate {
         match cap {
@@ -315,6 +350,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         max_live_words: max_w,
         max_live_predicates: max_p,
         unrolled_loop,
+        unrolled_demand: if unrolled_loop { unrolled_peak + FIXED_COST } else { 0 },
         cap: None,
         uncapped: registers,
     }

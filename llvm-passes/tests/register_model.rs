@@ -187,4 +187,17 @@ fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_fr
     assert!(!disabled.unrolled_loop);
     assert_eq!(disabled.registers, disabled.max_live_words + FIXED_COST, "{disabled:?}");
     assert!(disabled.registers < small.registers);
+    // Per architecture: sm_80 and sm_90 keep 2048 threads per multiprocessor (budget 32) and
+    // give the same estimate; sm_75 keeps 1024 (budget 64), so the large loop's copies may hold
+    // more there, the small one's are below both budgets, and a loop ptxas does not unroll
+    // has no budget to reach.
+    for e in [&small, &large, &disabled] {
+        assert_eq!(e.for_architecture("sm_90"), e.registers, "{e:?}");
+        assert_eq!(e.for_architecture("sm_80"), e.registers, "{e:?}");
+    }
+    assert!(large.for_architecture("sm_75") > OCCUPANCY_FREE_REGISTERS_SM90, "{large:?}");
+    assert!(large.for_architecture("sm_75") <= 64);
+    assert_eq!(small.for_architecture("sm_75"), small.registers);
+    assert_eq!(disabled.for_architecture("sm_75"), disabled.registers);
+    assert_eq!(llvm_passes::registers::occupancy_free_registers("sm_86"), Some(42));
 }
