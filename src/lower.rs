@@ -173,6 +173,19 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
             .ok_or_else(|| LowerError(format!("LLVM has no intrinsic `{name}`")))
     }
 
+    /// The hardware's approximate `ex2` or `lg2` of a float or double: PTX has them for
+    /// 32-bit operands only, so a double goes through float (libdevice's double routines are
+    /// longer; this is the register estimate's shape of the call, not its value).
+    fn approx(&mut self, op: &str, x: TV<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+        let f = self.intrinsic(&format!("llvm.nvvm.{op}.approx.f"), &[])?;
+        if x.ty == ScalarType::Float {
+            return self.call(f, &[x.v], op);
+        }
+        let narrow = self.convert(x, ScalarType::Float)?;
+        let r = self.call(f, &[narrow], op)?;
+        self.convert(TV { v: r, ty: ScalarType::Float }, x.ty)
+    }
+
     fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>], name: &str) -> LResult<BasicValueEnum<'ctx>> {
         let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
         match b(self.builder.build_call(f, &args, name))?.try_as_basic_value() {
@@ -535,9 +548,24 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
                 let log2e = TV { v: self.context.f64_type().const_float(std::f64::consts::LOG2_E).into(), ty: ScalarType::Double };
                 let k = self.convert(log2e, ty)?;
                 let scaled = b(self.builder.build_float_mul(a.into_float_value(), k.into_float_value(), "x_log2e"))?;
-                let intr = if ty == ScalarType::Float { "llvm.nvvm.ex2.approx.f" } else { "llvm.nvvm.ex2.approx.d" };
-                let f = self.intrinsic(intr, &[])?;
-                Ok(TV { v: self.call(f, &[scaled.into()], name)?, ty })
+                let v = self.approx("ex2", TV { v: scaled.into(), ty })?;
+                Ok(TV { v, ty })
+            }
+            // For the register estimate, the shape of libdevice's code: log(x) = lg2(x) * ln 2
+            // and pow(x, y) = 2^(y * lg2(x)) with the hardware's lg2 and ex2 (NVPTX lowers
+            // neither `llvm.log` nor `llvm.pow`); the emitted CUDA calls the real functions.
+            ("log" | "logf" | "pow" | "powf", [x, rest @ ..]) => {
+                let ty = if name.ends_with('f') { ScalarType::Float } else { ScalarType::Double };
+                let a = self.convert(*x, ty)?;
+                let l = self.approx("lg2", TV { v: a, ty })?.into_float_value();
+                if let [y] = rest {
+                    let e = self.convert(*y, ty)?;
+                    let scaled = b(self.builder.build_float_mul(e.into_float_value(), l, "y_lg2x"))?;
+                    return Ok(TV { v: self.approx("ex2", TV { v: scaled.into(), ty })?, ty });
+                }
+                let ln2 = TV { v: self.context.f64_type().const_float(std::f64::consts::LN_2).into(), ty: ScalarType::Double };
+                let k = self.convert(ln2, ty)?;
+                Ok(TV { v: b(self.builder.build_float_mul(l, k.into_float_value(), name))?.into(), ty })
             }
             _ => err(format!("unsupported call `{name}` with {} arguments", args.len())),
         }

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// The math functions a kernel may call, with their arity.
 pub const ALLOWED_CALLS: &[(&str, usize)] = &[
     ("min", 2), ("max", 2), ("abs", 1), ("fminf", 2), ("fmaxf", 2), ("sqrt", 1), ("sqrtf", 1), ("exp", 1), ("expf", 1),
-    ("fabs", 1), ("fabsf", 1), ("fmin", 2), ("fmax", 2),
+    ("fabs", 1), ("fabsf", 1), ("fmin", 2), ("fmax", 2), ("log", 1), ("logf", 1), ("pow", 2), ("powf", 2),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -817,7 +817,7 @@ impl Checker<'_> {
                 Some(match f.name.as_str() {
                     "min" | "max" => ScalarType::promote(types[0], types[1]),
                     "abs" => types[0],
-                    "sqrtf" | "expf" | "fabsf" | "fminf" | "fmaxf" => ScalarType::Float,
+                    "sqrtf" | "expf" | "fabsf" | "fminf" | "fmaxf" | "logf" | "powf" => ScalarType::Float,
                     _ => ScalarType::Double,
                 })
             }

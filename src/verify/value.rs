@@ -202,6 +202,18 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value, String> {
             Value::Float(f) => Value::Float((f * std::f32::consts::LOG2_E).exp2()),
             _ => unreachable!(),
         },
+        // C's `log` and `pow` (a negative base with an integral exponent included), as the
+        // serial program computes them; the kernel on the engine uses the same definition.
+        ("log", [x]) => Value::Double(x.as_f64().ln()),
+        ("logf", [x]) => match float_of(ScalarType::Float, *x) {
+            Value::Float(f) => Value::Float(f.ln()),
+            _ => unreachable!(),
+        },
+        ("pow", [x, y]) => Value::Double(x.as_f64().powf(y.as_f64())),
+        ("powf", [x, y]) => match (float_of(ScalarType::Float, *x), float_of(ScalarType::Float, *y)) {
+            (Value::Float(a), Value::Float(b)) => Value::Float(a.powf(b)),
+            _ => unreachable!(),
+        },
         _ => return Err(format!("unsupported call `{name}` with {} arguments", args.len())),
     })
 }
@@ -209,6 +221,14 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logarithms_and_powers_follow_c() {
+        assert_eq!(call("powf", &[Value::Float(-2.0), Value::Int(3)]).unwrap(), Value::Float(-8.0));
+        assert_eq!(call("pow", &[Value::Int(2), Value::Double(0.5)]).unwrap(), Value::Double(2f64.sqrt()));
+        assert_eq!(call("logf", &[Value::Float(1.0)]).unwrap(), Value::Float(0.0));
+        assert!(call("log", &[Value::Double(-1.0)]).unwrap().as_f64().is_nan());
+    }
 
     #[test]
     fn c_arithmetic() {
