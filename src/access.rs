@@ -118,11 +118,20 @@ pub struct Collector<'b> {
     pub uniformity: Vec<Uniformity>,
     /// The `min`/`max`/`abs` auxiliaries, by name, when the collector models them.
     pub choices: Option<BTreeMap<String, ChoiceDef>>,
+    /// Floating scalars (a kernel's `float`/`double` parameters): never polynomials, so a
+    /// condition on one (`alpha > 2 && alpha < 3`) is not read as one on an integer.
+    pub floating: std::collections::BTreeSet<String>,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default() }
+    }
+
+    /// The collector, told which of `kernel`'s scalar parameters are floating.
+    pub fn floating_scalars_of(mut self, kernel: &crate::kernel::Kernel) -> Collector<'b> {
+        self.floating = kernel.params.iter().filter(|p| matches!(p.kind, crate::kernel::KernelParamKind::Scalar(t) if !t.is_integer())).map(|p| p.name.clone()).collect();
+        self
     }
 
     /// A collector that models integer `min`, `max` and `abs` (see the module's contract).
@@ -220,6 +229,7 @@ impl<'b> Collector<'b> {
             ExprKind::Int(v) => Some(Poly::int(*v)),
             ExprKind::Var(n) => match env.get(n) {
                 Some(p) => p.clone(),
+                None if self.floating.contains(n) => None,
                 None => Some(Poly::var(n)),
             },
             ExprKind::Unary(UnOp::Neg, a) => Some(-self.poly(a, env, guards)?),

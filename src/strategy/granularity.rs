@@ -214,7 +214,7 @@ pub(crate) fn independent_work(function: &KernelFunction, kernel: &Kernel, backe
     for p in &kernel.params {
         ctx.set_domain(constraints::Var::new(&p.name), constraints::Domain::integer());
     }
-    let mut col = Collector::new(backend, ctx);
+    let mut col = Collector::new(backend, ctx).floating_scalars_of(kernel);
     let mut env = Env::new();
     let mut guards: Vec<Constraint> = Vec::new();
     for h in &kernel.host_loops {

@@ -116,7 +116,7 @@ struct Candidate {
 /// scalars, host loop counters and thread and block index ranges (the first `n` facts of the
 /// context, `n` returned), then the body walked. The performance counters use it too.
 pub fn launch_collector<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> (Collector<'b>, usize) {
-    let mut col = Collector::with_choices(backend, system.clone());
+    let mut col = Collector::with_choices(backend, system.clone()).floating_scalars_of(kernel);
     let env = Env::new();
     let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
     for p in &int_params {

@@ -583,3 +583,36 @@ fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
     let points = metafork::verify::sample::points(&f, &system, &b, 1, 48, 7).unwrap();
     assert!(points.iter().all(|p| p["m"] >= 256 && p["m"] % (p["B"] * p["new"]) == 0), "{points:?}");
 }
+
+/// A condition on a floating parameter is not a condition on an integer: `alpha > 2 &&
+/// alpha < 3` has no integer solution, and was read as one, so the racy branch it guards was
+/// called unreachable and the leaf proved (the seeded inputs, in [-1, 1), never reach it
+/// either). The static check must find the race.
+#[test]
+fn conditions_on_floating_parameters_are_not_integer_facts() {
+    let src = "void fg(int n, int B, float alpha, const float x[n], float y[n]) {
+  assume(n >= 1 && B >= 1);
+  int g = (n + B - 1) / B;
+  meta_schedule {
+    meta_for (int b = 0; b < g; b++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = b * B + u;
+        if (i < n) {
+          if (alpha > 2 && alpha < 3)
+            y[0] = x[i];
+          else
+            y[i] = x[i];
+        }
+      }
+  }
+}
+";
+    let (f, tree) = tree_of(src);
+    for leaf in kernel_leaves(&tree) {
+        let r = check(&f, &leaf.staged, &leaf.correctness_constraints(&tree.machine), &backend());
+        match r.verdict {
+            Verdict::Defect(w) => assert_eq!(w.defect, "race", "{w}"),
+            other => panic!("leaf {}: {other:?}", leaf.id),
+        }
+    }
+}

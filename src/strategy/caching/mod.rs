@@ -194,7 +194,7 @@ impl<'a> Frame<'a> {
         for p in &kernel.params {
             ctx.set_domain(Var::new(&p.name), Domain::integer());
         }
-        let mut collector = Collector::new(backend, ctx);
+        let mut collector = Collector::new(backend, ctx).floating_scalars_of(kernel);
         let mut env = Env::new();
         let mut guards: Vec<Constraint> = Vec::new();
         for h in &kernel.host_loops {

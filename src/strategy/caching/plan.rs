@@ -94,6 +94,7 @@ impl Frame<'_> {
         let body = label(body, cache);
         let mut col = Collector::new(self.backend, self.collector.context.clone());
         col.aux_defs = self.collector.aux_defs.clone();
+        col.floating = self.collector.floating.clone();
         let mut env = self.env.clone();
         col.stmts(&body, &mut env, &self.guards);
         let counters = loop_counters(&body);
