@@ -197,9 +197,12 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         points: run,
         failure,
         unreachable,
-        sampling: sampling
-            .or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string()))
-            .or_else(|| (run == 0).then(|| unusable.map(|why| format!("no point could be run: {why}"))).flatten()),
+        // With no point run, why the points were unusable comes first (the schedule never
+        // runs there, the program stops before it), then how few there were.
+        sampling: match (run, unusable) {
+            (0, Some(why)) => Some(format!("no point could be run: {why}{}", sampling.map_or(String::new(), |s| format!("; {s}")))),
+            _ => sampling.or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+        },
     })
 }
 
