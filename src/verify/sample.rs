@@ -162,20 +162,25 @@ impl Divisor {
     }
 }
 
+/// `(a, b)` when the condition is `a % b == 0` (either way round).
+fn divisibility(c: &crate::frontend::ast::Expr) -> Option<(&crate::frontend::ast::Expr, &crate::frontend::ast::Expr)> {
+    use crate::frontend::ast::{BinOp, ExprKind};
+    let ExprKind::Binary(BinOp::Eq, l, r) = &c.kind else { return None };
+    match (&l.kind, &r.kind) {
+        (ExprKind::Binary(BinOp::Rem, a, b), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Binary(BinOp::Rem, a, b)) => Some((a, b)),
+        _ => None,
+    }
+}
+
 /// The facts `d % E == 0` (conjuncts of `assume`) with `d` a data parameter and `E` an
 /// expression of program parameters only: `(d, E)`.
 fn data_divisors(function: &KernelFunction, data: &[String]) -> Vec<(String, Divisor)> {
-    use crate::frontend::ast::{BinOp, ExprKind};
+    use crate::frontend::ast::ExprKind;
     let program = function.program_parameters();
     let mut out = Vec::new();
     for fact in &function.facts {
         for c in fact.condition.conjuncts() {
-            let ExprKind::Binary(BinOp::Eq, l, r) = &c.kind else { continue };
-            let rem = match (&l.kind, &r.kind) {
-                (ExprKind::Binary(BinOp::Rem, a, b), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Binary(BinOp::Rem, a, b)) => Some((a, b)),
-                _ => None,
-            };
-            let Some((a, b)) = rem else { continue };
+            let Some((a, b)) = divisibility(c) else { continue };
             let ExprKind::Var(d) = &a.kind else { continue };
             if !data.contains(d) {
                 continue;
@@ -227,7 +232,6 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 /// region runs, so the dispatcher never selects it (a region such as `k == 1 && T % 4 == 0`
 /// under the fact `k % T == 0`).
 pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend) -> bool {
-    use crate::frontend::ast::{BinOp, ExprKind};
     use crate::frontend::polyexpr::{to_constraint, to_poly, DerivedPolys};
     let derived: DerivedPolys = function.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect();
     let mut sys = system.clone();
@@ -238,8 +242,7 @@ pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend
                 sys.add(k);
                 continue;
             }
-            let ExprKind::Binary(BinOp::Eq, l, r) = &c.kind else { continue };
-            let ((ExprKind::Binary(BinOp::Rem, a, b), ExprKind::Int(0)) | (ExprKind::Int(0), ExprKind::Binary(BinOp::Rem, a, b))) = (&l.kind, &r.kind) else { continue };
+            let Some((a, b)) = divisibility(c) else { continue };
             let (Some(a), Some(b)) = (to_poly(a, &derived), to_poly(b, &derived)) else { continue };
             let q = format!("$quotient{quotients}");
             quotients += 1;
