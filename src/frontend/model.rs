@@ -132,6 +132,12 @@ pub struct KernelFunction {
 }
 
 impl KernelFunction {
+    /// Each derived scalar's polynomial (`None` where it is not one), by name: what
+    /// `polyexpr::to_poly` substitutes.
+    pub fn derived_polys(&self) -> super::polyexpr::DerivedPolys {
+        self.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect()
+    }
+
     fn names_with(&self, role: Role) -> Vec<String> {
         self.params.iter().filter(|p| p.role == role).map(|p| p.name.clone()).collect()
     }

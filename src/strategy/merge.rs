@@ -84,7 +84,7 @@ pub struct LowerBound {
 /// For `a / q` with `q >= 1`, C's quotient (truncated) is at least the floor, and
 /// `floor(a / q) >= (a - q + 1) / q`; with `a >= n / d` that gives `(n - d*(q - 1)) / (d*q)`.
 pub fn extent_lower_bound(extent: &Expr, function: &KernelFunction) -> Option<LowerBound> {
-    let derived: DerivedPolys = function.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect();
+    let derived = function.derived_polys();
     bound(extent, function, &derived, 0)
 }
 

@@ -39,7 +39,7 @@ pub(crate) fn trip_count(function: &KernelFunction, l: &ForLoop) -> Option<Poly>
     if l.step != 1 {
         return None;
     }
-    let derived = function.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect();
+    let derived = function.derived_polys();
     let lo = crate::frontend::polyexpr::to_poly(&l.lo, &derived)?;
     let hi = crate::frontend::polyexpr::to_poly(&l.hi, &derived)?;
     let trip = if l.inclusive { hi - lo + Poly::one() } else { hi - lo };

@@ -9,13 +9,12 @@
 
 use crate::frontend::ast::{BinOp, ExprKind};
 use crate::frontend::model::KernelFunction;
-use crate::frontend::polyexpr::{to_poly, DerivedPolys};
+use crate::frontend::polyexpr::to_poly;
 use constraints::solver::{Backend, Implication};
 use constraints::{Constraint, Poly, System, Var};
 
 /// `p` with every derived scalar replaced as the module says, or why it cannot be.
 pub(super) fn in_parameters(p: &Poly, function: &KernelFunction, root: &System, backend: &Backend) -> Result<Poly, String> {
-    let polys: DerivedPolys = function.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect();
     let mut p = p.clone();
     // Each round removes one scalar; definitions name only earlier ones, so this ends.
     for _ in 0..=function.derived.len() {
@@ -27,6 +26,7 @@ pub(super) fn in_parameters(p: &Poly, function: &KernelFunction, root: &System, 
         }
         let unbounded = || format!("`{}` (= `{}`) sizes this code's shared memory `{p}` but is not a polynomial in the parameters, and no polynomial bound of it was found: size the tile with the parameters themselves, or leave the array out of `cache(...)`", d.name, d.value);
         let ExprKind::Binary(BinOp::Div, a, b) = &d.value.kind else { return Err(unbounded()) };
+        let polys = function.derived_polys();
         let (Some(a), Some(b)) = (to_poly(a, &polys), to_poly(b, &polys)) else { return Err(unbounded()) };
         let proved = |c: Constraint| c.truth_if_constant() == Some(true) || matches!(backend.implies(root, &c), Implication::Proved);
         let positive_terms = p.terms().filter(|(m, _)| m.exponent(&v) > 0).all(|(_, c)| *c > constraints::Rational::from_integer(0.into()));

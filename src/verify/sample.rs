@@ -232,8 +232,8 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 /// region runs, so the dispatcher never selects it (a region such as `k == 1 && T % 4 == 0`
 /// under the fact `k % T == 0`).
 pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend) -> bool {
-    use crate::frontend::polyexpr::{to_constraint, to_poly, DerivedPolys};
-    let derived: DerivedPolys = function.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect();
+    use crate::frontend::polyexpr::{to_constraint, to_poly};
+    let derived = function.derived_polys();
     let mut sys = system.clone();
     let mut quotients = 0;
     for fact in &function.facts {
