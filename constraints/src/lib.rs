@@ -5,6 +5,8 @@
 //!   form (equal polynomials compare equal), printed and parsed in one infix syntax (`2*s*B + 2`);
 //! - [`Constraint`] (a polynomial compared with zero) and [`System`] (a conjunction, with each
 //!   variable's domain);
+//! - [`relax`]: exact pre-checks before Z3 (a contradiction in the linear relaxation, a
+//!   solution among simple points), each a proof;
 //! - [`solver`]: the Z3 back end (`check`, `implies`, `simplify`, `sample`, and an incremental
 //!   [`solver::PathSolver`] for push/pop along a tree path). Z3's `unknown` is always reported as
 //!   such, never folded into sat or unsat;
@@ -17,6 +19,7 @@ pub mod constraint;
 pub mod device;
 pub mod parse;
 pub mod poly;
+pub mod relax;
 pub mod solver;
 pub mod system;
 pub mod var;

@@ -295,6 +295,9 @@ impl Poly {
 
     /// Evaluate at a point; `Err(v)` names a variable the point does not give.
     pub fn eval(&self, point: &BTreeMap<Var, Rational>) -> Result<Rational, Var> {
+        if let Some(v) = self.eval_small(point)? {
+            return Ok(Rational::from_integer(BigInt::from(v)));
+        }
         let mut sum = Rational::zero();
         for (m, c) in &self.terms {
             let mut t = c.clone();
@@ -305,6 +308,29 @@ impl Poly {
             sum += t;
         }
         Ok(sum)
+    }
+
+    /// [`Poly::eval`] in machine integers, for integer coefficients and values that fit 64
+    /// bits and a value that fits 128 (`None` otherwise: evaluate exactly). The tree and the
+    /// verifier evaluate thousands of constraints at integer points, and big-rational
+    /// products (a gcd each) were a tenth of `gen`'s time.
+    fn eval_small(&self, point: &BTreeMap<Var, Rational>) -> Result<Option<i128>, Var> {
+        use num_traits::ToPrimitive;
+        let small = |q: &Rational| if q.is_integer() { q.numer().to_i64().map(i128::from) } else { None };
+        let mut sum: i128 = 0;
+        for (m, c) in &self.terms {
+            let Some(mut t) = small(c) else { return Ok(None) };
+            for (v, e) in &m.0 {
+                let Some(x) = small(point.get(v).ok_or_else(|| v.clone())?) else { return Ok(None) };
+                for _ in 0..*e {
+                    let Some(p) = t.checked_mul(x) else { return Ok(None) };
+                    t = p;
+                }
+            }
+            let Some(s) = sum.checked_add(t) else { return Ok(None) };
+            sum = s;
+        }
+        Ok(Some(sum))
     }
 
     /// The least common multiple of the coefficients' denominators (1 for integer

@@ -161,6 +161,30 @@ fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<B
     (left == 0).then_some(point)
 }
 
+/// The answer of [`crate::relax`]'s exact checks on `system` and `extra`, where they give
+/// one: unsat when the linear relaxation is contradictory, sat with a point that solves the
+/// system (a simple point, or one [`linear_repair`] reaches from it). `None` when neither settles it, and always once the time budget is spent (every
+/// answer is then unknown, as the budget promises).
+fn pre_checked(system: &System, extra: Option<&Constraint>) -> Option<CheckResult> {
+    if crate::budget::expired() {
+        return None;
+    }
+    if crate::relax::refutes(system, extra) {
+        return Some(CheckResult::Unsat);
+    }
+    let with_extra;
+    let system = match extra {
+        None => system,
+        Some(c) => {
+            with_extra = system.clone().with(c.clone());
+            &with_extra
+        }
+    };
+    // A simple point, or the first one moved onto the constraints it fails.
+    let point = crate::relax::guess(system).or_else(|| crate::relax::candidates(system).first().and_then(|seed| linear_repair(system, seed)));
+    point.map(|values| CheckResult::Sat(Model { values, approximate: BTreeSet::new() }))
+}
+
 /// Rounds of [`linear_repair`].
 const REPAIR_ROUNDS: usize = 4;
 
@@ -198,6 +222,30 @@ fn boundary_moves(system: &System, c: &Constraint, point: &BTreeMap<Var, Rationa
 pub fn in_fresh_context<R: Send + Sync>(work: impl FnOnce() -> R + Send + Sync) -> R {
     z3::with_z3_config(&z3::Config::new(), work)
 }
+
+/// [`in_fresh_context`] for work that the exact pre-checks often answer entirely (a tree
+/// build): it runs on a thread of its own, whose context the z3 crate creates on the first
+/// query, so work that asks none never pays for one (the process's first context costs
+/// about 15 ms, more than a whole small tree; bench/RESULTS.md). Not for the sampler: Z3's
+/// models on a new thread were seen to depend on the queries earlier threads ran, and the
+/// verifier's points must not.
+pub fn in_fresh_thread<R: Send + Sync>(work: impl FnOnce() -> R + Send + Sync) -> R {
+    let slot = std::sync::Mutex::new(Some(work));
+    let take = || slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new().stack_size(FRESH_THREAD_STACK_BYTES).spawn_scoped(scope, || take().map(|w| w()));
+        match spawned.map(|handle| handle.join()) {
+            Ok(Ok(Some(r))) => r,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            // No thread to be had (the work is still in its slot): a fresh context on this one.
+            Ok(Ok(None)) | Err(_) => in_fresh_context(|| take().expect("the work runs once")()),
+        }
+    })
+}
+
+/// The stack of [`in_fresh_thread`]'s thread: the binary's worker thread's, since tree builds
+/// recurse over the program's syntax.
+const FRESH_THREAD_STACK_BYTES: usize = 64 << 20;
 
 impl Backend {
     pub fn new(timeout_ms: u32) -> Backend {
@@ -265,13 +313,24 @@ impl Backend {
                 }
             }
         }
+        // A contradiction the relaxation shows needs no repair attempts (each a few dozen
+        // exact evaluations) before it is found.
+        if !crate::budget::expired() && crate::relax::refutes(system, None) {
+            return CheckResult::Unsat;
+        }
         if let Some(values) = linear_repair(system, &m.values) {
             return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
         }
         self.check(system)
     }
 
+    /// Sat, unsat or unknown. The exact pre-checks of [`crate::relax`] answer first where they
+    /// can (a contradiction in the linear relaxation; a solution among a few simple points):
+    /// neither is a query; Z3 decides the rest.
     pub fn check(&self, system: &System) -> CheckResult {
+        if let Some(answer) = pre_checked(system, None) {
+            return answer;
+        }
         let mut ps = self.path(system);
         self.run(&mut ps)
     }
@@ -304,17 +363,24 @@ impl Backend {
         matches!(self.check(&relaxed), CheckResult::Unsat)
     }
 
-    /// Does every solution of `system` satisfy `c`? (Asks whether `system and not c` is sat.)
-    /// Answers are memoised per back end (the same question gets the same answer, and no
+    /// Does every solution of `system` satisfy `c`? (Asks whether `system and not c` is sat,
+    /// the pre-checks first as in [`Backend::check`].) Answers are memoised per back end (the same question gets the same answer, and no
     /// second query).
     pub fn implies(&self, system: &System, c: &Constraint) -> Implication {
         let key = format!("{system:?}|{c:?}");
         if let Some(known) = self.implications.borrow().get(&key) {
             return known.clone();
         }
-        let mut ps = self.path(system);
-        ps.assert(&c.negate());
-        let answer = match self.run(&mut ps) {
+        let negation = c.negate();
+        let answer = match pre_checked(system, Some(&negation)) {
+            Some(answer) => answer,
+            None => {
+                let mut ps = self.path(system);
+                ps.assert(&negation);
+                self.run(&mut ps)
+            }
+        };
+        let answer = match answer {
             CheckResult::Unsat => Implication::Proved,
             CheckResult::Sat(m) => Implication::Refuted(m),
             CheckResult::Unknown(r) => Implication::Unknown(r),

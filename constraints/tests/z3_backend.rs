@@ -197,16 +197,18 @@ fn a_witness_that_solves_the_system_or_can_be_moved_onto_it_answers_without_a_qu
         r => panic!("sat: {r:?}"),
     }
     assert_eq!(b.queries(), before, "the repaired witness decided it");
-    // A failing constraint linear in no variable is left to Z3.
-    let nonlinear = system(&["1 <= x", "1 <= y", "7 <= x^2 + y^2"]);
+    // A failing constraint linear in no variable, which no simple point solves, is left to Z3.
+    let nonlinear = system(&["1 <= x", "1 <= y", "x^2 + y^2 == 25"]);
     match b.check_with_witness(&nonlinear, Some(&ones)) {
         CheckResult::Sat(m) => assert!(nonlinear.holds_at(&m.values) == Ok(true)),
         r => panic!("sat: {r:?}"),
     }
     assert_eq!(b.queries(), before + 1);
-    // An infeasible branch is never "repaired": it goes to Z3 and is unsat.
+    // An infeasible branch is never "repaired": it is unsat, here shown by its linear
+    // relaxation with no query.
     let contradiction = fits.clone().with(parse_constraints("B <= 0").unwrap().remove(0));
     assert!(b.check_with_witness(&contradiction, Some(&model)).is_unsat());
+    assert_eq!(b.queries(), before + 1);
     // A witness that breaks an integer domain is not taken.
     let mut fractional = model.clone();
     fractional.values.insert(Var::new("B"), constraints::Rational::new(1.into(), 2.into()));
@@ -288,3 +290,4 @@ fn sample_answers_the_same_whatever_the_thread_asked_before() {
     assert_eq!(fresh.len(), 3);
     assert_eq!(fresh, warmed);
 }
+

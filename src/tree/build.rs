@@ -72,13 +72,14 @@ pub(super) fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
     Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, merged: false, ..code.clone() }
 }
 
-/// The decision tree of one schedule. It is built in a Z3 context of its own (with a back end
-/// of its own, whose query count is added to `backend`'s), so that a tree never depends on
+/// The decision tree of one schedule. It is built in a Z3 context of its own, on a thread of
+/// its own that creates the context only if a query needs it (with a back end of its own,
+/// whose query count is added to `backend`'s), so that a tree never depends on
 /// what an earlier build on this thread left in the thread's context: repeated in-process
 /// builds (benchmarks, tests, `tune`) answer as a fresh `gen` does.
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
     let timeout_ms = backend.timeout_ms();
-    let (tree, queries) = constraints::solver::in_fresh_context(move || {
+    let (tree, queries) = constraints::solver::in_fresh_thread(move || {
         let own = Backend::new(timeout_ms);
         let tree = build_in_context(function, kernel, &own);
         (tree, own.queries())
