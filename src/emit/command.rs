@@ -57,10 +57,17 @@ pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedPr
             }
         }
     }
-    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled)?;
+    // Graphviz draws the picture on the other core while the files are generated.
+    let picture = draw.then(|| crate::emit::tree_files::picture(&trees, &compiled));
+    let (generated, svg) = std::thread::scope(|scope| {
+        let drawing = picture.as_deref().map(|dot| scope.spawn(|| crate::emit::tree_picture::svg(dot)));
+        let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled);
+        (generated, drawing.and_then(|d| d.join().ok().flatten()))
+    });
+    let generated = generated?;
     let mut files: DirFiles = generated.files.into_iter().map(|(n, t)| (n, t.into_bytes())).collect();
     files.insert(SOURCE_COPY.into(), text.as_bytes().to_vec());
-    if let Some(svg) = files.get("tree.dot").filter(|_| draw).and_then(|d| crate::emit::tree_picture::svg(&String::from_utf8_lossy(d))) {
+    if let Some(svg) = svg {
         files.insert(SVG_PICTURE.into(), svg);
     }
     if let Some((w, _)) = wisdom {

@@ -120,7 +120,6 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
     let mut files = BTreeMap::new();
     let mut schedules = Vec::new();
     let mut text = String::new();
-    let mut dot = String::from("digraph metafork {\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"sans-serif\", fontsize=9];\n  nodesep=0.2; ranksep=0.3;\n  size=\"10.5,8\"; /* at most a landscape page (inches): Graphviz scales larger drawings down */\n");
     for (function, tree) in trees {
         let root_set: Vec<String> = tree.root_constraints.constraints().iter().map(|c| c.to_string()).collect();
         let mut leaves = Vec::new();
@@ -198,9 +197,7 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
             }
         }
         render_text(tree, &mut text);
-        crate::emit::tree_picture::render(tree, compiled, &mut dot);
     }
-    dot.push_str("}\n");
     if emit_cuda {
         // One host driver per function, over its schedules' trees in source order.
         let mut seen: Vec<&str> = Vec::new();
@@ -221,8 +218,18 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
     }
     let yaml = serde_yaml::to_string(&TreeFile { source: source.to_string(), schedules }).map_err(|e| e.to_string())?;
     files.insert("tree.yaml".into(), yaml);
-    files.insert("tree.dot".into(), dot);
+    files.insert("tree.dot".into(), picture(trees, compiled));
     Ok(Generated { files, text })
+}
+
+/// `tree.dot`: every tree's decision diagram in one Graphviz graph.
+pub fn picture(trees: &[(&KernelFunction, Tree)], compiled: &Compiled) -> String {
+    let mut dot = String::from("digraph metafork {\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"sans-serif\", fontsize=9];\n  nodesep=0.2; ranksep=0.3;\n  size=\"10.5,8\"; /* at most a landscape page (inches): Graphviz scales larger drawings down */\n");
+    for (_, tree) in trees {
+        crate::emit::tree_picture::render(tree, compiled, &mut dot);
+    }
+    dot.push_str("}\n");
+    dot
 }
 
 fn render_text(tree: &Tree, out: &mut String) {
