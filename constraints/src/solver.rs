@@ -163,8 +163,9 @@ fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<B
 
 /// The answer of [`crate::relax`]'s exact checks on `system` and `extra`, where they give
 /// one: unsat when the linear relaxation is contradictory, sat with a point that solves the
-/// system (a simple point, or one [`linear_repair`] reaches from it). `None` when neither settles it, and always once the time budget is spent (every
-/// answer is then unknown, as the budget promises).
+/// system (a simple point, or one [`linear_repair`] reaches from it). `None` when neither
+/// settles it, and always once the time budget is spent (every answer is then unknown, as
+/// the budget promises).
 fn pre_checked(system: &System, extra: Option<&Constraint>) -> Option<CheckResult> {
     if crate::budget::expired() {
         return None;
@@ -364,8 +365,8 @@ impl Backend {
     }
 
     /// Does every solution of `system` satisfy `c`? (Asks whether `system and not c` is sat,
-    /// the pre-checks first as in [`Backend::check`].) Answers are memoised per back end (the same question gets the same answer, and no
-    /// second query).
+    /// the pre-checks first as in [`Backend::check`].) Answers are memoised per back end (the
+    /// same question gets the same answer, and no second query).
     pub fn implies(&self, system: &System, c: &Constraint) -> Implication {
         let key = format!("{system:?}|{c:?}");
         if let Some(known) = self.implications.borrow().get(&key) {

@@ -57,10 +57,9 @@ pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedPr
             }
         }
     }
-    // Graphviz draws the picture on the other core while the files are generated.
-    let picture = draw.then(|| crate::emit::tree_files::picture(&trees, &compiled));
+    // The picture is drawn by Graphviz on the other core while the files are generated.
     let (generated, svg) = std::thread::scope(|scope| {
-        let drawing = picture.as_deref().map(|dot| scope.spawn(|| crate::emit::tree_picture::svg(dot)));
+        let drawing = draw.then(|| scope.spawn(|| crate::emit::tree_picture::svg(&crate::emit::tree_files::picture(&trees, &compiled))));
         let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled);
         (generated, drawing.and_then(|d| d.join().ok().flatten()))
     });
