@@ -173,15 +173,14 @@ fn pre_checked(system: &System, extra: Option<&Constraint>) -> Option<CheckResul
     if crate::relax::refutes(system, extra) {
         return Some(CheckResult::Unsat);
     }
-    let with_extra;
-    let system = match extra {
-        None => system,
-        Some(c) => {
-            with_extra = system.clone().with(c.clone());
-            &with_extra
-        }
-    };
-    // A simple point, or the first one moved onto the constraints it fails.
+    match extra {
+        None => simply_solved(system),
+        Some(c) => simply_solved(&system.clone().with(c.clone())),
+    }
+}
+
+/// Sat with a simple point of `system`, or the first one moved onto the constraints it fails.
+fn simply_solved(system: &System) -> Option<CheckResult> {
     let point = crate::relax::guess(system).or_else(|| crate::relax::candidates(system).first().and_then(|seed| linear_repair(system, seed)));
     point.map(|values| CheckResult::Sat(Model { values, approximate: BTreeSet::new() }))
 }
@@ -316,13 +315,19 @@ impl Backend {
         }
         // A contradiction the relaxation shows needs no repair attempts (each a few dozen
         // exact evaluations) before it is found.
-        if !crate::budget::expired() && crate::relax::refutes(system, None) {
+        let open = !crate::budget::expired();
+        if open && crate::relax::refutes(system, None) {
             return CheckResult::Unsat;
         }
         if let Some(values) = linear_repair(system, &m.values) {
             return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
         }
-        self.check(system)
+        // `check`'s pre-checks, less the refutation just tried.
+        if let Some(answer) = open.then(|| simply_solved(system)).flatten() {
+            return answer;
+        }
+        let mut ps = self.path(system);
+        self.run(&mut ps)
     }
 
     /// Sat, unsat or unknown. The exact pre-checks of [`crate::relax`] answer first where they
