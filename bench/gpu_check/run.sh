@@ -12,8 +12,8 @@
 #      answer checked against the serial program), then the default search (top 10 + local);
 #   5. writes results.md (one table per part) and prints it.
 # Environment: ARCH (default native), JOBS (default nproc), QUICK=1 (parts 1 and 2 only: the
-# correctness runs and the sanitizers, about a minute on an H100), SKIP_CHECKS=1 (parts 3-5 only,
-# keeping logs/ from an earlier QUICK=1 run: so that each half fits a 10-minute command).
+# correctness runs and the sanitizers, a few minutes for 46 programs), SKIP_CHECKS=1 (parts 3-5
+# only, keeping logs/ from an earlier QUICK=1 run: so that each half fits a 10-minute command).
 set -u
 cd "$(dirname "$0")"
 ARCH=${ARCH:-native}
@@ -40,14 +40,25 @@ export ARCH
 echo "[1/5] ($(date +%T)) building $(ls -d programs/* | wc -l) check programs ($JOBS at a time)"
 ls -d programs/* | xargs -P "$JOBS" -I{} bash -c 'build_program {}'
 
+# Each check program in its own process, JOBS at a time (they share the GPU; nothing here is
+# timed). A program's lines go to its own file, joined in order at the end; its exit status is
+# taken before anything else runs (a command substitution would overwrite `$?`).
+run_check() {
+  local exe=$1 program check status
+  program=$(basename "$(dirname "$exe")")
+  check=$(basename "$exe")
+  timeout 300 "$exe" > "logs/cases-$program-$check.part" 2> "logs/run-$program-$check.err"
+  status=$?
+  printf 'RUN\t%s\t%s\t%s\n' "$program" "$check" "$status" > "logs/runs-$program-$check.part"
+}
+export -f run_check
 echo "[1/5] running them ($(date +%T))"
-for dir in programs/*; do
-  for exe in "$dir"/check "$dir"/check_*; do
-    [ -x "$exe" ] || continue
-    timeout 300 "$exe" >> logs/cases.tsv 2> "logs/run-$(basename "$dir")-$(basename "$exe").err"
-    echo -e "RUN\t$(basename "$dir")\t$(basename "$exe")\t$?" >> logs/runs.tsv
-  done
-done
+for exe in programs/*/check programs/*/check_*; do
+  [ -x "$exe" ] && echo "$exe"
+done | xargs -P "$JOBS" -I{} bash -c 'run_check {}'
+cat logs/cases-*.part > logs/cases.tsv 2>/dev/null
+cat logs/runs-*.part > logs/runs.tsv 2>/dev/null
+rm -f logs/*.part
 
 sanitize() {
   local exe=$1 tool=$2 name status

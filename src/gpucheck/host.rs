@@ -9,19 +9,65 @@
 //! [-1, 1), integers in [-100, 100]), runs both, and compares every array element by element:
 //! integers exactly, floating point within `|got - expected| <= RTOL * max(1, |expected|)`
 //! (RTOL 1e-5 for `float`, 1e-12 for `double`; built with `-fmad=false` on the device and
-//! without contraction on the host, the arithmetic agrees to the bit, and only the math
-//! library's functions may differ by a few ulps). It prints one tab-separated line per case
+//! without contraction on the host, the arithmetic agrees to the bit), equal values (infinities
+//! included) always agreeing. Only the math library's functions (`exp`, `log`, `pow` and their
+//! `f` forms) may differ, by the ulps [`MATH_ULPS`] gives, and a program can amplify that (a
+//! recursive filter does): when the function calls one, the serial program runs three more
+//! times with every such call's result moved by that many ulps (all up, all down, each call's
+//! direction drawn at random), and an element's tolerance grows by twice the largest distance of
+//! those runs from the reference. It prints one tab-separated line per case, flushed as it goes
 //! (`CASE program schedule kernel size point verdict max-error`), and exits 1 when a case failed.
 //! `--small` runs only the small cases (for compute-sanitizer).
 
 use super::points::Point;
 use crate::emit::cuda::{launch_name_of, launch_params, allow_shared_name, HostExprs};
 use crate::emit::host::HostPrinter;
-use crate::frontend::ast::{ScalarType, Stmt};
+use crate::frontend::ast::{walk_expr, Expr, ExprKind, ScalarType, Stmt, StmtKind};
 use crate::frontend::model::{KernelFunction, Role};
 use crate::kernel::Kernel;
 use crate::names::{c_comment, c_ident, c_string};
 use std::fmt::Write;
+
+/// The math functions whose host and device results may differ, with the ulps a result is moved
+/// by in the sensitivity runs: CUDA's maximum error (CUDA C++ Programming Guide, "Mathematical
+/// Functions": expf 2, logf 1, powf 4, exp 1, log 1, pow 2) plus one for the host's library
+/// (glibc's are within one ulp). `sqrt` and `sqrtf` are correctly rounded on both sides.
+pub const MATH_ULPS: &[(&str, u32)] = &[("expf", 3), ("logf", 2), ("powf", 5), ("exp", 2), ("log", 2), ("pow", 3)];
+
+/// Whether `body` calls a function of [`MATH_ULPS`].
+fn calls_inexact_math(body: &[Stmt]) -> bool {
+    fn expr(x: &Expr) -> bool {
+        let mut found = false;
+        walk_expr(x, &mut |e| {
+            if let ExprKind::Call(f, _) = &e.kind {
+                found |= MATH_ULPS.iter().any(|(name, _)| *name == f.name);
+            }
+        });
+        found
+    }
+    body.iter().any(|s| match &s.kind {
+        StmtKind::Decl { vars, .. } => vars.iter().any(|d| expr(&d.init)),
+        StmtKind::Assign { target, value, .. } => expr(target) || expr(value),
+        StmtKind::If { cond, then_branch, else_branch } => {
+            expr(cond) || calls_inexact_math(std::slice::from_ref(then_branch)) || else_branch.as_ref().is_some_and(|e| calls_inexact_math(std::slice::from_ref(e)))
+        }
+        StmtKind::Block(b) => calls_inexact_math(b),
+        StmtKind::For(l) | StmtKind::MetaFor(l) => expr(&l.lo) || expr(&l.hi) || calls_inexact_math(std::slice::from_ref(&l.body)),
+        StmtKind::MetaSchedule { body, .. } => calls_inexact_math(std::slice::from_ref(body)),
+        StmtKind::Assume(_) | StmtKind::Assert(_) | StmtKind::Empty | StmtKind::Barrier => false,
+    })
+}
+
+/// Function-like macros that route every call of [`MATH_ULPS`] in the host code through
+/// `metafork_nudge` (a macro's own name is not expanded again inside it).
+fn math_macros() -> String {
+    let mut out = String::new();
+    for (name, ulps) in MATH_ULPS {
+        let args = if name.starts_with("pow") { "(a, b)" } else { "(a)" };
+        let _ = writeln!(out, "#define {name}{args} metafork_nudge({name}{args}, {ulps})");
+    }
+    out
+}
 
 /// One run: schedule `schedule`'s kernel `which` (index into that schedule's kernels) at `point`.
 pub struct Case {
@@ -55,6 +101,12 @@ pub fn program(source: &str, program: &str, function: &KernelFunction, schedules
     let _ = writeln!(out, "\n#define METAFORK_ARRAYS {}", arrays.max(1));
     out.push_str("static void *metafork_host[METAFORK_ARRAYS], *metafork_device[METAFORK_ARRAYS];\nstatic size_t metafork_bytes[METAFORK_ARRAYS];\n\n");
     out.push_str(COPIES);
+    let sensitive = calls_inexact_math(&function.body);
+    let _ = writeln!(out, "\n#define METAFORK_MATH {}", u8::from(sensitive));
+    out.push_str(MATH_NUDGE);
+    if sensitive {
+        out.push_str(&math_macros());
+    }
     let params = param_list(function);
     let _ = writeln!(out, "\n// The serial program: every meta_for a sequential loop.\nstatic int metafork_serial({params}) {{");
     host_body(function, &function.body, None, &mut out)?;
@@ -193,6 +245,10 @@ fn run_case(function: &KernelFunction, schedules: &[ScheduleKernels], out: &mut 
             .join(", ")
     };
     let _ = writeln!(out, "  int metafork_serial_status = metafork_serial({});", args_of("metafork_expected"));
+    let _ = writeln!(out, "  void *metafork_nudged[METAFORK_ARRAYS] = {{0}};\n  for (int metafork_mode = 1; METAFORK_MATH && metafork_serial_status == 0 && metafork_mode <= 3; metafork_mode++) {{");
+    let _ = writeln!(out, "    if (!metafork_nudged_copy({arrays}, metafork_in, metafork_nudged)) return metafork_report(metafork_c, \"FAIL\", \"cannot allocate the arrays\", 0);", arrays = function.arrays.len());
+    let _ = writeln!(out, "    metafork_nudge_mode = metafork_mode; metafork_nudge_state = metafork_seed;\n    metafork_serial({});\n    metafork_nudge_mode = 0;", args_of("metafork_nudged"));
+    let _ = writeln!(out, "    metafork_widen({arrays}, metafork_expected, metafork_nudged);\n  }}\n  for (int k = 0; k < METAFORK_ARRAYS; k++) free(metafork_nudged[k]);", arrays = function.arrays.len());
     let _ = writeln!(out, "  for (int k = 0; k < {}; k++) metafork_host[k] = metafork_got[k];", function.arrays.len());
     let _ = writeln!(out, "  int metafork_status = -2;\n  switch (metafork_c->schedule) {{");
     for k in 0..schedules.len() {
@@ -204,6 +260,23 @@ fn run_case(function: &KernelFunction, schedules: &[ScheduleKernels], out: &mut 
     let _ = writeln!(out, "  metafork_release({n}, metafork_in, metafork_expected, metafork_got);\n  return metafork_result;\n}}");
     Ok(())
 }
+
+/// The sensitivity runs' rounding: `metafork_nudge(v, ulps)` is `v` moved `ulps` ulps up
+/// (mode 1), down (2) or each way at random (3), and `v` itself in mode 0 (every other run).
+const MATH_NUDGE: &str = r#"
+static int metafork_nudge_mode;
+static unsigned long long metafork_nudge_state;
+template <class T> static T metafork_nudge(T v, int ulps) {
+  if (metafork_nudge_mode == 0 || !std::isfinite(v)) return v;
+  int up = metafork_nudge_mode == 1;
+  if (metafork_nudge_mode == 3) {
+    metafork_nudge_state = metafork_nudge_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    up = (int)(metafork_nudge_state >> 63);
+  }
+  for (int i = 0; i < ulps; i++) v = std::nextafter(v, up ? (T)INFINITY : -(T)INFINITY);
+  return v;
+}
+"#;
 
 /// Copies of every array between host and device.
 const COPIES: &str = r#"static int metafork_copy(cudaMemcpyKind metafork_kind) {
@@ -231,6 +304,36 @@ static double metafork_uniform(unsigned long long *s) {
 static long long metafork_extent(long long e) { return e < 0 ? 0 : e; }
 
 static int metafork_kinds[METAFORK_ARRAYS];
+/* Per floating array, per element: the largest distance of a sensitivity run from the reference
+   (null: none ran). A run that leaves the finite numbers where the reference did not makes the
+   element's tolerance infinite: its value depends on the last ulp of a math call. */
+static double *metafork_slack[METAFORK_ARRAYS];
+
+/* A fresh copy of the inputs for a sensitivity run (the buffers of the previous run reused). */
+static int metafork_nudged_copy(int arrays, void **in, void **nudged) {
+  for (int k = 0; k < arrays; k++) {
+    if (!nudged[k] && !(nudged[k] = malloc(metafork_bytes[k] ? metafork_bytes[k] : 1))) return 0;
+    memcpy(nudged[k], in[k], metafork_bytes[k]);
+  }
+  return 1;
+}
+
+/* Widens each floating element's slack to its distance from the reference in run `nudged`. */
+static void metafork_widen(int arrays, void **expected, void **nudged) {
+  for (int k = 0; k < arrays; k++) {
+    int kind = metafork_kinds[k];
+    if (kind >= 2) continue;
+    size_t n = metafork_bytes[k] / (kind == 0 ? 4 : 8);
+    if (!metafork_slack[k] && !(metafork_slack[k] = (double *)calloc(n ? n : 1, sizeof(double)))) continue;
+    for (size_t i = 0; i < n; i++) {
+      double y = kind == 0 ? ((const float *)expected[k])[i] : ((const double *)expected[k])[i];
+      double z = kind == 0 ? ((const float *)nudged[k])[i] : ((const double *)nudged[k])[i];
+      if (z == y || (std::isnan(y) && std::isnan(z))) continue;
+      double d = fabs(z - y);
+      metafork_slack[k][i] = std::isnan(d) ? INFINITY : fmax(metafork_slack[k][i], d);
+    }
+  }
+}
 static double metafork_worst;  /* the largest relative difference of the last comparison */
 
 static int metafork_alloc(int k, int kind, void **in, void **expected, void **got, unsigned long long *seed) {
@@ -274,17 +377,18 @@ static int metafork_compare(int k, const void *expected, const void *got, char *
     }
     double x = kind == 0 ? ((const float *)got)[i] : ((const double *)got)[i];
     double y = kind == 0 ? ((const float *)expected)[i] : ((const double *)expected)[i];
-    if (std::isnan(x) && std::isnan(y)) continue;
+    if (x == y || (std::isnan(x) && std::isnan(y))) continue;
     double d = fabs(x - y) / fmax(1.0, fabs(y));
     if (!(d <= metafork_worst)) metafork_worst = d;
-    if (!(d <= rtol)) { snprintf(detail, size, "array %d element %zu is %.9g, the serial program computes %.9g", k, i, x, y); return 0; }
+    double slack = metafork_slack[k] ? metafork_slack[k][i] : 0.0;
+    if (!(d <= rtol) && !(fabs(x - y) <= rtol * fmax(1.0, fabs(y)) + 2.0 * slack)) { snprintf(detail, size, "array %d element %zu is %.9g, the serial program computes %.9g", k, i, x, y); return 0; }
   }
   return 1;
 }
 
 static void metafork_release(int arrays, void **in, void **expected, void **got) {
   for (int k = 0; k < arrays; k++) {
-    free(in[k]); free(expected[k]); free(got[k]);
+    free(in[k]); free(expected[k]); free(got[k]); free(metafork_slack[k]); metafork_slack[k] = 0;
     if (metafork_device[k]) cudaFree(metafork_device[k]);
     in[k] = expected[k] = got[k] = metafork_device[k] = 0;
   }
@@ -313,6 +417,7 @@ static int metafork_verdict_of(const metafork_case *c, int serial, int launched,
 const MAIN: &str = r#"
 int main(int argc, char **argv) {
   int small_only = argc > 1 && strcmp(argv[1], "--small") == 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);  /* each case's line survives a timeout that stops the run */
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { fprintf(stderr, "no CUDA device\n"); return 2; }
   metafork_allow_all((size_t)prop.sharedMemPerBlockOptin);

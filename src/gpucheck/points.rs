@@ -9,8 +9,13 @@
 //! Scaling every size by one factor keeps the divisibility facts (`n % B0 == 0`) and the
 //! homogeneous ones (`m <= n`) true, so a large point exists for nearly every leaf; when none
 //! does (a fact fixes a size), only the small point is returned.
+//! The large point also bounds the host's share: `check.cu` copies every array to the device
+//! and back around each launch, so a schedule inside host loops (a time loop, a wavefront loop)
+//! launches once per iteration; the factor is also held to at most [`MAX_LAUNCHES`] launches
+//! and [`MAX_COPIED`] array elements copied in all, where those counts can be evaluated.
 
 use crate::dispatch::facts::FactSet;
+use crate::frontend::ast::{Stmt, StmtKind};
 use crate::frontend::model::KernelFunction;
 use constraints::solver::Backend;
 use constraints::System;
@@ -21,6 +26,11 @@ use std::collections::BTreeMap;
 pub const MAX_ELEMENTS: i128 = 1 << 20;
 /// The largest factor a size is scaled by.
 pub const MAX_FACTOR: i64 = 64;
+/// The most launches of one schedule in one run of the function at the large point (each is a
+/// launch, a synchronization and two copies: tens of microseconds).
+pub const MAX_LAUNCHES: i128 = 20_000;
+/// The most array elements copied (launches times all arrays' elements) at the large point.
+pub const MAX_COPIED: i128 = 1 << 28;
 
 pub type Point = BTreeMap<String, i64>;
 
@@ -49,7 +59,9 @@ fn large_point(function: &KernelFunction, system: &System, backend: &Backend, sm
             let v = point.get_mut(d).ok_or_else(|| format!("the sample point has no value for `{d}`"))?;
             *v = v.saturating_mul(k);
         }
-        if elements(function, &point).is_some_and(|n| n <= MAX_ELEMENTS) && facts.holds(&point) && crate::verify::sample::admits(system, backend, &point) {
+        let Some(n) = elements(function, &point) else { continue };
+        let launched = launches(function, &point).unwrap_or(1);
+        if n <= MAX_ELEMENTS && launched <= MAX_LAUNCHES && launched.saturating_mul(n) <= MAX_COPIED && facts.holds(&point) && crate::verify::sample::admits(system, backend, &point) {
             return Ok(Some(point));
         }
     }
@@ -70,4 +82,44 @@ pub fn elements(function: &KernelFunction, point: &Point) -> Option<i128> {
         total = total.checked_add(n)?;
     }
     Some(total)
+}
+
+/// The most launches of any one schedule in one run of the function at `point`: the product of
+/// the trip counts of the host loops around it. `None` when a trip count cannot be evaluated
+/// (a bound that depends on an outer loop's counter, a step other than 1); the caller then has
+/// no bound from launches.
+pub fn launches(function: &KernelFunction, point: &Point) -> Option<i128> {
+    let exact = constraints::exact_point(point);
+    launches_in(function, &function.body, &exact)
+}
+
+fn launches_in(function: &KernelFunction, body: &[Stmt], at: &BTreeMap<constraints::Var, constraints::Rational>) -> Option<i128> {
+    let mut most: i128 = 0;
+    for s in body {
+        let here = match &s.kind {
+            StmtKind::MetaSchedule { .. } => 1,
+            StmtKind::Block(b) => launches_in(function, b, at)?,
+            StmtKind::If { then_branch, else_branch, .. } => {
+                let t = launches_in(function, std::slice::from_ref(then_branch), at)?;
+                let e = match else_branch {
+                    Some(e) => launches_in(function, std::slice::from_ref(e), at)?,
+                    None => 0,
+                };
+                t.max(e)
+            }
+            StmtKind::For(l) => {
+                let inner = launches_in(function, std::slice::from_ref(&l.body), at)?;
+                if inner == 0 {
+                    0
+                } else {
+                    let trip = crate::strategy::unroll::trip_count(function, l)?.eval(at).ok()?;
+                    let trip = i128::try_from(trip.to_integer()).ok()?.max(0);
+                    trip.checked_mul(inner)?
+                }
+            }
+            _ => 0,
+        };
+        most = most.max(here);
+    }
+    Some(most)
 }

@@ -98,3 +98,58 @@ fn check_programs_survive_hostile_names() {
     assert!(o.status.success(), "nvcc could not build the check program:\n{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A schedule inside host loops launches once per iteration, and the check program copies every
+/// array around each launch: the large point keeps the launches and the copied elements within
+/// their bounds (seidel-2d's wavefront loop inside its time loop launched 3.3 million times at
+/// the unbounded large point, past any run's time limit).
+#[test]
+fn large_points_bound_the_launches_of_schedules_in_host_loops() {
+    use metafork::gpucheck::points::{elements, launches, MAX_COPIED, MAX_LAUNCHES};
+    for (path, name) in [("examples/polybench/seidel2d.mf", "polybench-seidel2d"), ("examples/polybench/jacobi1d.mf", "polybench-jacobi1d")] {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/").to_string() + path).unwrap();
+        let function = check_source(path, &text).unwrap().kernels[0].clone();
+        let (files, _) = metafork::gpucheck::program_files(path, name, &text).unwrap();
+        let rows = cases(&files["check.cu"]);
+        assert!(!rows.is_empty(), "{path}");
+        for (kernel, size, p) in &rows {
+            let point = parse_point(p);
+            let launched = launches(&function, &point).expect("the host loops' trip counts are polynomials in the parameters");
+            assert!(launched >= 1, "{path}: {kernel} at {p} launches nothing");
+            if size == "large" {
+                let n = elements(&function, &point).unwrap();
+                assert!(launched <= MAX_LAUNCHES && launched * n <= MAX_COPIED, "{path}: {kernel}'s large point {p}: {launched} launches of {n} elements");
+            }
+        }
+    }
+    // The count itself: jacobi-1d launches each of its two schedules once per time step.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/polybench/jacobi1d.mf")).unwrap();
+    let function = check_source("jacobi1d.mf", &text).unwrap().kernels[0].clone();
+    let point = parse_point("tsteps=7 n=40 B=4");
+    assert_eq!(launches(&function, &point), Some(7));
+}
+
+/// A function calling `expf` gets the sensitivity runs (the math library's last ulps may differ
+/// between host and device, and a recursive filter amplifies them); one without gets none. Both
+/// build with nvcc.
+#[test]
+fn check_programs_widen_the_tolerance_only_for_inexact_math() {
+    let filter = "void filter(int n, int B, float alpha, const float x[n], float y[n]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          y[i] = expf(-alpha) * x[i] + logf(1.0f + x[i] * x[i]) + powf(2.0f, alpha);\n      }\n  }\n}\n";
+    let plain = filter.replace("expf(-alpha) * x[i] + logf(1.0f + x[i] * x[i]) + powf(2.0f, alpha)", "alpha * x[i] + sqrtf(x[i] * x[i])");
+    for (text, sensitive) in [(filter.to_string(), true), (plain, false)] {
+        let (files, prepared) = metafork::gpucheck::program_files("filter.mf", "filter", &text).unwrap();
+        assert!(prepared.cases > 0, "{prepared:?}");
+        let check = &files["check.cu"];
+        assert_eq!(check.contains("#define METAFORK_MATH 1"), sensitive);
+        assert_eq!(check.contains("#define expf(a) metafork_nudge(expf(a), 3)"), sensitive);
+        assert_eq!(check.contains("#define powf(a, b) metafork_nudge(powf(a, b), 5)"), sensitive);
+        let Some(nvcc) = nvcc() else { continue };
+        let dir = scratch(&format!("gpucheck-filter-{sensitive}"));
+        for (f, t) in &files {
+            std::fs::write(dir.join(f), t).unwrap();
+        }
+        let o = Command::new(&nvcc).current_dir(&dir).args(["-O2", "-fmad=false", "-Xcompiler", "-ffp-contract=off,-fwrapv", "-arch=sm_90", "-o", "check"]).args(files.keys()).output().unwrap();
+        assert!(o.status.success(), "nvcc could not build the check program:\n{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
