@@ -6,6 +6,9 @@ use inkwell::module::Module;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::values::FunctionValue;
 use inkwell::OptimizationLevel;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Once;
 
 pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
@@ -27,14 +30,28 @@ fn initialize() {
     INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
 }
 
-/// A target machine for one architecture, e.g. `sm_90`.
-pub fn target_machine(arch: &str) -> Result<TargetMachine, String> {
+/// A target machine for one architecture, e.g. `sm_90`: one per architecture and thread, made
+/// at first use and kept (making one builds the target's lowering tables, about a tenth of a
+/// millisecond each time, and a tree asks for one per code variant it counts). LLVM target
+/// machines are not shared between threads, and running passes or code generation with one
+/// leaves nothing in it that the next module sees.
+pub fn target_machine(arch: &str) -> Result<Rc<TargetMachine>, String> {
+    thread_local! {
+        static MACHINES: RefCell<HashMap<String, Rc<TargetMachine>>> = RefCell::new(HashMap::new());
+    }
+    if let Some(tm) = MACHINES.with(|m| m.borrow().get(arch).cloned()) {
+        return Ok(tm);
+    }
     initialize();
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| format!("NVPTX target unavailable: {e}"))?;
-    target
-        .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
-        .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))
+    let tm = Rc::new(
+        target
+            .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
+            .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))?,
+    );
+    MACHINES.with(|m| m.borrow_mut().insert(arch.to_string(), tm.clone()));
+    Ok(tm)
 }
 
 /// An empty module with the NVPTX triple and data layout.
