@@ -28,6 +28,8 @@ pub struct Access {
     /// One polynomial per subscript; `None` where the subscript is not modelled.
     pub indices: Vec<Option<Poly>>,
     pub write: bool,
+    /// An atomic add (a reduction's update, recorded as one write): two of them never race.
+    pub atomic: bool,
     /// Conditions that hold whenever the access executes.
     pub guards: Vec<Constraint>,
     /// The span of the subscripted expression (the caching strategy labels each one apart).
@@ -350,7 +352,7 @@ impl<'b> Collector<'b> {
                     self.expr_accesses(i, env, guards);
                 }
                 let idx = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                self.record(Access { array: array.name.clone(), indices: idx, write: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
+                self.record(Access { array: array.name.clone(), indices: idx, write: false, atomic: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             ExprKind::Binary(_, a, b) => {
@@ -396,10 +398,11 @@ impl<'b> Collector<'b> {
                             self.expr_accesses(i, env, guards);
                         }
                         let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                        if *op != AssignOp::Set {
-                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                        let atomic = *op == AssignOp::AtomicAdd;
+                        if *op != AssignOp::Set && !atomic {
+                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, atomic, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
                         }
-                        self.record(Access { array: array.name.clone(), indices: idx, write: true, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                        self.record(Access { array: array.name.clone(), indices: idx, write: true, atomic, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
                     }
                     ExprKind::Var(n) => {
                         env.insert(n.clone(), None);

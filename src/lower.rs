@@ -19,6 +19,9 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind};
+use inkwell::llvm_sys::core::LLVMBuildAtomicRMW;
+use inkwell::llvm_sys::{LLVMAtomicOrdering, LLVMAtomicRMWBinOp};
+use inkwell::values::AsValueRef;
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use llvm_passes::target::{self, address_space};
 use std::collections::HashMap;
@@ -639,6 +642,20 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
             _ => return err("assignment to something that is not a variable or element"),
         };
         let rhs = self.expr(value)?;
+        if op == AssignOp::AtomicAdd {
+            // A reduction: `atomicrmw add`/`fadd` of the term in the element's type, as
+            // `atomicAdd` does (monotonic: the kernel orders nothing by it).
+            // inkwell's `build_atomicrmw` takes integers only; `fadd` goes through the C API.
+            let term = self.convert(rhs, ty)?;
+            let bin = if ty.is_integer() { LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd } else { LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd };
+            // SAFETY: the builder is positioned in this function, `ptr` points to an element of
+            // `term`'s type, and both values belong to the builder's context.
+            let rmw = unsafe { LLVMBuildAtomicRMW(self.builder.as_mut_ptr(), bin, ptr.as_value_ref(), term.as_value_ref(), LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic, 0) };
+            if rmw.is_null() {
+                return err("LLVM could not build the atomic add of a reduction");
+            }
+            return Ok(());
+        }
         let result = match op {
             AssignOp::Set => rhs,
             _ => {
@@ -647,7 +664,8 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
                     AssignOp::Add => BinOp::Add,
                     AssignOp::Sub => BinOp::Sub,
                     AssignOp::Mul => BinOp::Mul,
-                    _ => BinOp::Div,
+                    AssignOp::Div => BinOp::Div,
+                    AssignOp::Set | AssignOp::AtomicAdd => unreachable!("handled above"),
                 };
                 self.arith(bop, old, rhs)?
             }

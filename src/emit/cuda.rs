@@ -169,6 +169,8 @@ pub(crate) fn poly_expr_as(p: &Poly, ty: ScalarType) -> Result<Expr, String> {
 struct Cify<'k> {
     spelling: crate::names::Spelling,
     extents: std::collections::HashMap<&'k str, &'k [Poly]>,
+    /// The element type of every array, for the atomic adds of reductions.
+    elems: std::collections::HashMap<&'k str, ScalarType>,
     /// Emit `#pragma unroll 1` before every loop (register pressure, level 1).
     no_unroll: bool,
     /// Shared tiles whose subscripts are linearised in `int` (`strategy::narrow`);
@@ -239,6 +241,17 @@ impl Cify<'_> {
                     let _ = writeln!(out, "{pad}{ty} {} = {};", self.name(&d.name.name), self.out(&d.init)?);
                 }
             }
+            StmtKind::Assign { target, op: AssignOp::AtomicAdd, value } => {
+                // A reduction: the term in the element's type, added atomically. A 64-bit
+                // integer adds as `unsigned long long` (two's complement: the same bits).
+                let ExprKind::Index { array, .. } = &target.kind else { return Err("a reduction whose target is not an array element".into()) };
+                let elem = *self.elems.get(array.name.as_str()).ok_or_else(|| format!("unknown array `{}`", array.name))?;
+                let (place, term) = (self.out(target)?, self.out(value)?);
+                let _ = match elem {
+                    ScalarType::Long => writeln!(out, "{pad}atomicAdd((unsigned long long *)&{place}, (unsigned long long)({term}));"),
+                    _ => writeln!(out, "{pad}atomicAdd(&{place}, ({elem})({term}));"),
+                };
+            }
             StmtKind::Assign { target, op, value } => {
                 let _ = writeln!(out, "{pad}{} {} {};", self.out(target)?, op.c_symbol(), self.out(value)?);
             }
@@ -293,7 +306,8 @@ pub struct HostExprs<'f>(Cify<'f>);
 impl<'f> HostExprs<'f> {
     pub fn new(function: &'f KernelFunction) -> HostExprs<'f> {
         let extents = function.arrays.iter().map(|a| (a.name.as_str(), a.extents.as_slice())).collect();
-        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, no_unroll: false, narrow: Default::default(), types: None })
+        let elems = function.arrays.iter().map(|a| (a.name.as_str(), a.elem)).collect();
+        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, elems, no_unroll: false, narrow: Default::default(), types: None })
     }
 
     pub fn expr(&self, e: &Expr) -> Result<Expr, String> {
@@ -337,17 +351,20 @@ fn emit_shared_layout(out: &mut String, kernel: &Kernel, c: &Cify, pad: &str) ->
 
 fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     let mut extents: std::collections::HashMap<&str, &[Poly]> = std::collections::HashMap::new();
+    let mut elems = std::collections::HashMap::new();
     for p in &kernel.params {
-        if let KernelParamKind::Array { extents: e, .. } = &p.kind {
+        if let KernelParamKind::Array { extents: e, elem, .. } = &p.kind {
             extents.insert(&p.name, e);
+            elems.insert(p.name.as_str(), *elem);
         }
     }
     for s in &kernel.shared {
         extents.insert(&s.name, &s.extents);
+        elems.insert(s.name.as_str(), s.elem);
     }
     let narrow = if kernel.narrow_index { kernel.shared.iter().map(|s| s.name.as_str()).collect() } else { Default::default() };
     let names = kernel_names(kernel);
-    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, no_unroll: kernel.no_unroll, narrow, types: Some(super::casts::IntegerTypes::of_kernel(kernel)) };
+    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, elems, no_unroll: kernel.no_unroll, narrow, types: Some(super::casts::IntegerTypes::of_kernel(kernel)) };
     // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));

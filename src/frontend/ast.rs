@@ -94,13 +94,17 @@ pub enum AssignOp {
     Sub,
     Mul,
     Div,
+    /// A reduction: `+=` on an element that several iterations of a `meta_for` update
+    /// ([`crate::frontend::reduction`]). Serial code adds as `+=` does; a kernel adds
+    /// atomically, in the element's type (`atomicAdd`), in whatever order the threads run.
+    AtomicAdd,
 }
 
 impl AssignOp {
     pub fn c_symbol(self) -> &'static str {
         match self {
             AssignOp::Set => "=",
-            AssignOp::Add => "+=",
+            AssignOp::Add | AssignOp::AtomicAdd => "+=",
             AssignOp::Sub => "-=",
             AssignOp::Mul => "*=",
             AssignOp::Div => "/=",

@@ -10,6 +10,7 @@ pub mod lexer;
 pub mod model;
 pub mod parser;
 pub mod polyexpr;
+pub mod reduction;
 pub mod sema;
 pub mod source;
 
@@ -28,10 +29,14 @@ pub fn check_source(name: &str, text: &str) -> Result<CheckedProgram, Diagnostic
         Ok(t) => t,
         Err(d) => return Err(fail(vec![d], file)),
     };
-    let program = match parser::parse(tokens) {
+    let mut program = match parser::parse(tokens) {
         Ok(p) => p,
         Err(d) => return Err(fail(vec![d], file)),
     };
+    let not_reductions = reduction::mark(&mut program);
+    if !not_reductions.is_empty() {
+        return Err(fail(not_reductions, file));
+    }
     sema::check(&program).map_err(|items| fail(items, file))
 }
 

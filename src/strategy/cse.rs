@@ -303,9 +303,19 @@ impl Cse {
                 });
             }
         }
+        // A reduction's target is updated by other threads too: it never lives in a register.
+        let mut reduced: BTreeSet<String> = BTreeSet::new();
+        walk_stmts(&items, &mut |x| {
+            if let StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, op: AssignOp::AtomicAdd, .. } = &x.kind {
+                reduced.insert(array.name.clone());
+            }
+        });
         let mut chosen: Vec<(String, String, Expr, ScalarType, bool)> = Vec::new();
         for (array, acc) in &accesses {
             let Some(&ty) = self.elem.get(array) else { continue };
+            if reduced.contains(array) {
+                continue;
+            }
             let (key, _, _, _, expr) = &acc[0];
             let same = acc.iter().all(|(k, top, ..)| k == key && *top);
             let unconditional = acc.iter().any(|(_, _, c, _, _)| !c);

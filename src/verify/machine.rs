@@ -11,11 +11,16 @@
 //!   a read of an element no thread wrote shows in the result.
 //! - With `detect_races`, each element keeps its last write and the reads since: two accesses,
 //!   one a write, *race* when they come from different blocks, or from different threads of
-//!   one block between the same two barriers (the happens-before of a kernel without atomics).
+//!   one block between the same two barriers (the happens-before of a kernel), unless both are
+//!   atomic adds (a reduction, [`AssignOp::AtomicAdd`]): those commute.
 //! - A run has a step budget, so no input makes the verifier hang.
 //! - In a program with a launch, the kernel runs on a copy of global memory, the schedule's
 //!   serial code on global memory, and the two must then be identical bit for bit: every launch
-//!   is checked from the state the serial program reaches there. A run that stops says where:
+//!   is checked from the state the serial program reaches there. The one exception is a
+//!   floating element a kernel updated by atomic adds, which it adds in its own order (and in
+//!   the element's type, as `atomicAdd` does): the two may differ by the rounding of any order of
+//!   the same `k` additions, at most `2 γ(k+1) Σ|x|` (`γ(n) = n u / (1 - n u)`, `u` the unit
+//!   roundoff, `Σ|x|` the magnitudes of the terms and of the element's value before the first). A run that stops says where:
 //!   in the kernel, in the launched schedule's serial code, in another schedule, or in host code.
 
 use super::code::{Code, Instr, LaunchSite, E};
@@ -34,12 +39,35 @@ pub struct Buffer {
     pub elem: ScalarType,
     pub dims: Vec<i64>,
     pub data: Vec<Value>,
+    /// Per element, once a kernel made an atomic add to the buffer: the sum of the magnitudes
+    /// of the terms (and of the value before the first) and how many there were. Empty until
+    /// then.
+    pub atomic: Vec<(f64, u32)>,
 }
 
 impl Buffer {
     pub fn new(name: &str, elem: ScalarType, dims: Vec<i64>, fill: Value) -> Buffer {
         let n = dims.iter().product::<i64>().max(0) as usize;
-        Buffer { name: name.to_string(), elem, dims, data: vec![fill; n] }
+        Buffer { name: name.to_string(), elem, dims, data: vec![fill; n], atomic: Vec::new() }
+    }
+
+    /// Whether the kernel's `got` may stand for the serial code's `expected` at `flat`: the same
+    /// bits, or, for a floating element updated by atomic adds, within the rounding of any order
+    /// of its additions.
+    fn agrees(&self, flat: usize, expected: Value, got: Value) -> bool {
+        if expected.identical(got) {
+            return true;
+        }
+        let Some(&(magnitude, terms)) = self.atomic.get(flat).filter(|(_, n)| *n > 0) else { return false };
+        let unit = match self.elem {
+            ScalarType::Float => f64::from(f32::EPSILON) / 2.0,
+            ScalarType::Double => f64::EPSILON / 2.0,
+            _ => return false,
+        };
+        let n = f64::from(terms) + 1.0;
+        let gamma = n * unit / (1.0 - n * unit);
+        let (x, y) = (expected.as_f64(), got.as_f64());
+        (x - y).abs() <= 2.0 * gamma * magnitude
     }
 
     /// The subscripts of a flat position.
@@ -165,11 +193,13 @@ struct Acc {
     thread: u32,
     epoch: u32,
     site: u32,
+    /// An atomic add: it conflicts with no other atomic add.
+    atomic: bool,
 }
 
 impl Acc {
     fn conflicts(&self, other: &Acc) -> bool {
-        self.block != other.block || (self.thread != other.thread && self.epoch == other.epoch)
+        !(self.atomic && other.atomic) && (self.block != other.block || (self.thread != other.thread && self.epoch == other.epoch))
     }
 }
 
@@ -250,7 +280,16 @@ impl Frame<'_> {
 
     /// Record an access for race detection; a conflict with an earlier one is a race.
     fn track(&mut self, array: usize, flat: usize, site: usize, write: bool) -> Result<(), Fault> {
-        let me = Acc { block: lin(self.bid, self.gdim), thread: lin(self.tid, self.bdim), epoch: self.epoch, site: site as u32 };
+        self.track_as(array, flat, site, write, false)
+    }
+
+    /// Record an atomic add: a write that conflicts with plain accesses only.
+    fn track_atomic(&mut self, array: usize, flat: usize, site: usize) -> Result<(), Fault> {
+        self.track_as(array, flat, site, true, true)
+    }
+
+    fn track_as(&mut self, array: usize, flat: usize, site: usize, write: bool, atomic: bool) -> Result<(), Fault> {
+        let me = Acc { block: lin(self.bid, self.gdim), thread: lin(self.tid, self.bdim), epoch: self.epoch, site: site as u32, atomic };
         let shadows = match self.places[array] {
             Place::Global(i) => self.gshadow.as_deref_mut().map(|s| &mut s[i]),
             Place::Shared(i) => self.sshadow.as_deref_mut().map(|s| &mut s[i]),
@@ -337,6 +376,24 @@ impl Frame<'_> {
                     let v = self.eval(slots, value)?;
                     let index = self.indices(slots, indices)?;
                     let flat = self.position(*array, index, *site)?;
+                    if *op == AssignOp::AtomicAdd && self.kernel {
+                        self.track_atomic(*array, flat, *site)?;
+                        let buf = self.buffer(*array);
+                        let old = buf.data[flat];
+                        let term = v.to(buf.elem);
+                        if buf.atomic.is_empty() {
+                            buf.atomic = vec![(0.0, 0); buf.data.len()];
+                        }
+                        let (magnitude, terms) = &mut buf.atomic[flat];
+                        if *terms == 0 {
+                            *magnitude = old.as_f64().abs();
+                        }
+                        *magnitude += term.as_f64().abs();
+                        *terms += 1;
+                        buf.data[flat] = combine(AssignOp::Add, old, term)?.to(buf.elem);
+                        *pc += 1;
+                        continue;
+                    }
                     if *op != AssignOp::Set {
                         self.track(*array, flat, *site, false)?;
                     }
@@ -384,7 +441,7 @@ fn arith(r: Result<Value, &'static str>) -> Result<Value, Fault> {
 fn combine(op: AssignOp, old: Value, v: Value) -> Result<Value, Fault> {
     let bin = match op {
         AssignOp::Set => return Ok(v),
-        AssignOp::Add => BinOp::Add,
+        AssignOp::Add | AssignOp::AtomicAdd => BinOp::Add,
         AssignOp::Sub => BinOp::Sub,
         AssignOp::Mul => BinOp::Mul,
         AssignOp::Div => BinOp::Div,
@@ -451,7 +508,7 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
                 };
                 stats.compared += 1;
                 for (e, g) in globals.iter().zip(&got) {
-                    if let Some(i) = e.data.iter().zip(&g.data).position(|(x, y)| !x.identical(*y)) {
+                    if let Some(i) = e.data.iter().zip(&g.data).position(|(x, y)| !x.identical(*y)).and_then(|from| (from..e.data.len()).find(|&i| !g.agrees(i, e.data[i], g.data[i]))) {
                         let d = Difference { array: e.name.clone(), index: e.unflatten(i), expected: e.data[i], got: g.data[i], launch: stats.compared };
                         return Err(stopped(Fault::Mismatch(d), Where::Kernel, &stats));
                     }

@@ -9,7 +9,7 @@
 //! that is not a parameter renamed (`x__2`). Z3 is asked for:
 //! - *race*: two distinct threads, one writing, the same element: of a shared array within one
 //!   block with equal phases; of a global array from different blocks, or from one block with
-//!   equal phases;
+//!   equal phases; two atomic adds (a reduction's updates) commute and are never a race;
 //! - *barrier divergence*: two threads of one block, at the same phase, reaching a condition a
 //!   barrier depends on and evaluating it differently;
 //! - *out of bounds*: one thread with a subscript below 0 or at least the extent.
@@ -603,7 +603,7 @@ impl Checker<'_, '_> {
         let accesses = &self.m.col.accesses;
         for (i, w) in accesses.iter().enumerate().filter(|(_, a)| a.write) {
             for (j, b) in accesses.iter().enumerate() {
-                if b.array != w.array || (b.write && j < i) {
+                if b.array != w.array || (b.write && j < i) || (w.atomic && b.atomic) {
                     continue;
                 }
                 self.pair(w, b)?;

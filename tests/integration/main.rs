@@ -19,6 +19,7 @@ mod hygiene;
 mod ilp;
 mod perf;
 mod pressure_and_cse;
+mod reduction;
 mod robustness;
 mod spaces;
 mod tree;

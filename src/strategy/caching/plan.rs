@@ -118,6 +118,9 @@ impl Frame<'_> {
 
     pub(super) fn tiles_of(&self, array: &str, accesses: &[&Access], col: &Collector, local: &Locality) -> Result<Vec<Tile>, String> {
         let (elem, extents) = self.arrays.get(array).cloned().ok_or_else(|| format!("`{array}` is not an array parameter"))?;
+        if accesses.iter().any(|a| a.atomic) {
+            return Err(format!("`{array}` is a reduction's target (other blocks add to its elements): a block's copy in shared memory would lose their additions"));
+        }
         // Group by (modulus, base); keep each access's local part.
         let mut groups: Vec<Group> = Vec::new();
         for a in accesses {

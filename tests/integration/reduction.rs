@@ -1,0 +1,174 @@
+//! Reductions across threads (issue 26.1): a `+=` or `-=` whose element several `meta_for`
+//! iterations update is added atomically in every kernel, proved race-free (two atomic adds
+//! commute) and checked against the serial program within the rounding of any order of the
+//! additions; a `*=` or `/=` there is a located error.
+
+use crate::common::{nvcc, scratch};
+use std::process::{Command, Output};
+
+fn metafork(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).output().unwrap()
+}
+
+/// `gen --emit-cuda` then `verify` on `text`: the output directory and verify's stdout.
+fn gen_and_verify(name: &str, text: &str) -> (std::path::PathBuf, String) {
+    let dir = scratch(&format!("reduction-{name}"));
+    let source = dir.join(format!("{name}.mf"));
+    std::fs::write(&source, text).unwrap();
+    let out = dir.join("out");
+    let g = metafork(&["gen", "--emit-cuda", source.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(g.status.success(), "{name}: gen failed:\n{}", String::from_utf8_lossy(&g.stderr));
+    let v = metafork(&["verify", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&v.stdout).into_owned();
+    assert!(v.status.success(), "{name}: verify failed:\n{stdout}\n{}", String::from_utf8_lossy(&v.stderr));
+    (out, stdout)
+}
+
+fn leaf_files(out: &std::path::Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains("_leaf") && p.extension().is_some_and(|x| x == "cu"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+fn proved_all(stdout: &str) -> bool {
+    let last = stdout.lines().rev().find(|l| l.contains("leaves proved")).unwrap_or("");
+    let words: Vec<&str> = last.split_whitespace().collect();
+    words.len() >= 3 && words[0] == words[2] && words[0] != "0"
+}
+
+#[test]
+fn column_sums_add_atomically_and_every_leaf_is_proved() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/colsum.mf")).unwrap();
+    let (out, stdout) = gen_and_verify("colsum", &text);
+    assert!(proved_all(&stdout), "{stdout}");
+    let leaves = leaf_files(&out);
+    assert!(!leaves.is_empty());
+    for (name, code) in &leaves {
+        assert!(code.contains("atomicAdd(&s["), "{name} does not add atomically:\n{code}");
+        assert!(!code.contains("s[(long)j] +="), "{name} still has a plain update:\n{code}");
+    }
+    // The serial reference (the host driver's copy of the program) keeps the plain `+=`.
+    let source = std::fs::read_to_string(out.join("source.mf")).unwrap();
+    assert!(source.contains("s[j] += a[i][j]"));
+    if let Some(nvcc) = nvcc() {
+        for (name, _) in leaves.iter().take(3) {
+            let o = Command::new(&nvcc).current_dir(&out).args(["-arch=sm_75", "-c", name, "-o", "/dev/null"]).output().unwrap();
+            assert!(o.status.success(), "nvcc rejected {name}:\n{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+}
+
+/// Every element type, `-=`, a reduction into one element from a 2-D grid (its blocks and
+/// threads run in an order unlike the serial loops', so float sums differ in their last bits
+/// and pass by the rounding bound), and an update that names every counter, which stays plain.
+#[test]
+fn reductions_of_every_type_and_shape_are_proved_and_compile() {
+    let text = "void stats(int n, int m, int B0, int B1, const float a[n][m], const double d[n][m], const int c[n][m], float total[1], double dsum[m], int count[m], long lsum[n], float copy[n][m]) {\n  assume(n >= 1 && m >= 1 && B0 >= 1 && B1 >= 1);\n  int g0 = (n + B0 - 1) / B0, g1 = (m + B1 - 1) / B1;\n  meta_schedule {\n    meta_for (int v0 = 0; v0 < g0; v0++)\n      meta_for (int v1 = 0; v1 < g1; v1++)\n        meta_for (int u0 = 0; u0 < B0; u0++)\n          meta_for (int u1 = 0; u1 < B1; u1++) {\n            int i = v0 * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i < n && j < m) {\n              total[0] += a[i][j] * 0.5f;\n              dsum[j] -= d[i][j];\n              count[j] += c[i][j] > 0 ? 1 : 0;\n              lsum[i] += c[i][j];\n              copy[i][j] += a[i][j];\n            }\n          }\n  }\n}\n";
+    let (out, stdout) = gen_and_verify("stats", text);
+    assert!(proved_all(&stdout), "{stdout}");
+    let leaves = leaf_files(&out);
+    assert!(!leaves.is_empty());
+    for (name, code) in &leaves {
+        assert!(code.contains("atomicAdd(&total[") && code.contains("], (float)("), "{name}:\n{code}");
+        assert!(code.contains("atomicAdd(&dsum[") && code.contains("(double)(-d["), "{name}: `-=` adds the negated term:\n{code}");
+        assert!(code.contains("atomicAdd(&count["), "{name}:\n{code}");
+        assert!(code.contains("atomicAdd((unsigned long long *)&lsum["), "{name}: a long adds as unsigned long long:\n{code}");
+        assert!(!code.contains("atomicAdd(&copy["), "{name}: `copy[i][j]` names every counter and is one thread's:\n{code}");
+    }
+    if let Some(nvcc) = nvcc() {
+        for (name, _) in leaves.iter().take(3) {
+            let o = Command::new(&nvcc).current_dir(&out).args(["-arch=sm_75", "-c", name, "-o", "/dev/null"]).output().unwrap();
+            assert!(o.status.success(), "nvcc rejected {name}:\n{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+}
+
+/// No atomic operation multiplies, and a product of floats depends on its order: a `*=` that
+/// several threads apply to one element is refused where it is written.
+#[test]
+fn a_product_across_threads_is_a_located_error() {
+    let dir = scratch("reduction-product");
+    let source = dir.join("prod.mf");
+    std::fs::write(&source, "void prod(int n, int B, const float a[n], float p[1]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          p[0] *= a[i];\n      }\n  }\n}\n").unwrap();
+    let o = metafork(&["gen", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("prod.mf:9:11"), "{err}");
+    assert!(err.contains("`p[0]` is updated with `*=`") && err.contains("meta_for (int v ...)") && err.contains("only `+=` and `-=`"), "{err}");
+    assert!(!dir.join("out").exists(), "nothing is written for a program with an error");
+}
+
+/// A reduction's target named in `cache(...)` is not staged in shared memory (a block's copy
+/// would lose the other blocks' additions); the rest of the program is unchanged and proved.
+#[test]
+fn a_reduction_target_is_never_cached() {
+    let text = "void colsum2(int n, int m, int B, const float a[n][m], float s[m]) {\n  assume(n >= 1 && m >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule cache(s) {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          for (int j = 0; j < m; j++)\n            s[j] += a[i][j];\n      }\n  }\n}\n";
+    let (out, stdout) = gen_and_verify("colsum2", text);
+    assert!(proved_all(&stdout), "{stdout}");
+    for (name, code) in leaf_files(&out) {
+        assert!(!code.contains("__shared__") && code.contains("atomicAdd(&s["), "{name}:\n{code}");
+    }
+}
+
+/// Rewrites every atomic add of `stmts` with `f`.
+fn map_atomic(stmts: &mut [metafork::frontend::ast::Stmt], f: &mut dyn FnMut(&mut metafork::frontend::ast::AssignOp, &mut metafork::frontend::ast::Expr)) -> usize {
+    use metafork::frontend::ast::{AssignOp, StmtKind};
+    let mut n = 0;
+    for s in stmts {
+        n += match &mut s.kind {
+            StmtKind::Assign { op, value, .. } if *op == AssignOp::AtomicAdd => {
+                f(op, value);
+                1
+            }
+            StmtKind::Block(items) => map_atomic(items, f),
+            StmtKind::If { then_branch, else_branch, .. } => map_atomic(std::slice::from_mut(then_branch), f) + else_branch.as_mut().map_or(0, |e| map_atomic(std::slice::from_mut(e), f)),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => map_atomic(std::slice::from_mut(&mut l.body), f),
+            _ => 0,
+        };
+    }
+    n
+}
+
+/// The differential check of a float reduction: a 2-D grid adding into one element runs its
+/// additions in another order than the serial loops (x fastest), so the sums differ in their
+/// last bits; the rounding bound of any order of the additions admits that, and the same code
+/// with plain additions (no bound) is a mismatch. A term off by one part in a thousand is a
+/// mismatch too: the bound is no wider than rounding.
+#[test]
+fn the_rounding_bound_admits_another_order_and_nothing_more() {
+    use metafork::frontend::ast::{AssignOp, BinOp, Expr, ExprKind};
+    use metafork::verify::differential::{run_point, Outcome, Programs};
+    use metafork::verify::machine::RunOptions;
+    let text = "void total(int n, int m, int B0, int B1, const float a[n][m], float t[1]) {\n  assume(n >= 1 && m >= 1 && B0 >= 1 && B1 >= 1);\n  int g0 = (n + B0 - 1) / B0, g1 = (m + B1 - 1) / B1;\n  meta_schedule {\n    meta_for (int v0 = 0; v0 < g0; v0++)\n      meta_for (int v1 = 0; v1 < g1; v1++)\n        meta_for (int u0 = 0; u0 < B0; u0++)\n          meta_for (int u1 = 0; u1 < B1; u1++) {\n            int i = v0 * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i < n && j < m)\n              t[0] += a[i][j];\n          }\n  }\n}\n";
+    let backend = constraints::solver::Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let trees = crate::common::trees_of("total.mf", text, &backend);
+    let (f, tree) = &trees[0];
+    let leaf = tree.leaves().find(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf)).unwrap();
+    let point: std::collections::BTreeMap<String, i64> = [("n", 13), ("m", 11), ("B0", 4), ("B1", 4)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let races = RunOptions { detect_races: true };
+    let programs = Programs::new(f, 0, &leaf.staged).unwrap();
+    assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Passed(_)), "the atomic code is within the bound");
+    // The same additions, plain: no race detection (they would race), and no bound.
+    let mut plain = leaf.staged.clone();
+    assert!(map_atomic(&mut plain.body, &mut |op, _| *op = AssignOp::Add) >= 1);
+    let programs = Programs::new(f, 0, &plain).unwrap();
+    match run_point(f, &programs, &point, 3, RunOptions { detect_races: false }) {
+        Outcome::Mismatch(d) => assert_eq!(d.array, "t"),
+        other => panic!("plain additions in the grid's order matched the serial sum bit for bit, so this test does not reorder: {other:?}"),
+    }
+    // Plain additions with race detection: a race.
+    assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Fault(_)));
+    // Every term off by 0.001 (the inputs lie in [-1, 1)).
+    let mut off = leaf.staged.clone();
+    map_atomic(&mut off.body, &mut |_, value| {
+        let shifted = Expr::new(ExprKind::Binary(BinOp::Add, Box::new(value.clone()), Box::new(Expr::new(ExprKind::Float { value: 0.001, single: true }, value.span))), value.span);
+        *value = shifted;
+    });
+    let programs = Programs::new(f, 0, &off).unwrap();
+    assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Mismatch(_)), "terms off by 0.001 passed");
+}
