@@ -460,6 +460,22 @@ pub fn shared_bytes_expr(kernel: &Kernel) -> Result<String, String> {
 }
 
 /// The divisors of every `/` and `%` in `e`, innermost first.
+/// Whether `e` is an integer expression of `function`'s host scalars: no floating literal, and
+/// every name an integer parameter or integer derived scalar.
+fn is_integer_valued(function: &KernelFunction, e: &Expr) -> bool {
+    let mut integer = true;
+    walk_expr(e, &mut |x| match &x.kind {
+        ExprKind::Float { .. } => integer = false,
+        ExprKind::Cast(t, _) if !t.is_integer() => integer = false,
+        ExprKind::Var(n) => {
+            let ty = function.params.iter().find(|p| p.name == *n).map(|p| p.ty).or_else(|| function.derived.iter().find(|d| d.name == *n).map(|d| d.ty));
+            integer &= ty.is_some_and(|t| t.is_integer());
+        }
+        _ => {}
+    });
+    integer
+}
+
 pub fn divisors(e: &Expr) -> Vec<&Expr> {
     let mut out = Vec::new();
     fn walk<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
@@ -538,8 +554,9 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     let _ = writeln!(out, "// Launch `{}`: grid, block and dynamic shared memory from the parameters.", kernel.name);
     let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t metafork_stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
     for d in &function.derived {
-        // C leaves a division by zero undefined: such a point has no launch.
-        for divisor in divisors(&d.value) {
+        // C leaves an integer division by zero undefined: such a point has no launch. (A
+        // floating division by zero is defined, and the serial program goes on with it.)
+        for divisor in divisors(&d.value).into_iter().filter(|x| is_integer_valued(function, x)) {
             let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
         }
         let _ = writeln!(out, "  {} {} = {};", d.ty, c_ident(&d.name), spelled(&d.value));

@@ -402,11 +402,22 @@ impl Checker<'_> {
         match &s.kind {
             StmtKind::Empty => {}
             StmtKind::Block(b) => self.with_scope(|c| b.iter().for_each(|x| c.host_stmt(x, items, host_loops))),
-            StmtKind::Decl { ty, vars } => {
-                if !ty.is_integer() {
-                    self.err(s.span, "only `int` and `long` scalars can be defined outside a `meta_schedule`", "floating definition here");
-                    return;
+            StmtKind::Decl { ty, vars } if !ty.is_integer() => {
+                // A floating scalar of the parameters (`float k = expf(-alpha);`): computed once
+                // on the host, passed to every kernel like an integer derived scalar, never a
+                // size, a bound or a fact.
+                for d in vars {
+                    // Declared even when its value is refused, so that its uses add no errors.
+                    let valid = self.floating_host_expr(&d.init).is_some();
+                    if !self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived }) || !valid {
+                        continue;
+                    }
+                    self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
+                    self.derived.insert(d.name.name.clone(), None);
+                    items.derived.push(Derived { name: d.name.name.clone(), ty: *ty, value: d.init.clone(), poly: None });
                 }
+            }
+            StmtKind::Decl { ty, vars } => {
                 for d in vars {
                     if let Some(t) = self.host_expr(&d.init, "a scalar definition") {
                         if !t.is_integer() {
@@ -496,11 +507,25 @@ impl Checker<'_> {
                     self.err(e.span, format!("{what} outside a `meta_schedule` cannot read the array `{n}`"), "array read here");
                     return None;
                 }
-                Some(Sym::Scalar { ty, origin: Origin::Param }) if !ty.is_integer() => {
+                Some(Sym::Scalar { ty, origin: Origin::Param | Origin::Derived }) if !ty.is_integer() => {
                     self.err(e.span, format!("`{n}` is a floating value, not a parameter: {what} may only use integer parameters"), "floating value here");
                     return None;
                 }
                 _ => {}
+            }
+        }
+        self.expr(e)
+    }
+
+    /// The type of a floating scalar's definition outside the schedules: any parameter or
+    /// scalar defined before it, floating ones included, but no array.
+    fn floating_host_expr(&mut self, e: &Expr) -> Option<ScalarType> {
+        let mut names = Vec::new();
+        e.names(&mut names);
+        for n in names {
+            if let Some(Sym::Array { .. }) = self.lookup(&n) {
+                self.err(e.span, format!("a scalar definition outside a `meta_schedule` cannot read the array `{n}`"), "array read here");
+                return None;
             }
         }
         self.expr(e)

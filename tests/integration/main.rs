@@ -12,6 +12,7 @@ mod diagnostics;
 mod dispatch;
 mod emit_cuda;
 mod examples;
+mod floating_scalars;
 mod gpucheck;
 mod granularity;
 mod hostile;
