@@ -7,6 +7,7 @@ use super::ast::*;
 use super::diag::Diagnostic;
 use super::lexer::{Tok, Token};
 use super::source::Span;
+use std::collections::HashSet;
 
 /// The deepest nesting of statements and expressions accepted (each parenthesis level costs
 /// two, each unary operator or cast one); real kernels nest < 20.
@@ -18,7 +19,7 @@ pub const MAX_DEPTH: usize = 128;
 pub const MAX_TREE_DEPTH: usize = 2048;
 
 pub fn parse(tokens: Vec<Token>) -> Result<Program, Diagnostic> {
-    let mut p = Parser { tokens, pos: 0, depth: 0, tree_depth: 0 };
+    let mut p = Parser::new(tokens);
     let mut functions = Vec::new();
     while !p.at_eof() {
         functions.push(p.function()?);
@@ -35,7 +36,7 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program, Diagnostic> {
 
 /// One C expression and nothing after it (a tuning space's restriction, for instance).
 pub fn parse_expression(tokens: Vec<Token>) -> Result<Expr, Diagnostic> {
-    let mut p = Parser { tokens, pos: 0, depth: 0, tree_depth: 0 };
+    let mut p = Parser::new(tokens);
     let e = p.expr()?;
     if !p.at_eof() {
         return Err(Diagnostic::new(p.span(), "unexpected text after the expression", "expected the end of the expression"));
@@ -51,6 +52,9 @@ struct Parser {
     depth: usize,
     /// `depth` plus the chained operators above the current point.
     tree_depth: usize,
+    /// Every identifier of the file, and the counters made up for loops counting down: a
+    /// made-up counter takes a name outside this set ([`Parser::fresh_counter`]).
+    names: HashSet<String>,
 }
 
 fn describe(t: &Tok) -> String {
@@ -80,6 +84,14 @@ fn refused_statement(word: &str) -> Option<&'static str> {
 }
 
 impl Parser {
+    fn new(tokens: Vec<Token>) -> Parser {
+        let names = tokens.iter().filter_map(|t| match &t.tok {
+            Tok::Ident(n) => Some(n.clone()),
+            _ => None,
+        }).collect();
+        Parser { tokens, pos: 0, depth: 0, tree_depth: 0, names }
+    }
+
     fn peek(&self) -> &Tok {
         &self.tokens[self.pos].tok
     }
@@ -479,10 +491,15 @@ impl Parser {
         let inclusive = match self.peek() {
             Tok::Sym("<") => false,
             Tok::Sym("<=") => true,
+            Tok::Sym(op @ (">=" | ">")) => {
+                let inclusive = *op == ">=";
+                return self.downward(meta, ty, var, lo, inclusive);
+            }
             t => {
+                let what = if meta { "`<`" } else { "`<` or `<=` (counting up), or `>=` or `>` (counting down)," };
                 return Err(self.error_here(
-                    format!("expected `<` or `<=` in the loop condition, found {}", describe(t)),
-                    "loops count upwards",
+                    format!("expected {what} in the loop condition, found {}", describe(t)),
+                    "unsupported loop condition",
                 ))
             }
         };
@@ -511,7 +528,7 @@ impl Parser {
 
     fn for_step(&mut self, var: &Ident, meta: bool) -> PResult<i64> {
         let bad = |p: &Parser| {
-            let what = if meta { "`v++`, `++v` or `v += 1`" } else { "`k++`, `++k` or `k += c` with a positive constant `c`" };
+            let what = if meta { "`v++`, `++v` or `v += 1`" } else { "`k++`, `++k` or `k += c` with a positive constant `c` (a loop counting down tests `k >= lo` or `k > lo`)" };
             p.error_here(format!("expected the loop step: {what}"), "unsupported loop step")
         };
         let check_var = |p: &mut Parser| -> PResult<()> {
@@ -547,6 +564,162 @@ impl Parser {
             };
         }
         Err(bad(self))
+    }
+
+    /// The rest of a header whose condition counts down, from its `>=` or `>`:
+    /// `for (T v = HI; v >= LO; v -= c) BODY` (`v > LO`; `v--`, `--v`: `c` = 1; `c` a positive
+    /// constant). Only serial loops count down: a `meta_for`'s iterations run in parallel, so it
+    /// is refused with the same iterations written upward.
+    ///
+    /// The loop becomes an upward loop over a fresh counter `k` ([`Parser::fresh_counter`]) with
+    /// `v` declared at the top of its body:
+    ///
+    /// ```text
+    /// for (T k = 0; k <= HI - LO; k += c) { T v = HI - k; BODY }   // v >= LO
+    /// for (T k = 0; k <  HI - LO; k += c) { T v = HI - k; BODY }   // v >  LO
+    /// ```
+    ///
+    /// (`HI - LO` is `HI` when LO is the literal 0.)
+    ///
+    /// `v` takes C's values HI, HI - c, ... while `v >= LO` (`HI - k >= LO` is `k <= HI - LO`),
+    /// in C's order; no division, so steps that do not divide `HI - LO` are exact, and the loop
+    /// runs no iteration when HI < LO (or HI <= LO). C reads HI once and LO at every test; here
+    /// LO still is, and HI is read at every test and in `v`'s definition, the same value as long
+    /// as the body writes nothing HI reads, which is checked. `v` stays read-only: the body may
+    /// not assign it, as with any loop counter. The synthesized nodes carry the spans of the
+    /// source they come from (the counter `v`'s, HI's, LO's).
+    fn downward(&mut self, meta: bool, ty: ScalarType, var: Ident, start: Expr, inclusive: bool) -> PResult<ForLoop> {
+        let op = if inclusive { ">=" } else { ">" };
+        let op_span = self.bump().span;
+        let bound = self.expr()?;
+        let mut names = Vec::new();
+        bound.names(&mut names);
+        if names.contains(&var.name) {
+            return Err(Diagnostic::new(
+                bound.span,
+                format!("the loop's bound cannot use its own counter `{v}`: the condition is `{v} {op} bound` with one bound (for two, write `{v} {op} max(a, b)`)", v = var.name),
+                "the bound names the counter",
+            ));
+        }
+        self.expect(";", "after the loop condition")?;
+        if meta {
+            return Err(self.meta_for_down(ty, &var, &start, &bound, inclusive, op_span));
+        }
+        let step = self.for_step_down(&var, op, op_span)?;
+        self.expect(")", "to close the `for` header")?;
+        let body = self.stmt()?;
+        check_downward_body(&var, &start, &body)?;
+        let counter = Ident { name: self.fresh_counter(&var.name), span: var.span };
+        let counter_var = Expr::new(ExprKind::Var(counter.name.clone()), var.span);
+        let zero = Expr::new(ExprKind::Int(0), start.span);
+        let trips = if bound.kind == ExprKind::Int(0) {
+            start.clone()
+        } else {
+            let span = start.span.to(bound.span);
+            Expr::new(ExprKind::Binary(BinOp::Sub, Box::new(start.clone()), Box::new(bound)), span)
+        };
+        let value = Expr::new(ExprKind::Binary(BinOp::Sub, Box::new(start.clone()), Box::new(counter_var)), start.span);
+        let decl_span = var.span.to(start.span);
+        let decl = Stmt { kind: StmtKind::Decl { ty, vars: vec![Declarator { name: var, init: value }] }, span: decl_span };
+        let body_span = body.span;
+        let stmts = match body.kind {
+            StmtKind::Block(mut items) => {
+                items.insert(0, decl);
+                items
+            }
+            _ => vec![decl, body],
+        };
+        let body = Box::new(Stmt { kind: StmtKind::Block(stmts), span: body_span });
+        Ok(ForLoop { var: counter, ty, lo: zero, hi: trips, inclusive, step, body })
+    }
+
+    /// `v--`, `--v` or `v -= c` (a positive integer constant `c`): the step of a loop counting
+    /// down. A step counting up is reported at the condition's `op` (at `op_span`).
+    fn for_step_down(&mut self, var: &Ident, op: &str, op_span: Span) -> PResult<i64> {
+        let up = |step: &str| {
+            Diagnostic::new(
+                op_span,
+                format!("expected `<` or `<=` in the loop condition: the step `{step}` counts up (a loop counting down tests `{v} {op} lo` and steps with `{v}--`, `--{v}` or `{v} -= c`)", v = var.name),
+                "the step counts up",
+            )
+        };
+        let check_var = |p: &mut Parser| -> PResult<()> {
+            let v = p.ident("the loop counter")?;
+            if v.name != var.name {
+                return Err(Diagnostic::new(v.span, format!("the loop step must update the counter `{}`", var.name), format!("expected `{}`", var.name)));
+            }
+            Ok(())
+        };
+        if self.is("++") {
+            return Err(up(&format!("++{}", var.name)));
+        }
+        if self.eat("--") {
+            check_var(self)?;
+            return Ok(1);
+        }
+        if matches!(self.peek(), Tok::Ident(_)) {
+            check_var(self)?;
+            if self.eat("--") {
+                return Ok(1);
+            }
+            if self.is("++") {
+                return Err(up(&format!("{}++", var.name)));
+            }
+            if self.is("+=") {
+                return Err(up(&format!("{} += ...", var.name)));
+            }
+            if self.eat("-=") {
+                let sp = self.span();
+                return match self.peek().clone() {
+                    Tok::Int(c) if c > 0 => {
+                        self.bump();
+                        Ok(c)
+                    }
+                    _ => Err(Diagnostic::new(sp, "the loop step must be a positive integer constant", "unsupported step")),
+                };
+            }
+        }
+        Err(self.error_here(
+            format!("expected the step of a loop counting down: `{v}--`, `--{v}` or `{v} -= c` with a positive constant `c`", v = var.name),
+            "unsupported loop step",
+        ))
+    }
+
+    /// The error for a `meta_for` counting down (at its condition's operator): what to write
+    /// instead, the same iterations counting up, when its step (not yet read) is one.
+    fn meta_for_down(&self, ty: ScalarType, var: &Ident, start: &Expr, bound: &Expr, inclusive: bool, op_span: Span) -> Diagnostic {
+        let v = &var.name;
+        let is_var = |t: &Tok| matches!(t, Tok::Ident(n) if n == v);
+        let unit = (self.peek() == &Tok::Sym("--") && is_var(self.peek_at(1)))
+            || (is_var(self.peek()) && self.peek_at(1) == &Tok::Sym("--"))
+            || (is_var(self.peek()) && self.peek_at(1) == &Tok::Sym("-=") && self.peek_at(2) == &Tok::Int(1));
+        let message = if unit {
+            let first = if inclusive { bound.clone() } else { plus_one(bound) };
+            format!(
+                "`meta_for` loops must count up by 1: their iterations run in parallel, in no order, so write the same iterations counting up: `meta_for ({ty} {v} = {first}; {v} < {}; {v}++)`",
+                plus_one(start)
+            )
+        } else {
+            format!("`meta_for` loops must count up by 1 (`meta_for ({ty} {v} = lo; {v} < hi; {v}++)`): their iterations run in parallel, in no order")
+        };
+        Diagnostic::new(op_span, message, "counts down")
+    }
+
+    /// A name for the counter of a loop counting down over `var`: `<var>_down`, or
+    /// `<var>_down2`, `<var>_down3`, ..., the first that no identifier of the file is and no
+    /// other made-up counter has. It is an ordinary name of the program from here on (spelled
+    /// by `names::c_ident` like any other), so it never meets a name the user wrote; it is not
+    /// an internal `$` name, which later passes take for the tool's own bounded temporaries
+    /// (`strategy::narrow` would narrow a `long` one to `int`).
+    fn fresh_counter(&mut self, var: &str) -> String {
+        let mut name = format!("{var}_down");
+        let mut n = 2;
+        while self.names.contains(&name) {
+            name = format!("{var}_down{n}");
+            n += 1;
+        }
+        self.names.insert(name.clone());
+        name
     }
 
     // ---- expressions, by C precedence ----
@@ -736,4 +909,71 @@ impl Parser {
         }
         Ok(())
     }
+}
+
+/// `e + 1`, folded where that reads better (`n - 1` + 1 is `n`, `3` + 1 is `4`).
+fn plus_one(e: &Expr) -> Expr {
+    match &e.kind {
+        ExprKind::Int(v) if *v < i64::MAX => Expr::new(ExprKind::Int(v + 1), e.span),
+        ExprKind::Binary(BinOp::Sub, a, b) if b.kind == ExprKind::Int(1) => (**a).clone(),
+        _ => Expr::new(ExprKind::Binary(BinOp::Add, Box::new(e.clone()), Box::new(Expr::new(ExprKind::Int(1), e.span))), e.span),
+    }
+}
+
+/// What the desugaring of a loop counting down ([`Parser::downward`]) needs of its body: it
+/// assigns no counter `var` (the counter is read-only, as every loop counter: `sema` refuses
+/// such an assignment in an upward loop, but here `var` is a declared local), and writes
+/// nothing the start `start` reads (C reads the start once, the desugared loop at every
+/// iteration); and the loop is not one between a schedule's `meta_for` groups, which must
+/// count up (the inner group would no longer be the loop's only statement).
+fn check_downward_body(var: &Ident, start: &Expr, body: &Stmt) -> PResult<()> {
+    let mut written: Vec<(String, Span)> = Vec::new();
+    let mut first_stmt = body;
+    while let StmtKind::Block(items) = &first_stmt.kind {
+        let live: Vec<&Stmt> = items.iter().filter(|x| x.kind != StmtKind::Empty).collect();
+        if live.len() != 1 {
+            break;
+        }
+        first_stmt = live[0];
+    }
+    if let StmtKind::MetaFor(_) = &first_stmt.kind {
+        return Err(Diagnostic::new(
+            var.span,
+            format!("a serial loop between a schedule's `meta_for` groups must count up: write `for (... {v} = lo; {v} < hi; {v}++)` around the block group's `meta_for`", v = var.name),
+            "counts down around a `meta_for`",
+        ));
+    }
+    fn walk(s: &Stmt, out: &mut Vec<(String, Span)>) {
+        match &s.kind {
+            StmtKind::Assign { target, .. } => match &target.kind {
+                ExprKind::Var(n) => out.push((n.clone(), target.span)),
+                ExprKind::Index { array, .. } => out.push((array.name.clone(), array.span)),
+                _ => {}
+            },
+            StmtKind::If { then_branch, else_branch, .. } => {
+                walk(then_branch, out);
+                if let Some(e) = else_branch {
+                    walk(e, out);
+                }
+            }
+            StmtKind::Block(items) => items.iter().for_each(|x| walk(x, out)),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => walk(&l.body, out),
+            StmtKind::MetaSchedule { body, .. } => walk(body, out),
+            _ => {}
+        }
+    }
+    walk(body, &mut written);
+    if let Some((_, span)) = written.iter().find(|(n, _)| *n == var.name) {
+        return Err(Diagnostic::new(*span, format!("cannot assign to loop counter `{}`", var.name), "loop counter written here"));
+    }
+    let mut read = Vec::new();
+    start.names(&mut read);
+    if let Some((n, _)) = written.iter().find(|(n, _)| read.contains(n)) {
+        return Err(Diagnostic::new(
+            start.span,
+            format!("the start of a loop counting down cannot read `{n}`, which the loop's body writes: C reads the start once; define it before the loop (`int top = {start};`) and start from that"),
+            "reads what the body writes",
+        ));
+    }
+    Ok(())
 }

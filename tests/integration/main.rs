@@ -10,6 +10,7 @@ mod cli;
 mod counters;
 mod diagnostics;
 mod dispatch;
+mod downward;
 mod emit_cuda;
 mod examples;
 mod floating_scalars;
