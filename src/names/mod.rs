@@ -79,7 +79,7 @@ const WORDS: &[&str] = &[
     "powf", "floor", "ceil", "log", "logf", "sin", "cos", "tan", "isnan", "isinf", "isfinite", "printf", "fprintf",
     "snprintf", "sprintf", "puts", "fopen", "fclose", "fputs", "fflush", "malloc", "calloc", "realloc", "free", "exit",
     "atoi", "atol", "strtol", "strtod", "strcmp", "strncmp", "strlen", "memcpy", "memset", "memcmp", "rand", "srand",
-    "vector", "sort", "nth_element", "mutex", "lock_guard", "main", "argc", "argv",
+    "vector", "sort", "nth_element", "mutex", "lock_guard", "main", "argc", "argv", "atomicAdd",
 ];
 
 /// Non-underscore macros that the headers generated code includes define (GCC 12 and CUDA 13
