@@ -10,8 +10,9 @@
 //! located error: no atomic operation does it, and the order of a product of floats matters.
 //!
 //! "Varies with a counter" is syntactic: a subscript names the counter, or a local whose
-//! definition (or any later assignment) names it; a local defined from an array element is
-//! taken to vary with nothing (a data-dependent subscript, as in a histogram, may
+//! definition (or any later assignment) names it; a serial loop's counter varies with no
+//! `meta_for` counter, whatever its bounds (each thread runs through many of its values), and a
+//! local defined from an array element is taken to vary with nothing (a data-dependent subscript, as in a histogram, may
 //! collide: an atomic add is right for it). Erring towards a reduction costs speed, never
 //! correctness: an atomic add is correct wherever a plain `+=` is. The opposite case, a
 //! subscript that names every counter and still collides (`s[i / 2]`), stays a plain update, and
@@ -110,8 +111,9 @@ impl Walk<'_> {
             }
             StmtKind::Block(items) => self.stmts(items),
             StmtKind::For(l) => {
-                let v = union(self.varies(&l.lo), self.varies(&l.hi));
-                self.locals.push(HashMap::from([(l.var.name.clone(), v)]));
+                // A serial counter takes many values in each thread, whatever its bounds: an
+                // element it selects is not one thread's (`for (k = i; k < n; k++) y[k] += ..`).
+                self.locals.push(HashMap::from([(l.var.name.clone(), Some(BTreeSet::new()))]));
                 self.nested(&mut l.body);
                 self.locals.pop();
             }

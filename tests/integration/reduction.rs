@@ -172,3 +172,29 @@ fn the_rounding_bound_admits_another_order_and_nothing_more() {
     let programs = Programs::new(f, 0, &off).unwrap();
     assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Mismatch(_)), "terms off by 0.001 passed");
 }
+
+/// A dependence carried by a `meta_for` (a prefix sum written as a parallel loop; an in-place
+/// stencil) is refused by `gen` where one of the two accesses is, with the threads, the element
+/// and the parameter values; the same loop written as a reduction is accepted.
+#[test]
+fn a_dependence_carried_by_a_meta_for_is_a_located_error() {
+    let cases = [
+        ("prefix", "void prefix(int n, int B, const float x[n], float y[n]) {\n  assume(n >= 2 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i >= 1 && i < n)\n          y[i] = y[i - 1] + x[i];\n      }\n  }\n}\n", "prefix.mf:9:", "y[i - 1]"),
+        ("inplace", "void inplace(int n, int B0, int B1, float a[n][n]) {\n  assume(n >= 3 && B0 >= 1 && B1 >= 1);\n  int g0 = (n + B0 - 1) / B0, g1 = (n + B1 - 1) / B1;\n  meta_schedule {\n    meta_for (int v0 = 0; v0 < g0; v0++)\n      meta_for (int v1 = 0; v1 < g1; v1++)\n        meta_for (int u0 = 0; u0 < B0; u0++)\n          meta_for (int u1 = 0; u1 < B1; u1++) {\n            int i = v0 * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i >= 1 && i < n - 1 && j >= 1 && j < n - 1)\n              a[i][j] = (a[i - 1][j] + a[i + 1][j] + a[i][j - 1] + a[i][j + 1]) / 4.0f;\n          }\n  }\n}\n", "inplace.mf:12:", "a["),
+    ];
+    for (name, text, at, access) in cases {
+        let dir = scratch(&format!("reduction-dependence-{name}"));
+        let source = dir.join(format!("{name}.mf"));
+        std::fs::write(&source, text).unwrap();
+        let out = dir.join("out");
+        let o = metafork(&["gen", source.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(at) && err.contains("races as written") && err.contains(access) && err.contains("of block") && err.contains("dependence carried by a `meta_for`"), "{name}:\n{err}");
+        assert!(!out.exists(), "{name}: nothing is written");
+    }
+    // The prefix loop's update written as a sum over every earlier element: a reduction, fine.
+    let sum = "void sums(int n, int B, const float x[n], float y[n]) {\n  assume(n >= 2 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          for (int k = i; k < n; k++)\n            y[k] += x[i];\n      }\n  }\n}\n";
+    let (_, stdout) = gen_and_verify("sums", sum);
+    assert!(proved_all(&stdout), "{stdout}");
+}

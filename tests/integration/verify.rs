@@ -334,13 +334,15 @@ fn verify_command_exit_codes() {
     assert!(err.contains("is not what metafork generates") && err.contains(leaf.file_name().unwrap().to_str().unwrap()), "{err}");
     // Not a directory `gen` wrote: unusable input, exit 1.
     assert_eq!(metafork(&["verify", dir.join("missing").to_str().unwrap()]).status.code(), Some(1));
-    // A program whose blocks all write the same elements: a race, exit 3, with the threads.
+    // A program whose blocks all write the same elements races as written: `gen` refuses it
+    // where the write is (exit 1), with the two threads and the parameters, and writes nothing.
     let src = dir.join("racy.mf");
     std::fs::write(&src, "void f(int N, int B, const float a[N][N], float c[N]) { assume(N >= 1 && B >= 1); int d = N / B;\n  meta_schedule { meta_for (int i = 0; i < N; i++) meta_for (int v = 0; v < d; v++) meta_for (int u = 0; u < B; u++) c[v * B + u] = a[i][v * B + u]; } }\n").unwrap();
     let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", dir.join("racy").to_str().unwrap(), "--verify"]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(3), "{text}");
-    assert!(text.contains("DEFECT (race)") && text.contains("of block"), "{text}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("racy.mf:2:") && err.contains("races as written") && err.contains("of block") && err.contains("c[v * B + u]"), "{err}");
+    assert!(!dir.join("racy").exists());
 }
 
 /// Issue 26.4: the sampler finds small points where several sizes must each be a multiple of
