@@ -83,6 +83,7 @@ pub fn lower_kernel<'ctx>(context: &'ctx Context, kernel: &Kernel) -> LResult<Mo
 
 fn llvm_type<'ctx>(context: &'ctx Context, t: ScalarType) -> BasicTypeEnum<'ctx> {
     match t {
+        ScalarType::Char => context.i8_type().into(),
         ScalarType::Int => context.i32_type().into(),
         ScalarType::Long => context.i64_type().into(),
         ScalarType::Float => context.f32_type().into(),
@@ -273,7 +274,7 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
             _ if x.ty == to => x.v,
             (true, true) => {
                 let (v, t) = (x.v.into_int_value(), target.into_int_type());
-                if x.ty == ScalarType::Int { b(bl.build_int_s_extend(v, t, "sext"))?.into() } else { b(bl.build_int_truncate(v, t, "trunc"))?.into() }
+                if x.ty.size_bytes() < to.size_bytes() { b(bl.build_int_s_extend(v, t, "sext"))?.into() } else { b(bl.build_int_truncate(v, t, "trunc"))?.into() }
             }
             (true, false) => b(bl.build_signed_int_to_float(x.v.into_int_value(), target.into_float_type(), "sitofp"))?.into(),
             (false, true) => b(bl.build_float_to_signed_int(x.v.into_float_value(), target.into_int_type(), "fptosi"))?.into(),

@@ -6,6 +6,8 @@ use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScalarType {
+    /// `char`: 8-bit, signed (as on x86-64 and in CUDA); promoted to `int` in arithmetic.
+    Char,
     Int,
     Long,
     Float,
@@ -14,11 +16,14 @@ pub enum ScalarType {
 
 impl ScalarType {
     pub fn is_integer(self) -> bool {
-        matches!(self, ScalarType::Int | ScalarType::Long)
+        matches!(self, ScalarType::Char | ScalarType::Int | ScalarType::Long)
     }
 
     pub fn c_name(self) -> &'static str {
         match self {
+            // Spelled signed: C leaves plain `char`'s sign to the platform (unsigned on
+            // AArch64 hosts), and the verifier's engine wraps it as signed.
+            ScalarType::Char => "signed char",
             ScalarType::Int => "int",
             ScalarType::Long => "long",
             ScalarType::Float => "float",
@@ -29,14 +34,16 @@ impl ScalarType {
     /// Size in bytes on the CUDA targets (LP64).
     pub fn size_bytes(self) -> u32 {
         match self {
+            ScalarType::Char => 1,
             ScalarType::Int | ScalarType::Float => 4,
             ScalarType::Long | ScalarType::Double => 8,
         }
     }
 
     /// C's usual arithmetic conversions for two operands.
+    /// (`char` is promoted to `int` first.)
     pub fn promote(a: ScalarType, b: ScalarType) -> ScalarType {
-        a.max(b)
+        a.max(b).max(ScalarType::Int)
     }
 }
 

@@ -76,7 +76,7 @@ fn refused_statement(word: &str) -> Option<&'static str> {
         "return" => "`return` is not supported in a kernel function",
         "break" | "continue" => "`break` and `continue` are not supported: loops run their whole range",
         "struct" | "union" | "enum" | "typedef" => "user-defined types are not supported",
-        "char" | "short" | "unsigned" | "signed" | "bool" => "only `int`, `long`, `float` and `double` are supported",
+        "short" | "unsigned" | "signed" | "bool" => "only `char`, `int`, `long`, `float` and `double` are supported",
         "static" | "extern" | "volatile" | "register" | "auto" => "storage-class specifiers are not supported",
         "sizeof" => "`sizeof` is not supported",
         _ => return None,
@@ -180,6 +180,7 @@ impl Parser {
 
     fn scalar_type(&mut self) -> Option<ScalarType> {
         let t = match self.peek() {
+            Tok::Sym("char") => ScalarType::Char,
             Tok::Sym("int") => ScalarType::Int,
             Tok::Sym("long") => ScalarType::Long,
             Tok::Sym("float") => ScalarType::Float,
@@ -365,7 +366,7 @@ impl Parser {
                 self.expect(";", &format!("after `{w}(...)`"))?;
                 Ok(finish(self, if w == "assume" { StmtKind::Assume(e) } else { StmtKind::Assert(e) }))
             }
-            Tok::Sym("const" | "int" | "long" | "float" | "double") => {
+            Tok::Sym("const" | "char" | "int" | "long" | "float" | "double") => {
                 self.eat("const");
                 let Some(ty) = self.scalar_type() else {
                     return Err(self.error_here("expected a type after `const`", "expected a type"));
@@ -830,7 +831,7 @@ impl Parser {
                 "increment and decrement are only supported as statements (`x++;`) and loop steps",
                 "not inside an expression",
             )),
-            Tok::Sym("(") if matches!(self.peek_at(1), Tok::Sym("int" | "long" | "float" | "double" | "const")) => {
+            Tok::Sym("(") if matches!(self.peek_at(1), Tok::Sym("char" | "int" | "long" | "float" | "double" | "const")) => {
                 self.bump();
                 self.eat("const");
                 let ty = self.scalar_type().ok_or_else(|| self.error_here("expected a type in the cast", "expected a type"))?;

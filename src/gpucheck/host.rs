@@ -226,6 +226,7 @@ fn run_case(function: &KernelFunction, schedules: &[ScheduleKernels], out: &mut 
             ScalarType::Double => 1,
             ScalarType::Int => 2,
             ScalarType::Long => 3,
+            ScalarType::Char => 4,
         };
         let _ = writeln!(out, "  metafork_bytes[{k}] = (size_t)({count}) * sizeof({});", a.elem);
         let _ = writeln!(out, "  if (!metafork_alloc({k}, {kind}, metafork_in, metafork_expected, metafork_got, &metafork_seed)) return metafork_report(metafork_c, \"FAIL\", \"cannot allocate the arrays\", 0);");
@@ -304,6 +305,8 @@ static double metafork_uniform(unsigned long long *s) {
 static long long metafork_extent(long long e) { return e < 0 ? 0 : e; }
 
 static int metafork_kinds[METAFORK_ARRAYS];
+/* Kinds: 0 float, 1 double, 2 int, 3 long, 4 char (signed, as on x86-64 and in CUDA). */
+static size_t metafork_elem_size(int kind) { return kind == 4 ? 1 : kind == 0 || kind == 2 ? 4 : 8; }
 /* Per floating array, per element: the largest distance of a sensitivity run from the reference
    (null: none ran). A run that leaves the finite numbers where the reference did not makes the
    element's tolerance infinite: its value depends on the last ulp of a math call. */
@@ -342,13 +345,14 @@ static int metafork_alloc(int k, int kind, void **in, void **expected, void **go
   in[k] = malloc(bytes); expected[k] = malloc(bytes); got[k] = malloc(bytes);
   if (!in[k] || !expected[k] || !got[k]) return 0;
   if (cudaMalloc(&metafork_device[k], bytes) != cudaSuccess) return 0;
-  size_t n = metafork_bytes[k] / (kind == 0 || kind == 2 ? 4 : 8);
+  size_t n = metafork_bytes[k] / metafork_elem_size(kind);
   for (size_t i = 0; i < n; i++) {
     double u = metafork_uniform(seed);
     switch (kind) {
     case 0: ((float *)in[k])[i] = (float)u; break;
     case 1: ((double *)in[k])[i] = u; break;
     case 2: ((int *)in[k])[i] = (int)llround(u * 100.0); break;
+    case 4: ((signed char *)in[k])[i] = (signed char)llround(u * 100.0); break;
     default: ((long *)in[k])[i] = (long)llround(u * 100.0); break;
     }
   }
@@ -366,12 +370,12 @@ static int metafork_report(const metafork_case *c, const char *verdict, const ch
 /* Compare array k; returns 0 when it differs beyond the tolerance (detail written). */
 static int metafork_compare(int k, const void *expected, const void *got, char *detail, size_t size) {
   int kind = metafork_kinds[k];
-  size_t n = metafork_bytes[k] / (kind == 0 || kind == 2 ? 4 : 8);
+  size_t n = metafork_bytes[k] / metafork_elem_size(kind);
   double rtol = kind == 0 ? 1e-5 : 1e-12;
   for (size_t i = 0; i < n; i++) {
     if (kind >= 2) {
-      long long x = kind == 2 ? ((const int *)got)[i] : ((const long *)got)[i];
-      long long y = kind == 2 ? ((const int *)expected)[i] : ((const long *)expected)[i];
+      long long x = kind == 2 ? ((const int *)got)[i] : kind == 3 ? ((const long *)got)[i] : ((const signed char *)got)[i];
+      long long y = kind == 2 ? ((const int *)expected)[i] : kind == 3 ? ((const long *)expected)[i] : ((const signed char *)expected)[i];
       if (x != y) { snprintf(detail, size, "array %d element %zu is %lld, the serial program computes %lld", k, i, x, y); return 0; }
       continue;
     }

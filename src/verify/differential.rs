@@ -42,7 +42,7 @@ impl SplitMix {
         match ty {
             ScalarType::Float => Value::Float(unit as f32),
             ScalarType::Double => Value::Double(unit),
-            ScalarType::Int | ScalarType::Long => Value::Long(self.range(-100, 100)).to(ty),
+            ScalarType::Char | ScalarType::Int | ScalarType::Long => Value::Long(self.range(-100, 100)).to(ty),
         }
     }
 }

@@ -649,6 +649,7 @@ fn poison(elem: ScalarType) -> Value {
     match elem {
         ScalarType::Float => Value::Float(f32::NAN),
         ScalarType::Double => Value::Double(f64::NAN),
+        ScalarType::Char => Value::Int(-0x5b),
         ScalarType::Int => Value::Int(-0x5a5a5a5b),
         ScalarType::Long => Value::Long(-0x5a5a5a5a5a5a5a5b),
     }

@@ -33,6 +33,8 @@ impl Value {
     /// leaves it undefined).
     pub fn to(self, ty: ScalarType) -> Value {
         match ty {
+            // A `char` is held as the `int` it is promoted to, wrapped to 8 bits.
+            ScalarType::Char => Value::Int(self.to(ScalarType::Int).as_i64() as i8 as i32),
             ScalarType::Int => Value::Int(match self {
                 Value::Int(x) => x,
                 Value::Long(x) => x as i32,

@@ -6,6 +6,7 @@
 mod common;
 
 mod caching;
+mod char_arrays;
 mod cli;
 mod counters;
 mod diagnostics;
