@@ -29,6 +29,11 @@ use z3::{Params, SatResult, Solver};
 /// The per-query limit used when none is given.
 pub const DEFAULT_TIMEOUT_MS: u32 = 5_000;
 
+/// A query still running after this many times its resource limit's nominal milliseconds (and
+/// at least [`WALL_CAP_MIN_MS`]) is interrupted: see the watchdog.
+pub const WALL_CAP_FACTOR: u64 = 4;
+pub const WALL_CAP_MIN_MS: u64 = 2_000;
+
 /// Z3 resource units per millisecond of limit. Z3 spends units at different rates on
 /// different queries: measured on the 2-core development machine (Z3 4.8.12), 3.2 million
 /// units per second on a mixed-radix race query (QF_NIA) and 0.75 million on a verifier query
@@ -181,7 +186,11 @@ fn pre_checked(system: &System, extra: Option<&Constraint>) -> Option<CheckResul
 
 /// Sat with a simple point of `system`, or the first one moved onto the constraints it fails.
 fn simply_solved(system: &System) -> Option<CheckResult> {
-    let point = crate::relax::guess(system).or_else(|| crate::relax::candidates(system).first().and_then(|seed| linear_repair(system, seed)));
+    // Repair from every candidate, not just the first: a variable at its lower bound can break
+    // a disequality (`(s - 1) % 4 != 0` at `s = 1`) that the next candidate keeps, and Z3's
+    // nonlinear integer search on such a system ran for a minute without spending its
+    // resource limit.
+    let point = crate::relax::guess(system).or_else(|| crate::relax::candidates(system).iter().find_map(|seed| linear_repair(system, seed)));
     point.map(|values| CheckResult::Sat(Model { values, approximate: BTreeSet::new() }))
 }
 
@@ -471,6 +480,8 @@ pub struct PathSolver {
     solver: Solver,
     domains: BTreeMap<Var, Domain>,
     terms: BTreeMap<Var, Term>,
+    /// The wall-clock time after which a query is interrupted whatever its resource limit.
+    wall_cap: std::time::Duration,
 }
 
 impl PathSolver {
@@ -483,6 +494,12 @@ impl PathSolver {
     /// A solver for systems over integer variables with integer coefficients only (nonlinear
     /// integer arithmetic): Z3's QF_NIA solver, which on the tree's and the strategies' queries
     /// answers the same as the general one in about two thirds of the time (bench/RESULTS.md).
+    /// The same solver with another wall-clock cap (for tests of the watchdog).
+    pub fn with_wall_cap(mut self, cap: std::time::Duration) -> PathSolver {
+        self.wall_cap = cap;
+        self
+    }
+
     pub fn integer(domains: &BTreeMap<Var, Domain>, timeout_ms: u32) -> PathSolver {
         let solver = Solver::new_for_logic("QF_NIA").unwrap_or_else(Solver::new);
         PathSolver::with_solver(solver, domains, timeout_ms)
@@ -509,7 +526,8 @@ impl PathSolver {
             };
             terms.insert(v.clone(), t);
         }
-        PathSolver { solver, domains: domains.clone(), terms }
+        let wall_cap = std::time::Duration::from_millis(u64::from(timeout_ms).saturating_mul(WALL_CAP_FACTOR).max(WALL_CAP_MIN_MS));
+        PathSolver { solver, domains: domains.clone(), terms, wall_cap }
     }
 
     pub fn push(&mut self) {
@@ -577,13 +595,15 @@ impl PathSolver {
         if crate::budget::expired() {
             return CheckResult::Unknown(crate::budget::REASON.into());
         }
-        let watched = watchdog::watch(self.solver.get_context());
+        let started = std::time::Instant::now();
+        let watched = watchdog::watch(self.solver.get_context(), self.wall_cap);
         let answer = self.solver.check();
         drop(watched);
         match answer {
             SatResult::Unsat => CheckResult::Unsat,
             // Interrupted at the deadline: the budget's answer, so the phase ends as spent.
             SatResult::Unknown if crate::budget::expired() => CheckResult::Unknown(crate::budget::REASON.into()),
+            SatResult::Unknown if started.elapsed() >= self.wall_cap => CheckResult::Unknown(format!("the query ran past {} s of wall-clock time without spending its resource limit, and was interrupted", self.wall_cap.as_secs_f64())),
             SatResult::Unknown => CheckResult::Unknown(
                 self.solver.get_reason_unknown().unwrap_or_else(|| "unknown".into()),
             ),
@@ -740,6 +760,11 @@ mod tests {
 ///
 /// Z3's own `timeout` parameter is not used: with Z3 4.8.12 (the version the project links)
 /// setting it per query deadlocked a `gen` run in Z3's timer thread (seen under gdb, 2026-11-25).
+/// The same thread interrupts a query that has run for [`WALL_CAP_FACTOR`] times its resource
+/// limit's nominal milliseconds: some of Z3's nonlinear integer procedures loop without
+/// spending the limit (one `gen` query ran 57 s under a 5-second limit, 2026-11-26), and a
+/// wall-clock cap, though not deterministic, is what keeps such a query from hanging a run; its
+/// answer is unknown, as a spent limit's is.
 /// One watchdog thread serves the process; a running query registers its context for the
 /// length of the call ([`watch`]), and the registry's lock keeps a context alive while the
 /// watchdog interrupts it (a context outlives every check made in it).
@@ -747,8 +772,8 @@ mod watchdog {
     use std::sync::{Mutex, OnceLock};
     use std::time::Duration;
 
-    /// Contexts in a query, by registration number.
-    static RUNNING: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+    /// Contexts in a query, by registration number, with when each query must stop.
+    static RUNNING: Mutex<Vec<(u64, usize, std::time::Instant)>> = Mutex::new(Vec::new());
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     static STARTED: OnceLock<bool> = OnceLock::new();
 
@@ -761,30 +786,29 @@ mod watchdog {
     impl Drop for Watched {
         fn drop(&mut self) {
             let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-            running.retain(|(id, _)| *id != self.0);
+            running.retain(|(id, ..)| *id != self.0);
         }
     }
 
-    /// Register `ctx` while one of its queries runs; nothing without a deadline.
-    pub fn watch(ctx: &z3::Context) -> Option<Watched> {
-        crate::budget::remaining()?;
+    /// Register `ctx` while one of its queries runs, to be interrupted at the budget's deadline
+    /// or once it has run for `cap`.
+    pub fn watch(ctx: &z3::Context, cap: Duration) -> Option<Watched> {
         let started = *STARTED.get_or_init(|| std::thread::Builder::new().name("z3-budget-watchdog".into()).spawn(run).is_ok());
         if !started {
             return None;
         }
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push((id, ctx.get_z3_context().as_ptr() as usize));
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push((id, ctx.get_z3_context().as_ptr() as usize, std::time::Instant::now() + cap));
         Some(Watched(id))
     }
 
     fn run() {
         loop {
             std::thread::sleep(TICK);
-            if !crate::budget::expired() {
-                continue;
-            }
+            let expired = crate::budget::expired();
+            let now = std::time::Instant::now();
             let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-            for (_, raw) in running.iter() {
+            for (_, raw, _) in running.iter().filter(|(_, _, stop)| expired || now >= *stop) {
                 if let Some(ctx) = std::ptr::NonNull::new(*raw as *mut z3_sys::_Z3_context) {
                     // SAFETY: the context is registered, so its query is running and the
                     // context alive; unregistering waits for this lock.

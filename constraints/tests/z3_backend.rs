@@ -291,3 +291,50 @@ fn sample_answers_the_same_whatever_the_thread_asked_before() {
     assert_eq!(fresh, warmed);
 }
 
+
+/// A tree fork's system from a fuzzed daxpy (the `s % 4` unrolling fork below the occupancy
+/// gate): Z3's nonlinear integer search ran 57 s on it without spending its resource limit.
+fn unrolling_gate_system() -> System {
+    let mut s = system(&["1 <= N", "1 <= B", "1 <= s", "1 <= R", "1 <= Z_B", "1 <= T_B", "1 <= R_B", "5 <= R", "B <= T_B + 1", "5*B <= R_B + 5", "1 <= W_SM", "1 <= N_SM", "64*s*B*N_SM*W_SM + 2*s*B^2 + N + 1 <= 2*s*B + B*N + B"]);
+    s.add(Constraint::new(constraints::parse::parse_poly("s - 1").unwrap(), constraints::Rel::NotDvd(4)));
+    for v in s.vars() {
+        s.set_domain(v, Domain::integer_between(Some(1), None));
+    }
+    s
+}
+
+/// Its pre-checks solve it exactly, with no query: the linear repair starts from every simple
+/// point, not only the first (whose `s = 1` breaks `(s - 1) % 4 != 0`).
+#[test]
+fn a_disequality_the_first_simple_point_breaks_is_solved_without_z3() {
+    let sys = unrolling_gate_system();
+    let b = Backend::default();
+    match b.check(&sys) {
+        CheckResult::Sat(m) => assert_eq!(sys.holds_at(&m.values), Ok(true), "{m:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.queries(), 0, "answered by Z3, not by the exact pre-checks");
+}
+
+/// A query that does not end within its wall-clock cap (factoring a product of two 30-bit
+/// primes, under a resource limit far beyond the cap) is interrupted there and answers unknown,
+/// saying why. (The bound on the join is a hang detector far above the cap, not a speed test.)
+#[test]
+fn a_query_past_its_wall_clock_cap_is_interrupted() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sys = system(&["2 <= x", "2 <= y", "x * y == 1000000016000000063"]);
+        sys.set_domain(Var::new("x"), Domain::integer_between(Some(2), None));
+        sys.set_domain(Var::new("y"), Domain::integer_between(Some(2), None));
+        let mut ps = constraints::solver::PathSolver::integer(sys.domains(), 600_000).with_wall_cap(std::time::Duration::from_millis(500));
+        for c in sys.constraints() {
+            ps.assert(c);
+        }
+        let _ = tx.send(ps.check());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the query ran past two minutes: its wall-clock cap did not stop it") {
+        CheckResult::Unknown(reason) => assert!(reason.contains("wall-clock"), "{reason}"),
+        CheckResult::Sat(m) => panic!("Z3 factored it within the cap, so this test does not reach the cap: {m:?}"),
+        CheckResult::Unsat => panic!("unsat: wrong"),
+    }
+}
