@@ -9,7 +9,7 @@
 //! harness's answer, and the generated host driver ([`driver`]).
 
 use crate::emit::cuda::{launch_params, HostExprs};
-use crate::frontend::ast::{Stmt, StmtKind};
+use crate::frontend::ast::{AssignOp, Stmt, StmtKind};
 use crate::frontend::model::KernelFunction;
 use crate::tree::Tree;
 use crate::names::{c_comment, c_ident, c_string};
@@ -25,11 +25,20 @@ pub struct HostPrinter<'f> {
     x: HostExprs<'f>,
     schedule: &'f ScheduleHook<'f>,
     fact_failed: &'f FactHook<'f>,
+    /// Print a reduction's update as `METAFORK_REDUCE(target, value);` (gpu-check's programs
+    /// define it, to run the serial program once more for the rounding bound) instead of `+=`.
+    reduce_macro: bool,
 }
 
 impl<'f> HostPrinter<'f> {
     pub fn new(function: &'f KernelFunction, schedule: &'f ScheduleHook<'f>, fact_failed: &'f FactHook<'f>) -> HostPrinter<'f> {
-        HostPrinter { x: HostExprs::new(function), schedule, fact_failed }
+        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false }
+    }
+
+    /// Reductions' updates printed through `METAFORK_REDUCE` (see the field).
+    pub fn with_reduce_macro(mut self) -> HostPrinter<'f> {
+        self.reduce_macro = true;
+        self
     }
 
     /// `body` at `depth` (two spaces a level), schedules numbered from 0.
@@ -65,6 +74,9 @@ impl<'f> HostPrinter<'f> {
                     let n = x.name(&d.name.name);
                     let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__)) = {};", x.expr(&d.init)?);
                 }
+            }
+            StmtKind::Assign { target, op: AssignOp::AtomicAdd, value } if self.reduce_macro => {
+                let _ = writeln!(out, "{pad}METAFORK_REDUCE({}, {});", x.expr(target)?, x.expr(value)?);
             }
             StmtKind::Assign { target, op, value } => {
                 let _ = writeln!(out, "{pad}{} {} {};", x.expr(target)?, op.c_symbol(), x.expr(value)?);

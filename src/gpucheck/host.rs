@@ -15,7 +15,9 @@
 //! recursive filter does): when the function calls one, the serial program runs three more
 //! times with every such call's result moved by that many ulps (all up, all down, each call's
 //! direction drawn at random), and an element's tolerance grows by twice the largest distance of
-//! those runs from the reference. It prints one tab-separated line per case, flushed as it goes
+//! those runs from the reference. A floating array a reduction adds to (atomically, in any
+//! order) gets `2 γ(k+1) Σ|x|` more per element, from two more serial runs that add the terms'
+//! magnitudes and count them (`METAFORK_REDUCE`). It prints one tab-separated line per case, flushed as it goes
 //! (`CASE program schedule kernel size point verdict max-error`), and exits 1 when a case failed.
 //! `--small` runs only the small cases (for compute-sanitizer).
 
@@ -56,6 +58,32 @@ fn calls_inexact_math(body: &[Stmt]) -> bool {
         StmtKind::MetaSchedule { body, .. } => calls_inexact_math(std::slice::from_ref(body)),
         StmtKind::Assume(_) | StmtKind::Assert(_) | StmtKind::Empty | StmtKind::Barrier => false,
     })
+}
+
+/// The indices of the arrays some reduction of `function` adds to.
+fn reduced_arrays(function: &KernelFunction) -> Vec<usize> {
+    fn walk(body: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+        for s in body {
+            match &s.kind {
+                StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, op: crate::frontend::ast::AssignOp::AtomicAdd, .. } => {
+                    out.insert(array.name.clone());
+                }
+                StmtKind::If { then_branch, else_branch, .. } => {
+                    walk(std::slice::from_ref(then_branch), out);
+                    if let Some(e) = else_branch {
+                        walk(std::slice::from_ref(e), out);
+                    }
+                }
+                StmtKind::Block(b) => walk(b, out),
+                StmtKind::For(l) | StmtKind::MetaFor(l) => walk(std::slice::from_ref(&l.body), out),
+                StmtKind::MetaSchedule { body, .. } => walk(std::slice::from_ref(body), out),
+                _ => {}
+            }
+        }
+    }
+    let mut names = std::collections::BTreeSet::new();
+    walk(&function.body, &mut names);
+    function.arrays.iter().enumerate().filter(|(_, a)| names.contains(&a.name) && !a.elem.is_integer()).map(|(k, _)| k).collect()
 }
 
 /// Function-like macros that route every call of [`MATH_ULPS`] in the host code through
@@ -104,6 +132,7 @@ pub fn program(source: &str, program: &str, function: &KernelFunction, schedules
     let sensitive = calls_inexact_math(&function.body);
     let _ = writeln!(out, "\n#define METAFORK_MATH {}", u8::from(sensitive));
     out.push_str(MATH_NUDGE);
+    out.push_str(REDUCE);
     if sensitive {
         out.push_str(&math_macros());
     }
@@ -146,7 +175,7 @@ fn host_body<'f>(function: &'f KernelFunction, body: &[Stmt], launch: Option<(us
         }
     };
     let fact = |_: &Stmt| "return -1; /* outside the program's facts */".to_string();
-    HostPrinter::new(function, &schedule, &fact).body(body, 1, out)
+    HostPrinter::new(function, &schedule, &fact).with_reduce_macro().body(body, 1, out)
 }
 
 /// Copy every array in, launch kernel `metafork_which` with the arrays' device copies (they
@@ -249,7 +278,23 @@ fn run_case(function: &KernelFunction, schedules: &[ScheduleKernels], out: &mut 
     let _ = writeln!(out, "  void *metafork_nudged[METAFORK_ARRAYS] = {{0}};\n  for (int metafork_mode = 1; METAFORK_MATH && metafork_serial_status == 0 && metafork_mode <= 3; metafork_mode++) {{");
     let _ = writeln!(out, "    if (!metafork_nudged_copy({arrays}, metafork_in, metafork_nudged)) return metafork_report(metafork_c, \"FAIL\", \"cannot allocate the arrays\", 0);", arrays = function.arrays.len());
     let _ = writeln!(out, "    metafork_nudge_mode = metafork_mode; metafork_nudge_state = metafork_seed;\n    metafork_serial({});\n    metafork_nudge_mode = 0;", args_of("metafork_nudged"));
-    let _ = writeln!(out, "    metafork_widen({arrays}, metafork_expected, metafork_nudged);\n  }}\n  for (int k = 0; k < METAFORK_ARRAYS; k++) free(metafork_nudged[k]);", arrays = function.arrays.len());
+    let _ = writeln!(out, "    metafork_widen({arrays}, metafork_expected, metafork_nudged);\n  }}\n  for (int k = 0; k < METAFORK_ARRAYS; k++) {{ free(metafork_nudged[k]); metafork_nudged[k] = 0; }}", arrays = function.arrays.len());
+    let reduced = reduced_arrays(function);
+    if !reduced.is_empty() {
+        // The reductions' rounding bound: the serial program once adding the terms'
+        // magnitudes, once counting them, into the reduced arrays (the rest is not used).
+        let _ = writeln!(out, "  for (int metafork_mode = 1; metafork_serial_status == 0 && metafork_mode <= 2; metafork_mode++) {{");
+        let _ = writeln!(out, "    if (!metafork_nudged_copy({arrays}, metafork_in, metafork_nudged)) return metafork_report(metafork_c, \"FAIL\", \"cannot allocate the arrays\", 0);", arrays = function.arrays.len());
+        let _ = writeln!(out, "    metafork_reduce_mode = metafork_mode;\n    metafork_serial({});\n    metafork_reduce_mode = 0;", args_of("metafork_nudged"));
+        for k in &reduced {
+            let _ = writeln!(out, "    metafork_reduction_pass({k}, metafork_mode, metafork_in[{k}], metafork_nudged[{k}]);");
+        }
+        let _ = writeln!(out, "  }}");
+        for k in &reduced {
+            let _ = writeln!(out, "  metafork_reduction_slack({k}, metafork_in[{k}]);");
+        }
+        let _ = writeln!(out, "  for (int k = 0; k < METAFORK_ARRAYS; k++) {{ free(metafork_nudged[k]); metafork_nudged[k] = 0; }}");
+    }
     let _ = writeln!(out, "  for (int k = 0; k < {}; k++) metafork_host[k] = metafork_got[k];", function.arrays.len());
     let _ = writeln!(out, "  int metafork_status = -2;\n  switch (metafork_c->schedule) {{");
     for k in 0..schedules.len() {
@@ -277,6 +322,15 @@ template <class T> static T metafork_nudge(T v, int ulps) {
   for (int i = 0; i < ulps; i++) v = std::nextafter(v, up ? (T)INFINITY : -(T)INFINITY);
   return v;
 }
+"#;
+
+/// Reductions in the serial program: `METAFORK_REDUCE(t, v)` is `t += v`, or in the two extra
+/// runs adds `|v|` (mode 1) or counts the term (mode 2). A kernel's atomic adds run in any
+/// order, so a floating element may differ from the serial sum by the rounding of any order of
+/// its `k` terms, at most `2 γ(k+1) Σ|x|` (`Σ|x|` with the element's value before the first).
+const REDUCE: &str = r#"
+static int metafork_reduce_mode;
+#define METAFORK_REDUCE(t, v) do { if (metafork_reduce_mode == 0) (t) += (v); else if (metafork_reduce_mode == 1) (t) += fabs((double)(v)); else (t) += 1; } while (0)
 "#;
 
 /// Copies of every array between host and device.
@@ -311,6 +365,38 @@ static size_t metafork_elem_size(int kind) { return kind == 4 ? 1 : kind == 0 ||
    (null: none ran). A run that leaves the finite numbers where the reference did not makes the
    element's tolerance infinite: its value depends on the last ulp of a math call. */
 static double *metafork_slack[METAFORK_ARRAYS];
+
+/* Reductions' rounding bound, per element of a reduced floating array: the terms' magnitudes
+   (with the value before the first) and their count, from the serial runs in modes 1 and 2. */
+static double *metafork_red_mag[METAFORK_ARRAYS], *metafork_red_count[METAFORK_ARRAYS];
+
+static void metafork_reduction_pass(int k, int mode, const void *in, const void *run) {
+  int kind = metafork_kinds[k];
+  size_t n = metafork_bytes[k] / (kind == 0 ? 4 : 8);
+  double **to = mode == 1 ? metafork_red_mag : metafork_red_count;
+  if (!to[k] && !(to[k] = (double *)calloc(n ? n : 1, sizeof(double)))) return;
+  for (size_t i = 0; i < n; i++) {
+    double init = kind == 0 ? ((const float *)in)[i] : ((const double *)in)[i];
+    double got = kind == 0 ? ((const float *)run)[i] : ((const double *)run)[i];
+    to[k][i] = mode == 1 ? fabs(init) + (got - init) : got - init;
+  }
+}
+
+static void metafork_reduction_slack(int k, const void *in) {
+  int kind = metafork_kinds[k];
+  size_t n = metafork_bytes[k] / (kind == 0 ? 4 : 8);
+  (void)in;
+  if (!metafork_red_mag[k] || !metafork_red_count[k]) return;
+  if (!metafork_slack[k] && !(metafork_slack[k] = (double *)calloc(n ? n : 1, sizeof(double)))) return;
+  double unit = kind == 0 ? 5.9604644775390625e-8 : 1.1102230246251565e-16;
+  for (size_t i = 0; i < n; i++) {
+    double terms = metafork_red_count[k][i];
+    if (!(terms > 0)) continue;
+    double m = (terms + 1) * unit;
+    double bound = m < 1 ? m / (1 - m) * metafork_red_mag[k][i] : INFINITY;  /* the comparison doubles it */
+    if (!(bound <= metafork_slack[k][i])) metafork_slack[k][i] = bound;
+  }
+}
 
 /* A fresh copy of the inputs for a sensitivity run (the buffers of the previous run reused). */
 static int metafork_nudged_copy(int arrays, void **in, void **nudged) {
@@ -393,6 +479,7 @@ static int metafork_compare(int k, const void *expected, const void *got, char *
 static void metafork_release(int arrays, void **in, void **expected, void **got) {
   for (int k = 0; k < arrays; k++) {
     free(in[k]); free(expected[k]); free(got[k]); free(metafork_slack[k]); metafork_slack[k] = 0;
+    free(metafork_red_mag[k]); free(metafork_red_count[k]); metafork_red_mag[k] = metafork_red_count[k] = 0;
     if (metafork_device[k]) cudaFree(metafork_device[k]);
     in[k] = expected[k] = got[k] = metafork_device[k] = 0;
   }

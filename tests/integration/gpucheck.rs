@@ -153,3 +153,32 @@ fn check_programs_widen_the_tolerance_only_for_inexact_math() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A reduction's array gets the rounding bound of any order of its additions (the GPU adds
+/// atomically, in any order): the serial code updates it through `METAFORK_REDUCE`, two more
+/// serial runs measure the terms, and the program builds with nvcc.
+#[test]
+fn check_programs_bound_the_rounding_of_reductions() {
+    let path = "examples/colsum.mf";
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/").to_string() + path).unwrap();
+    let (files, prepared) = metafork::gpucheck::program_files(path, "colsum", &text).unwrap();
+    assert!(prepared.cases > 0 && prepared.unchecked.is_empty(), "{prepared:?}");
+    let check = &files["check.cu"];
+    assert!(check.contains("METAFORK_REDUCE(s[(long)j], a[(long)i * (long)m + (long)j]);"), "{check}");
+    // `s` is array 1: its passes and its slack; `a` (array 0, only read) has none.
+    assert!(check.contains("metafork_reduction_pass(1, metafork_mode,") && check.contains("metafork_reduction_slack(1, metafork_in[1]);"));
+    assert!(!check.contains("metafork_reduction_slack(0,"));
+    // A program without reductions has none of it.
+    let plain = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matadd.mf")).unwrap();
+    let (other, _) = metafork::gpucheck::program_files("examples/matadd.mf", "matadd", &plain).unwrap();
+    let other = &other["check.cu"];
+    assert!(!other.contains("metafork_mode <= 2") && !other.contains("metafork_reduction_slack(0,") && !other.lines().any(|l| l.trim_start().starts_with("METAFORK_REDUCE(")), "{other}");
+    let Some(nvcc) = nvcc() else { return };
+    let dir = scratch("gpucheck-colsum");
+    for (f, t) in &files {
+        std::fs::write(dir.join(f), t).unwrap();
+    }
+    let o = Command::new(&nvcc).current_dir(&dir).args(["-O2", "-fmad=false", "-Xcompiler", "-ffp-contract=off,-fwrapv", "-arch=sm_90", "-o", "check"]).args(files.keys()).output().unwrap();
+    assert!(o.status.success(), "nvcc could not build the check program:\n{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
