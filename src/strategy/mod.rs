@@ -32,7 +32,7 @@ pub fn base_context(function: &KernelFunction) -> System {
         }
     }
     for p in &function.params {
-        if p.ty.is_integer() {
+        if p.role != crate::frontend::model::Role::Array && p.ty.is_integer() {
             s.set_domain(Var::new(&p.name), Domain::integer());
         }
     }
@@ -44,7 +44,7 @@ pub fn base_context(function: &KernelFunction) -> System {
 /// are consistent or Z3 cannot tell.
 pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -> Option<&'f Fact> {
     let mut s = System::new();
-    for p in function.params.iter().filter(|p| p.ty.is_integer()) {
+    for p in function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()) {
         s.set_domain(Var::new(&p.name), Domain::integer());
     }
     let facts: Vec<Option<constraints::Constraint>> = function.facts.iter().map(|f| f.constraint.clone()).collect();

@@ -43,7 +43,7 @@ pub(crate) fn trip_count(function: &KernelFunction, l: &ForLoop) -> Option<Poly>
     let lo = crate::frontend::polyexpr::to_poly(&l.lo, &derived)?;
     let hi = crate::frontend::polyexpr::to_poly(&l.hi, &derived)?;
     let trip = if l.inclusive { hi - lo + Poly::one() } else { hi - lo };
-    let params: Vec<&str> = function.params.iter().filter(|p| p.ty.is_integer()).map(|p| p.name.as_str()).collect();
+    let params: Vec<&str> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()).map(|p| p.name.as_str()).collect();
     trip.vars().iter().all(|v| params.contains(&v.name())).then_some(trip)
 }
 

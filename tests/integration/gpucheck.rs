@@ -159,7 +159,7 @@ fn check_programs_widen_the_tolerance_only_for_inexact_math() {
 /// serial runs measure the terms, and the program builds with nvcc.
 #[test]
 fn check_programs_bound_the_rounding_of_reductions() {
-    let path = "examples/colsum.mf";
+    let path = "tests/programs/colsum.mf";
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/").to_string() + path).unwrap();
     let (files, prepared) = metafork::gpucheck::program_files(path, "colsum", &text).unwrap();
     assert!(prepared.cases > 0 && prepared.unchecked.is_empty(), "{prepared:?}");

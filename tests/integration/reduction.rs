@@ -43,7 +43,7 @@ fn proved_all(stdout: &str) -> bool {
 
 #[test]
 fn column_sums_add_atomically_and_every_leaf_is_proved() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/colsum.mf")).unwrap();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/colsum.mf")).unwrap();
     let (out, stdout) = gen_and_verify("colsum", &text);
     assert!(proved_all(&stdout), "{stdout}");
     let leaves = leaf_files(&out);
