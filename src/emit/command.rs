@@ -125,41 +125,14 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
 
 /// The span of the first array access of `body` printed as `site`.
 fn source_span(body: &[crate::frontend::ast::Stmt], site: &str) -> Option<crate::frontend::source::Span> {
-    use crate::frontend::ast::{walk_expr, ExprKind, StmtKind};
     let mut found = None;
-    let mut look = |e: &crate::frontend::ast::Expr| {
-        walk_expr(e, &mut |x| {
-            if found.is_none() && matches!(x.kind, ExprKind::Index { .. }) && x.to_string() == site {
+    for s in body {
+        crate::strategy::walk::walk_exprs(s, &mut |x| {
+            if found.is_none() && matches!(x.kind, crate::frontend::ast::ExprKind::Index { .. }) && x.to_string() == site {
                 found = Some(x.span);
             }
-        })
-    };
-    fn stmts(body: &[crate::frontend::ast::Stmt], look: &mut dyn FnMut(&crate::frontend::ast::Expr)) {
-        for s in body {
-            match &s.kind {
-                StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| look(&d.init)),
-                StmtKind::Assign { target, value, .. } => {
-                    look(target);
-                    look(value);
-                }
-                StmtKind::If { cond, then_branch, else_branch } => {
-                    look(cond);
-                    stmts(std::slice::from_ref(then_branch), look);
-                    if let Some(e) = else_branch {
-                        stmts(std::slice::from_ref(e), look);
-                    }
-                }
-                StmtKind::Block(items) => stmts(items, look),
-                StmtKind::For(l) | StmtKind::MetaFor(l) => {
-                    look(&l.lo);
-                    look(&l.hi);
-                    stmts(std::slice::from_ref(&l.body), look);
-                }
-                _ => {}
-            }
-        }
+        });
     }
-    stmts(body, &mut look);
     found
 }
 

@@ -24,7 +24,8 @@
 use super::points::Point;
 use crate::emit::cuda::{launch_name_of, launch_params, allow_shared_name, HostExprs};
 use crate::emit::host::HostPrinter;
-use crate::frontend::ast::{walk_expr, Expr, ExprKind, ScalarType, Stmt, StmtKind};
+use crate::frontend::ast::{AssignOp, Expr, ExprKind, ScalarType, Stmt, StmtKind};
+use crate::strategy::walk::{walk_exprs, walk_stmts};
 use crate::frontend::model::{KernelFunction, Role};
 use crate::kernel::Kernel;
 use crate::names::{c_comment, c_ident, c_string};
@@ -38,51 +39,25 @@ pub const MATH_ULPS: &[(&str, u32)] = &[("expf", 3), ("logf", 2), ("powf", 5), (
 
 /// Whether `body` calls a function of [`MATH_ULPS`].
 fn calls_inexact_math(body: &[Stmt]) -> bool {
-    fn expr(x: &Expr) -> bool {
-        let mut found = false;
-        walk_expr(x, &mut |e| {
+    let mut found = false;
+    for s in body {
+        walk_exprs(s, &mut |e| {
             if let ExprKind::Call(f, _) = &e.kind {
                 found |= MATH_ULPS.iter().any(|(name, _)| *name == f.name);
             }
         });
-        found
     }
-    body.iter().any(|s| match &s.kind {
-        StmtKind::Decl { vars, .. } => vars.iter().any(|d| expr(&d.init)),
-        StmtKind::Assign { target, value, .. } => expr(target) || expr(value),
-        StmtKind::If { cond, then_branch, else_branch } => {
-            expr(cond) || calls_inexact_math(std::slice::from_ref(then_branch)) || else_branch.as_ref().is_some_and(|e| calls_inexact_math(std::slice::from_ref(e)))
-        }
-        StmtKind::Block(b) => calls_inexact_math(b),
-        StmtKind::For(l) | StmtKind::MetaFor(l) => expr(&l.lo) || expr(&l.hi) || calls_inexact_math(std::slice::from_ref(&l.body)),
-        StmtKind::MetaSchedule { body, .. } => calls_inexact_math(std::slice::from_ref(body)),
-        StmtKind::Assume(_) | StmtKind::Assert(_) | StmtKind::Empty | StmtKind::Barrier => false,
-    })
+    found
 }
 
-/// The indices of the arrays some reduction of `function` adds to.
+/// The indices of the floating arrays some reduction of `function` adds to.
 fn reduced_arrays(function: &KernelFunction) -> Vec<usize> {
-    fn walk(body: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
-        for s in body {
-            match &s.kind {
-                StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, op: crate::frontend::ast::AssignOp::AtomicAdd, .. } => {
-                    out.insert(array.name.clone());
-                }
-                StmtKind::If { then_branch, else_branch, .. } => {
-                    walk(std::slice::from_ref(then_branch), out);
-                    if let Some(e) = else_branch {
-                        walk(std::slice::from_ref(e), out);
-                    }
-                }
-                StmtKind::Block(b) => walk(b, out),
-                StmtKind::For(l) | StmtKind::MetaFor(l) => walk(std::slice::from_ref(&l.body), out),
-                StmtKind::MetaSchedule { body, .. } => walk(std::slice::from_ref(body), out),
-                _ => {}
-            }
-        }
-    }
     let mut names = std::collections::BTreeSet::new();
-    walk(&function.body, &mut names);
+    walk_stmts(&function.body, &mut |s| {
+        if let StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, op: AssignOp::AtomicAdd, .. } = &s.kind {
+            names.insert(array.name.clone());
+        }
+    });
     function.arrays.iter().enumerate().filter(|(_, a)| names.contains(&a.name) && !a.elem.is_integer()).map(|(k, _)| k).collect()
 }
 

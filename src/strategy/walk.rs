@@ -1,7 +1,8 @@
 //! Walkers over kernel statements and expressions, shared by the strategies.
 //!
 //! Contract: `walk_*` visit (parents before children), `map_*` rewrite in place (children
-//! before parents); statements are visited into blocks, both branches and loop bodies.
+//! before parents); statements are visited into blocks, both branches and loop bodies (`walk_*`
+//! also into `meta_for` loops and `meta_schedule`s, so they serve a function's body too).
 
 use crate::frontend::ast::*;
 use std::collections::BTreeSet;
@@ -23,11 +24,12 @@ pub(crate) fn walk_exprs(s: &Stmt, f: &mut dyn FnMut(&Expr)) {
             }
         }
         StmtKind::Block(items) => items.iter().for_each(|x| walk_exprs(x, f)),
-        StmtKind::For(l) => {
+        StmtKind::For(l) | StmtKind::MetaFor(l) => {
             walk_expr(&l.lo, f);
             walk_expr(&l.hi, f);
             walk_exprs(&l.body, f);
         }
+        StmtKind::MetaSchedule { body, .. } => walk_exprs(body, f),
         _ => {}
     }
 }
@@ -87,7 +89,8 @@ pub(crate) fn walk_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
                     walk_stmts(std::slice::from_ref(x), f);
                 }
             }
-            StmtKind::For(l) => walk_stmts(std::slice::from_ref(&l.body), f),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => walk_stmts(std::slice::from_ref(&l.body), f),
+            StmtKind::MetaSchedule { body, .. } => walk_stmts(std::slice::from_ref(body), f),
             _ => {}
         }
     }
