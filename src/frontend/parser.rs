@@ -260,7 +260,7 @@ impl Parser {
         let Some(ty) = self.scalar_type() else {
             self.refuse_if_unsupported_word()?;
             return Err(self.error_here(
-                format!("expected a parameter type (`int`, `long`, `float`, `double`), found {}", describe(self.peek())),
+                format!("expected a parameter type (`char`, `int`, `long`, `float`, `double`), found {}", describe(self.peek())),
                 "expected a type",
             ));
         };
