@@ -6,7 +6,8 @@
 //! a global array (a parameter array) whose subscripts do not vary with every enclosing
 //! `meta_for` counter may be applied by several iterations (threads) to one element: a `+=`
 //! or `-=` there becomes [`AssignOp::AtomicAdd`] (`a -= e` as `a += -(e)`, exact in every
-//! type), which serial code runs as `+=` and a kernel as `atomicAdd`. A `*=` or `/=` there gets a
+//! type), which serial code runs as `+=` and a kernel as `atomicAdd`; into a `char` array (CUDA
+//! has no 8-bit atomic add) it is a located error. A `*=` or `/=` there gets a
 //! located error: no atomic operation does it, and the order of a product of floats matters.
 //!
 //! "Varies with a counter" is syntactic: a subscript names the counter, or a local whose
@@ -31,7 +32,7 @@ type Varies = Option<BTreeSet<String>>;
 pub fn mark(program: &mut Program) -> Vec<Diagnostic> {
     let mut errors = Vec::new();
     for f in &mut program.functions {
-        let arrays: BTreeSet<String> = f.params.iter().filter(|p| !p.dims.is_empty()).map(|p| p.name.name.clone()).collect();
+        let arrays: HashMap<String, ScalarType> = f.params.iter().filter(|p| !p.dims.is_empty()).map(|p| (p.name.name.clone(), p.ty)).collect();
         let mut walk = Walk { arrays: &arrays, counters: Vec::new(), locals: vec![HashMap::new()], in_schedule: false, errors: &mut errors };
         walk.stmts(&mut f.body);
     }
@@ -39,7 +40,8 @@ pub fn mark(program: &mut Program) -> Vec<Diagnostic> {
 }
 
 struct Walk<'a> {
-    arrays: &'a BTreeSet<String>,
+    /// The array parameters and their element types.
+    arrays: &'a HashMap<String, ScalarType>,
     /// The counters of the enclosing `meta_for` loops.
     counters: Vec<String>,
     /// Scoped locals and what they vary with.
@@ -77,13 +79,20 @@ impl Walk<'_> {
                         *slot = merged;
                     }
                 }
-                ExprKind::Index { array, indices } if self.in_schedule && !self.counters.is_empty() && self.arrays.contains(&array.name) => {
+                ExprKind::Index { array, indices } if self.in_schedule && !self.counters.is_empty() && self.arrays.contains_key(&array.name) => {
                     let mut seen: Varies = Some(BTreeSet::new());
                     for i in indices.iter() {
                         seen = union(seen, self.varies(i));
                     }
                     let missing = self.counters.iter().find(|c| seen.as_ref().is_none_or(|set| !set.contains(*c))).cloned();
                     let Some(counter) = missing else { return };
+                    if matches!(op, AssignOp::Add | AssignOp::Sub) && self.arrays.get(&array.name) == Some(&ScalarType::Char) {
+                        self.errors.push(
+                            Diagnostic::new(target.span, format!("`{target}` is a reduction across the iterations of `meta_for (int {counter} ...)`, but `{}` holds `char`: CUDA has no atomic add on 8-bit elements", array.name), "a reduction into a char array")
+                                .with_note("make the array `int`, or give each thread its own element"),
+                        );
+                        return;
+                    }
                     match op {
                         AssignOp::Add => *op = AssignOp::AtomicAdd,
                         AssignOp::Sub => {

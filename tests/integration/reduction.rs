@@ -198,3 +198,16 @@ fn a_dependence_carried_by_a_meta_for_is_a_located_error() {
     let (_, stdout) = gen_and_verify("sums", sum);
     assert!(proved_all(&stdout), "{stdout}");
 }
+
+/// CUDA has no atomic add on 8-bit elements: a reduction into a `char` array is refused where
+/// it is written.
+#[test]
+fn a_reduction_into_a_char_array_is_a_located_error() {
+    let dir = scratch("reduction-char");
+    let source = dir.join("hist.mf");
+    std::fs::write(&source, "void hist(int n, int B, const char x[n], char count[4]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          count[0] += x[i];\n      }\n  }\n}\n").unwrap();
+    let o = metafork(&["gen", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("hist.mf:9:11") && err.contains("no atomic add on 8-bit elements"), "{err}");
+}
