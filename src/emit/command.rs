@@ -89,8 +89,8 @@ fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgr
 }
 
 /// A schedule whose code, as written, races (a dependence carried by a `meta_for`: one
-/// iteration writes an element another reads or writes) is refused where the access is: every
-/// kernel of it would race. The check runs the schedule's own code on the verifier's engine,
+/// iteration writes an element another reads or writes), or indexes outside an array, is
+/// refused where the access is: every kernel of it would do the same. The check runs the schedule's own code on the verifier's engine,
 /// with race detection, at two small points of the facts (the first points `verify` samples):
 /// a race found is definite and comes with its threads; one it misses is `verify`'s to find.
 /// Milliseconds per schedule, where proving the absence of races costs Z3 tens.
@@ -106,16 +106,30 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
             let Ok(kernel) = crate::kernel::Kernel::from_schedule(function, schedule) else { continue };
             let Ok(programs) = Programs::new(function, k, &kernel) else { continue };
             for (i, point) in points.iter().enumerate() {
-                let Outcome::Fault(Fault::Race { array, element, first, second }) = run_point(function, &programs, point, i as u64, RunOptions { detect_races: true }) else { continue };
-                let Some(at) = source_span(&schedule.body, &second.1).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
                 let values: Vec<String> = point.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-                let element: Vec<String> = element.iter().map(|x| x.to_string()).collect();
-                let d = crate::frontend::Diagnostic::new(
-                    at,
-                    format!("schedule `{}` races as written: `{}` by {} and `{}` by {} touch `{array}[{}]` with nothing ordering them, at {}", schedule.name, first.1, first.0, second.1, second.0, element.join("]["), values.join(", ")),
-                    "one of the two accesses",
-                )
-                .with_note("different iterations of the `meta_for` loops reach one element and one of them writes it: a dependence carried by a `meta_for`; make the loop that carries it a serial `for`, or, for a sum, write `+=` (a reduction)");
+                let subscripts = |xs: &[i64]| xs.iter().map(|x| format!("[{x}]")).collect::<String>();
+                let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true }) {
+                    Outcome::Fault(Fault::Race { array, element, first, second }) => {
+                        let Some(at) = source_span(&schedule.body, &second.1).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
+                        crate::frontend::Diagnostic::new(
+                            at,
+                            format!("schedule `{}` races as written: `{}` by {} and `{}` by {} touch `{array}{}` with nothing ordering them, at {}", schedule.name, first.1, first.0, second.1, second.0, subscripts(&element), values.join(", ")),
+                            "one of the two accesses",
+                        )
+                        .with_note("different iterations of the `meta_for` loops reach one element and one of them writes it: a dependence carried by a `meta_for`; make the loop that carries it a serial `for`, or, for a sum, write `+=` (a reduction)")
+                    }
+                    Outcome::Fault(Fault::OutOfBounds { array, site, index, extents, who }) => {
+                        let Some(at) = source_span(&schedule.body, &site) else { continue };
+                        let by = who.map_or(String::new(), |w| format!(" by {w}"));
+                        crate::frontend::Diagnostic::new(
+                            at,
+                            format!("schedule `{}` indexes outside `{array}` as written: `{site}` is `{array}{}`{by}, and `{array}` has extents {}, at {}", schedule.name, subscripts(&index), subscripts(&extents), values.join(", ")),
+                            "outside the array",
+                        )
+                        .with_note("every kernel would make this access; fix the subscript or its guard, or state the fact (`assume(...)`) that rules these parameter values out")
+                    }
+                    _ => continue,
+                };
                 return Err(Failure::input(command::render(name, text, d, color)));
             }
         }

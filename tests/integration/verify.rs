@@ -618,3 +618,23 @@ fn conditions_on_floating_parameters_are_not_integer_facts() {
         }
     }
 }
+
+/// A schedule that indexes outside an array as written (`x[i + 1]` for the last `i`) is refused
+/// by `gen` where the access is, with the element, the extents, the thread and the parameters;
+/// nothing is written.
+#[test]
+fn gen_refuses_a_schedule_that_indexes_outside_an_array_as_written() {
+    let dir = common::scratch("gen-out-of-bounds");
+    let src = dir.join("shift.mf");
+    std::fs::write(&src, "void shift(int n, int B, const float x[n], float y[n]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          y[i] = x[i + 1];\n      }\n  }\n}\n").unwrap();
+    let out = dir.join("out");
+    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("shift.mf:9:18") && err.contains("indexes outside `x`") && err.contains("`x[i + 1]`") && err.contains("has extents") && err.contains("of block"), "{err}");
+    assert!(!out.exists());
+    // With the guard that keeps `i + 1` inside, the same program generates.
+    std::fs::write(&src, std::fs::read_to_string(&src).unwrap().replace("if (i < n)", "if (i + 1 < n)")).unwrap();
+    let o = metafork(&["gen", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
