@@ -590,25 +590,11 @@ fn forget_assigned(env: &mut Env, branch: &Env) {
 /// Scalars a statement assigns (not declares).
 pub fn assigned_scalars(s: &Stmt) -> Vec<String> {
     let mut out = Vec::new();
-    fn walk(s: &Stmt, out: &mut Vec<String>) {
-        match &s.kind {
-            StmtKind::Assign { target, .. } => {
-                if let ExprKind::Var(n) = &target.kind {
-                    out.push(n.clone());
-                }
-            }
-            StmtKind::If { then_branch, else_branch, .. } => {
-                walk(then_branch, out);
-                if let Some(e) = else_branch {
-                    walk(e, out);
-                }
-            }
-            StmtKind::Block(items) => items.iter().for_each(|x| walk(x, out)),
-            StmtKind::For(l) | StmtKind::MetaFor(l) => walk(&l.body, out),
-            _ => {}
+    crate::strategy::walk::walk_stmts(std::slice::from_ref(s), &mut |x| {
+        if let StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, .. } = &x.kind {
+            out.push(n.clone());
         }
-    }
-    walk(s, &mut out);
+    });
     out
 }
 

@@ -944,26 +944,15 @@ fn check_downward_body(var: &Ident, start: &Expr, body: &Stmt) -> PResult<()> {
             "counts down around a `meta_for`",
         ));
     }
-    fn walk(s: &Stmt, out: &mut Vec<(String, Span)>) {
-        match &s.kind {
-            StmtKind::Assign { target, .. } => match &target.kind {
-                ExprKind::Var(n) => out.push((n.clone(), target.span)),
-                ExprKind::Index { array, .. } => out.push((array.name.clone(), array.span)),
+    crate::strategy::walk::walk_stmts(std::slice::from_ref(body), &mut |s| {
+        if let StmtKind::Assign { target, .. } = &s.kind {
+            match &target.kind {
+                ExprKind::Var(n) => written.push((n.clone(), target.span)),
+                ExprKind::Index { array, .. } => written.push((array.name.clone(), array.span)),
                 _ => {}
-            },
-            StmtKind::If { then_branch, else_branch, .. } => {
-                walk(then_branch, out);
-                if let Some(e) = else_branch {
-                    walk(e, out);
-                }
             }
-            StmtKind::Block(items) => items.iter().for_each(|x| walk(x, out)),
-            StmtKind::For(l) | StmtKind::MetaFor(l) => walk(&l.body, out),
-            StmtKind::MetaSchedule { body, .. } => walk(body, out),
-            _ => {}
         }
-    }
-    walk(body, &mut written);
+    });
     if let Some((_, span)) = written.iter().find(|(n, _)| *n == var.name) {
         return Err(Diagnostic::new(*span, format!("cannot assign to loop counter `{}`", var.name), "loop counter written here"));
     }
