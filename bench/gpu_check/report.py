@@ -84,24 +84,27 @@ best_of = {}
 for d in sorted(glob.glob("tune/*")):
     name = os.path.basename(d)
     sizes = open(os.path.join(d, "sizes.txt")).read().strip() if os.path.exists(os.path.join(d, "sizes.txt")) else ""
-    path = os.path.join(d, "harness.txt")
-    if not os.path.exists(path):
+    harnesses = sorted(glob.glob(os.path.join(d, "harness-*.txt")))
+    if not harnesses:
         print(f"| {name} | {sizes} | not run | | | | | | |")
         continue
-    timed, failed = timings(path)
-    mismatches = sum(t[4] == "MISMATCH" for t in timed)
-    others = sum(t[4] == "OTHER ANSWER" for t in timed)
-    if not timed:
-        print(f"| {name} | {sizes} | 0 | | | | | | | {failed} | | | |")
-        continue
-    first = min(timed, key=lambda t: t[0])
-    fastest = min((t for t in timed if t[4] == "matches"), key=lambda t: t[3], default=first)
-    best_of[name] = (first, fastest)
-    search = os.path.join(d, "search.txt")
-    found = min((t for t in timings(search)[0] if t[4] == "matches"), key=lambda t: t[3], default=None) if os.path.exists(search) else None
-    searched = len(timings(search)[0]) if os.path.exists(search) else 0
-    found_text = f"{found[3]:.4f} ({found[1]} {found[2]}) | {found[3] / fastest[3]:.2f}" if found else "- | -"
-    print(f"| {name} | {sizes} | {len(timed)} | {first[3]:.4f} ({first[1]} {first[2]}) | {fastest[3]:.4f} ({fastest[1]} {fastest[2]}) | {fastest[0]} | {first[3] / fastest[3]:.2f} | {mismatches} | {others} | {failed} | {searched} | {found_text} |")
+    for path in harnesses:
+        schedule = os.path.basename(path)[len("harness-"):-len(".txt")]
+        shown = name if len(harnesses) == 1 else f"{name}: {schedule}"
+        timed, failed = timings(path)
+        mismatches = sum(t[4] == "MISMATCH" for t in timed)
+        others = sum(t[4] == "OTHER ANSWER" for t in timed)
+        if not timed:
+            print(f"| {shown} | {sizes} | 0 | | | | | | | {failed} | | | |")
+            continue
+        first = min(timed, key=lambda t: t[0])
+        fastest = min((t for t in timed if t[4] == "matches"), key=lambda t: t[3], default=first)
+        best_of[shown] = (first, fastest)
+        search = os.path.join(d, f"search-{schedule}.txt")
+        found = min((t for t in timings(search)[0] if t[4] == "matches"), key=lambda t: t[3], default=None) if os.path.exists(search) else None
+        searched = len(timings(search)[0]) if os.path.exists(search) else 0
+        found_text = f"{found[3]:.4f} ({found[1]} {found[2]}) | {found[3] / fastest[3]:.2f}" if found else "- | -"
+        print(f"| {shown} | {sizes} | {len(timed)} | {first[3]:.4f} ({first[1]} {first[2]}) | {fastest[3]:.4f} ({fastest[1]} {fastest[2]}) | {fastest[0]} | {first[3] / fastest[3]:.2f} | {mismatches} | {others} | {failed} | {searched} | {found_text} |")
 print()
 
 # 4. cuBLAS.

@@ -13,10 +13,15 @@
 #   5. writes results.md (one table per part) and prints it.
 # Environment: ARCH (default native), JOBS (default nproc), QUICK=1 (parts 1 and 2 only: the
 # correctness runs and the sanitizers, a few minutes for 46 programs), SKIP_CHECKS=1 (parts 3-5
-# only, keeping logs/ from an earlier QUICK=1 run: so that each half fits a 10-minute command).
+# only, keeping logs/ from an earlier QUICK=1 run: so that each half fits a 10-minute command),
+# TUNE="transpose matvec" (part 4 for these tuning programs only, in this order; default all of
+# tune/),
+# TUNE_S (seconds for each harness's --all run, default 500; its search gets 300 or TUNE_S,
+# whichever is less; both append to their cache as candidates finish, so a stopped run keeps
+# what it measured).
 set -u
 cd "$(dirname "$0")"
-ARCH=${ARCH:-native}
+export ARCH=${ARCH:-native}
 JOBS=${JOBS:-$(nproc)}
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then rm -rf logs; fi
 mkdir -p logs
@@ -36,7 +41,6 @@ build_program() {
   ) > "logs/build-$name.log" 2>&1 || echo "BUILD\t$name\tFAIL" >> logs/build-failures.tsv
 }
 export -f build_program
-export ARCH
 echo "[1/5] ($(date +%T)) building $(ls -d programs/* | wc -l) check programs ($JOBS at a time)"
 ls -d programs/* | xargs -P "$JOBS" -I{} bash -c 'build_program {}'
 
@@ -88,11 +92,31 @@ n=$(sed -n 's/.*n=\([0-9]*\).*/\1/p' tune/matmul/sizes.txt)
 timeout 120 python3 cublas.py "${n:-2048}" > logs/cublas.txt 2>&1 || echo "cublas.py failed" >> logs/cublas.txt
 
 echo "[4/5] tuning harnesses ($(date +%T))"
-for dir in tune/*; do
-  name=$(basename "$dir")
-  echo "  $name ($(date +%T))"
-  ( cd "$dir" && nvcc -O3 -arch="$ARCH" -o harness *.cu > build.log 2>&1 && timeout 500 ./harness --all --cache all.tsv wisdom.yaml > harness.txt 2> harness.err; echo $? > status.txt
-    timeout 300 ./harness --cache search.tsv wisdom-search.yaml > search.txt 2> search.err; echo $? > search-status.txt )
+TUNE_S=${TUNE_S:-500}
+SEARCH_S=$(( TUNE_S < 300 ? TUNE_S : 300 ))
+tune_dirs=$(ls -d tune/*)
+if [ -n "${TUNE:-}" ]; then tune_dirs=$(for name in $TUNE; do echo "tune/$name"; done); fi
+# One harness per schedule (`<schedule>_harness.cu` with its `<schedule>_leaf*.cu`), all built
+# first, JOBS at a time, then timed one at a time (they would disturb each other's timings). The
+# caches key every line by schedule, so the schedules of a program share them.
+harnesses=()
+for dir in $tune_dirs; do
+  if [ ! -d "$dir" ]; then echo "  no tuning program $(basename "$dir") in tune/"; continue; fi
+  for h in "$dir"/*_harness.cu; do harnesses+=("$h"); done
+done
+build_harness() {
+  local dir schedule
+  dir=$(dirname "$1"); schedule=$(basename "$1" _harness.cu)
+  cd "$dir" && nvcc -O3 -arch="$ARCH" -o "harness-$schedule" "${schedule}_harness.cu" "${schedule}"_leaf*.cu > "build-$schedule.log" 2>&1
+}
+export -f build_harness
+echo "  building ${#harnesses[@]} harnesses ($(date +%T))"
+printf '%s\n' "${harnesses[@]}" | xargs -P "$JOBS" -I{} bash -c 'build_harness {}'
+for h in "${harnesses[@]}"; do
+  dir=$(dirname "$h"); schedule=$(basename "$h" _harness.cu)
+  echo "  $(basename "$dir"): $schedule ($(date +%T))"
+  ( cd "$dir" && [ -x "harness-$schedule" ] && timeout "$TUNE_S" "./harness-$schedule" --all --cache all.tsv "wisdom-$schedule.yaml" > "harness-$schedule.txt" 2> "harness-$schedule.err"; echo $? > "status-$schedule.txt"
+    [ -x "harness-$schedule" ] && timeout "$SEARCH_S" "./harness-$schedule" --cache search.tsv "wisdom-search-$schedule.yaml" > "search-$schedule.txt" 2> "search-$schedule.err"; echo $? > "search-status-$schedule.txt" )
 done
 
 echo "[5/5] report ($(date +%T))"
