@@ -19,7 +19,8 @@
 //! warps per multiprocessor (4 schedulers x 4 cycles of dependent-issue latency) over the
 //! independent accumulations each thread's innermost loop carries, global memory
 //! needs the bandwidth-latency product in flight (Little's law, one 128-byte request per warp,
-//! [`DRAM_LATENCY_CYCLES`]). Caches are not modelled: every global access counts as DRAM
+//! [`DRAM_LATENCY_CYCLES`]). The warps a multiprocessor holds are the occupancy's, but never more
+//! than the grid supplies (blocks over multiprocessors, times warps per block). Caches are not modelled: every global access counts as DRAM
 //! traffic, so reuse through shared memory (and register blocking) lowers the time, and reuse
 //! that hardware caches would catch is over-charged.
 
@@ -342,7 +343,11 @@ pub fn estimate(run: &Run, device: &DeviceProfile) -> Option<Estimate> {
     let clock_hz = f64::from(device.boost_clock_mhz?) * 1e6;
     let bandwidth = f64::from(device.memory_bandwidth_gb_s?) * 1e9;
     let sms = f64::from(device.multiprocessors).min(run.blocks.max(1.0));
-    let warps = (run.occupancy * f64::from(device.warps_per_multiprocessor)).max(1.0);
+    // Warps per multiprocessor: what occupancy lets reside, but no more than the grid supplies
+    // (a grid of 128 two-warp blocks gives each multiprocessor 2 warps, whatever the occupancy).
+    let warps_per_block = (run.threads / run.blocks.max(1.0) / f64::from(device.warp_size)).ceil().max(1.0);
+    let supplied = run.blocks.max(1.0) / sms * warps_per_block;
+    let warps = (run.occupancy * f64::from(device.warps_per_multiprocessor)).min(supplied).max(1.0);
     // Arithmetic: a dependent instruction issues 4 cycles after its operand's; 4 schedulers.
     // A warp with `chains` independent accumulations issues that many back to back, so
     // 16 / chains warps keep the schedulers busy (a register-blocked thread's 64 chains hide
@@ -395,4 +400,33 @@ pub fn independent_chains(kernel: &Kernel) -> f64 {
     let mut best = 0;
     innermost(&kernel.body, &mut best);
     best.max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(threads: f64, blocks: f64, occupancy: f64) -> Run {
+        let work = Work { flops: 16384.0, global_bytes: 32768.0, shared_accesses: 0.0 };
+        Run { work, threads, blocks, double: false, occupancy, chains: 1.0, traffic: 6.0, banks: 1.0, branch_efficiency: 1.0 }
+    }
+
+    /// Latency is hidden by the warps a multiprocessor holds, and it holds no more than the grid
+    /// gives it: 8192 row-per-thread threads as 128 blocks of 64 (2 warps on each of 128
+    /// multiprocessors, whatever the occupancy) wait longer than as 1024 blocks of 8 (about 8
+    /// one-warp blocks on each of 132), as measured on an H100 and an H200 (matvec, N = 8192:
+    /// 0.58 against 0.45 ms; bench/RESULTS.md). A grid larger than the device keeps the
+    /// occupancy's warps.
+    #[test]
+    fn warps_are_what_the_grid_supplies() {
+        let h100 = DeviceProfile::load("h100").unwrap();
+        let wide = estimate(&run(8192.0, 128.0, 1.0), &h100).unwrap();
+        let narrow = estimate(&run(8192.0, 1024.0, 0.5), &h100).unwrap();
+        assert!(narrow.seconds < wide.seconds / 2.0, "{narrow:?} against {wide:?}");
+        // 10,000 blocks of 256 threads: far more warps than reside, so occupancy decides; at
+        // 16 and 32 resident warps neither hides the latency, and the time halves.
+        let quarter = estimate(&run(2_560_000.0, 10_000.0, 0.25), &h100).unwrap();
+        let half = estimate(&run(2_560_000.0, 10_000.0, 0.5), &h100).unwrap();
+        assert!((quarter.seconds / half.seconds - 2.0).abs() < 1e-9, "{quarter:?} against {half:?}");
+    }
 }
