@@ -203,7 +203,8 @@ pub enum Command {
     /// some kernel leaf admits on the device for the given --size values, ranks them by the
     /// time a data-movement model estimates (flops, global bytes moved and shared-memory passes
     /// per launch, from the leaf's code and accesses at that point, against the device's FP
-    /// rate, bandwidth and shared-memory rate, with occupancy hiding latency; a profile without
+    /// rate, bandwidth and shared-memory rate, with the resident warps hiding latency, and the
+    /// rate at which multiprocessors take new blocks; a profile without
     /// `memory_bandwidth_gb_s` and `boost_clock_mhz` ranks by occupancy times coalescing times
     /// bank and branch efficiency), prints the top --top as a table and, with --output FILE,
     /// writes every admissible configuration, with its leaf, counters and score, to FILE.

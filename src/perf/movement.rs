@@ -14,7 +14,8 @@
 //! multiprocessor. Global bytes are scaled by the bytes a warp moves over the bytes its lanes
 //! ask for (sectors; a broadcast moves one sector for 32 lanes), and shared passes divided by
 //! the bank efficiency, so coalescing and bank conflicts enter the time.
-//! The time is the slowest of the three pipes over the multiprocessors the grid occupies,
+//! The time is the slowest of the three pipes over the multiprocessors the grid occupies, and of
+//! launching the blocks ([`BLOCK_CYCLES`] each per multiprocessor, the one fitted constant),
 //! each pipe slowed when too few warps hide its latency: arithmetic and shared memory need 16
 //! warps per multiprocessor (4 schedulers x 4 cycles of dependent-issue latency) over the
 //! independent accumulations each thread's innermost loop carries, global memory
@@ -33,6 +34,14 @@ use std::collections::{BTreeMap, HashMap};
 /// DRAM latency in multiprocessor cycles, the order measured by microbenchmarks on Volta to
 /// Hopper (roughly 400-600 cycles); the model takes the upper end.
 pub const DRAM_LATENCY_CYCLES: f64 = 600.0;
+
+/// Multiprocessor cycles per thread block launched, the rate at which a multiprocessor takes
+/// new blocks: fitted, not published. On an H100 every transpose configuration of 1 to 8
+/// threads per block took 157.7 to 162.8 cycles (at the profile's clock) per block per
+/// multiprocessor, whatever else it did (`bench/measured/2026-11-25-h100/tune-transpose.tsv`,
+/// N = 4096: 2^24 one-thread blocks in 10.12 ms); the other programs are the report
+/// (bench/RESULTS.md, "Ranking against measured times"). Measured on Hopper only.
+pub const BLOCK_CYCLES: f64 = 158.0;
 
 /// What one thread does.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -314,7 +323,7 @@ pub fn lanes(compute_capability: &str) -> Option<(f64, f64)> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
     pub seconds: f64,
-    /// `compute`, `global` or `shared`: the slowest pipe.
+    /// `compute`, `global`, `shared` or `blocks`: the slowest pipe.
     pub bound: &'static str,
 }
 
@@ -361,7 +370,9 @@ pub fn estimate(run: &Run, device: &DeviceProfile) -> Option<Estimate> {
     let compute = run.work.flops * run.threads / (2.0 * lanes) / sms / issue_hiding / run.branch_efficiency;
     let global = run.work.global_bytes * run.threads * run.traffic / bytes_per_clock / sms / memory_hiding;
     let shared = run.work.shared_accesses * run.threads / 32.0 / run.banks.max(1e-3) / sms / issue_hiding;
-    let (cycles, bound) = [(compute, "compute"), (global, "global"), (shared, "shared")].into_iter().fold((0.0, "compute"), |acc, x| if x.0 > acc.0 { x } else { acc });
+    // Launching blocks: each multiprocessor takes one per `BLOCK_CYCLES`.
+    let launch = run.blocks / f64::from(device.multiprocessors) * BLOCK_CYCLES;
+    let (cycles, bound) = [(compute, "compute"), (global, "global"), (shared, "shared"), (launch, "blocks")].into_iter().fold((0.0, "compute"), |acc, x| if x.0 > acc.0 { x } else { acc });
     Some(Estimate { seconds: cycles / clock_hz, bound })
 }
 
@@ -428,5 +439,20 @@ mod tests {
         let quarter = estimate(&run(2_560_000.0, 10_000.0, 0.25), &h100).unwrap();
         let half = estimate(&run(2_560_000.0, 10_000.0, 0.5), &h100).unwrap();
         assert!((quarter.seconds / half.seconds - 2.0).abs() < 1e-9, "{quarter:?} against {half:?}");
+    }
+
+    /// 2^24 one-thread blocks (transpose at N = 4096 with 1 x 1 blocks) are bound by launching
+    /// blocks: 2^24 / 132 x BLOCK_CYCLES cycles at 1.98 GHz, 10.2 ms (measured 10.12 ms); the
+    /// same work in 256-thread blocks is not.
+    #[test]
+    fn tiny_blocks_are_bound_by_their_launches() {
+        let h100 = DeviceProfile::load("h100").unwrap();
+        let work = Work { flops: 0.0, global_bytes: 8.0, shared_accesses: 0.0 };
+        let tiny = Run { work, threads: 16_777_216.0, blocks: 16_777_216.0, double: false, occupancy: 0.5, chains: 1.0, traffic: 8.0, banks: 1.0, branch_efficiency: 1.0 };
+        let e = estimate(&tiny, &h100).unwrap();
+        assert_eq!(e.bound, "blocks");
+        assert!((e.seconds - 16_777_216.0 / 132.0 * BLOCK_CYCLES / 1.98e9).abs() < 1e-12, "{e:?}");
+        let wide = estimate(&Run { blocks: 65_536.0, occupancy: 1.0, traffic: 1.0, ..tiny }, &h100).unwrap();
+        assert_ne!(wide.bound, "blocks", "{wide:?}");
     }
 }

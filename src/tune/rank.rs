@@ -67,7 +67,7 @@ pub struct Config {
     /// The data-movement model's time for one launch ([`crate::perf::movement`]), when the
     /// device profile has the throughput fields.
     pub estimated_seconds: Option<f64>,
-    /// The pipe that bounds that time: `compute`, `global` or `shared`.
+    /// The pipe that bounds that time: `compute`, `global`, `shared` or `blocks` (launching them).
     pub bound: Option<String>,
     /// What configurations are ranked by (higher first): the best estimated time over this
     /// configuration's when every configuration has an estimate; otherwise occupancy x
