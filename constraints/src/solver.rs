@@ -133,35 +133,62 @@ impl Default for Backend {
 /// (`8*s*B0*B1 <= Z_B < 8*s*B0*B1 + 4*s*B1 + 4*B0`) takes a few, where Z3's integer search
 /// has taken seconds.
 fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<BTreeMap<Var, Rational>> {
-    let failing = |point: &BTreeMap<Var, Rational>| system.constraints().iter().filter(|c| c.holds_at(point) != Ok(true)).count() + usize::from(!system.domains().iter().all(|(v, d)| point.get(v).is_none_or(|x| d.admits(x))));
+    // A move changes one variable, so only the constraints that read it are evaluated again
+    // (and its own domain): the counts are those of checking the whole system at each point.
+    let constraints = system.constraints();
+    let mut readers: BTreeMap<Var, Vec<usize>> = BTreeMap::new();
+    for (i, c) in constraints.iter().enumerate() {
+        for v in c.poly().vars() {
+            readers.entry(v).or_default().push(i);
+        }
+    }
+    let outside_domain = |v: &Var, point: &BTreeMap<Var, Rational>| system.domains().get(v).is_some_and(|d| point.get(v).is_some_and(|x| !d.admits(x)));
     let mut point = witness.clone();
+    let mut holds: Vec<Result<bool, Var>> = constraints.iter().map(|c| c.holds_at(&point)).collect();
+    let mut bad_domains = system.domains().keys().filter(|v| outside_domain(v, &point)).count();
+    let failing = |holds: &[Result<bool, Var>], bad_domains: usize| holds.iter().filter(|h| **h != Ok(true)).count() + usize::from(bad_domains > 0);
     let mut visited = vec![point.clone()];
-    let mut left = failing(&point);
+    let mut left = failing(&holds, bad_domains);
+    let none: Vec<usize> = Vec::new();
     for _ in 0..REPAIR_ROUNDS {
         if left == 0 {
             return Some(point);
         }
-        let mut best: Option<(usize, BTreeMap<Var, Rational>)> = None;
-        for c in system.constraints() {
-            if c.rel().modulus().is_some() || c.holds_at(&point) != Ok(false) {
+        let mut best: Option<(usize, Var, Rational)> = None;
+        for (i, c) in constraints.iter().enumerate() {
+            if c.rel().modulus().is_some() || holds[i] != Ok(false) {
                 continue;
             }
             for (v, candidate) in boundary_moves(system, c, &point) {
-                let mut moved = point.clone();
-                moved.insert(v, candidate);
-                if c.holds_at(&moved) != Ok(true) || visited.contains(&moved) {
-                    continue;
+                let touched = readers.get(&v).unwrap_or(&none);
+                let was_outside = outside_domain(&v, &point);
+                let old = point.insert(v.clone(), candidate.clone());
+                let mut n = None;
+                if c.holds_at(&point) == Ok(true) && !visited.contains(&point) {
+                    let before = touched.iter().filter(|&&j| holds[j] != Ok(true)).count();
+                    let after = touched.iter().filter(|&&j| constraints[j].holds_at(&point) != Ok(true)).count();
+                    let bad = bad_domains - usize::from(was_outside) + usize::from(outside_domain(&v, &point));
+                    n = Some(left - usize::from(bad_domains > 0) - before + after + usize::from(bad > 0));
                 }
-                let n = failing(&moved);
-                if best.as_ref().is_none_or(|(m, _)| n < *m) {
-                    best = Some((n, moved));
+                match old {
+                    Some(x) => point.insert(v.clone(), x),
+                    None => point.remove(&v),
+                };
+                if let Some(n) = n.filter(|n| best.as_ref().is_none_or(|(m, _, _)| n < m)) {
+                    best = Some((n, v, candidate));
                 }
             }
         }
-        let (n, moved) = best?;
-        visited.push(moved.clone());
-        point = moved;
+        let (n, v, candidate) = best?;
+        bad_domains -= usize::from(outside_domain(&v, &point));
+        point.insert(v.clone(), candidate);
+        bad_domains += usize::from(outside_domain(&v, &point));
+        for &j in readers.get(&v).unwrap_or(&none) {
+            holds[j] = constraints[j].holds_at(&point);
+        }
+        visited.push(point.clone());
         left = n;
+        debug_assert_eq!(left, failing(&holds, bad_domains));
     }
     (left == 0).then_some(point)
 }
