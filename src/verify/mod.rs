@@ -124,7 +124,9 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
     let leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf) && wanted(n.id)).collect();
     // Leaves often share code: the proof under the root's system holds for each of them; a
     // defect found there is re-checked under the leaf's own constraints.
-    let keys: Vec<String> = leaves.iter().map(|leaf| format!("{:?}", leaf.staged)).collect();
+    // Keyed by what the threads execute: the register-pressure flags (`no_unroll`,
+    // `max_registers`) only tell nvcc and ptxas how to compile the same statements.
+    let keys: Vec<String> = leaves.iter().map(|leaf| format!("{:?}", crate::kernel::Kernel { no_unroll: false, max_registers: None, ..leaf.staged.clone() })).collect();
     let mut kernels: Vec<(&str, &crate::kernel::Kernel)> = Vec::new();
     for (key, leaf) in keys.iter().zip(&leaves) {
         if !kernels.iter().any(|(k, _)| k == key) {
