@@ -369,7 +369,11 @@ impl Builder<'_> {
         let refuse = Constraint::lt(&limit, &value);
         if let Some(node) = self.branch(&parent, &refuse, format!("refuse {}: {refuse}", counter.name())) {
             let candidates: Vec<Strategy> = parent.strategies_left.iter().copied().filter(|s| s.lowers(counter)).collect();
-            self.refuse(id, (counter, &refuse), node, &candidates)?;
+            if counter == Counter::ThreadsPerBlock && candidates.is_empty() {
+                self.refuse_threads(id, &refuse, node)?;
+            } else {
+                self.refuse(id, (counter, &refuse), node, &candidates)?;
+            }
         }
         Ok(())
     }

@@ -19,8 +19,8 @@
 //! counts as a counter with its cases ([`Tree::height_bound`]).
 //!
 //! Modules: this one holds the tree's types (machine symbols, counters, strategies, nodes);
-//! `build` the builder, the root and the resource-counter forks; `performance` the
-//! performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
+//! `build` the builder, the root and the resource-counter forks; `fewer_threads` the refusal of
+//! the threads per block (blocking, then coarsening); `performance` the performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
 //! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only.
 
 use crate::counters::count;
@@ -359,6 +359,7 @@ impl Tree {
 
 mod build;
 mod derived;
+mod fewer_threads;
 mod occupancy;
 mod performance;
 mod settle;

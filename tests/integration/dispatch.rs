@@ -241,11 +241,18 @@ fn refusals_name_the_fact_or_the_counter() {
     let point = |n: i64, b0: i64, ub1: i64, s: i64| BTreeMap::from([("n".to_string(), n), ("B0".to_string(), b0), ("ub1".to_string(), ub1), ("s".to_string(), s)]);
     assert!(matches!(d.select(&h200, &[], &point(4096, 16, 16, 2)).unwrap(), Selection::Leaf(_)));
     assert_eq!(d.select(&h200, &[], &point(4100, 16, 16, 2)).unwrap(), Selection::OutsideAssumptions("n % B0 == 0".into()));
-    // 64 x 64 threads exceed every device's threads per block: no strategy lowers that.
+    // 64 x 64 threads exceed every device's threads per block, and with `s == 1` the code
+    // cannot be blocked, so not coarsened either: nothing lowers that.
     match d.select(&h200, &[], &point(4096, 64, 64, 1)).unwrap() {
         Selection::NoKernel(c) => assert_eq!(c, metafork::tree::Counter::ThreadsPerBlock),
         other => panic!("expected no kernel, got {other:?}"),
     }
+    // 128 x 32 threads exceed it too, but with `s == 4` the refusal blocks and coarsens by 4:
+    // 1024 threads, a kernel (the fastest of a scratch sweep on an H100, bench/RESULTS.md).
+    let Selection::Leaf(i) = d.select(&h200, &[], &point(2048, 128, 32, 4)).unwrap() else { panic!("128 x 32 with s = 4 must have a coarsened kernel") };
+    let leaf = tree.leaves().find(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id) == d.kernels[i]).unwrap_or_else(|| panic!("no leaf named {}", d.kernels[i]));
+    assert!(leaf.applied.contains(&metafork::tree::Strategy::Coarsen), "leaf {}: {:?}", leaf.id, leaf.applied);
+    assert_eq!(leaf.counters.threads_per_block.to_string(), "1/4*ub1*B0");
     // A compiled leaf that needs more registers than the model said is not launched where the
     // block no longer fits; its max_threads is respected too.
     let Selection::Leaf(i) = d.select(&h200, &[], &point(4096, 32, 32, 1)).unwrap() else { panic!("32 x 32 must fit an H200") };

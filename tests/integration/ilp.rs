@@ -564,3 +564,31 @@ fn coarsening_blocked_code_gives_two_dimensional_micro_tiles() {
     assert!(metafork::strategy::coarsen::coarsen(&kernel, 4).is_none(), "one block dimension");
     assert!(metafork::strategy::coarsen::coarsen(&leaf.code, 1).is_none());
 }
+
+/// Issue 27.1: the refusal of the threads per block coarsens. Where `ub1 * B0` exceeds the
+/// machine's threads per block, the refuse child blocks the granularity loop (`s == 8` or
+/// `s == 4`) and coarsens along `y` by 4 (`B0 % 4 == 0`), and every counter is evaluated
+/// again: the threads per block are a quarter, accepted up to `4 * T_B`. Outside those cases
+/// the refusal is infeasible as before. These leaves are proved with every other example leaf
+/// (`verify::every_example_leaf_is_proved`).
+#[test]
+fn the_refusal_of_too_many_threads_coarsens() {
+    use metafork::tree::{Counter, NodeKind, Strategy};
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
+    let (_, tree) = common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &b).remove(0);
+    let refused = |l: &&metafork::tree::Node| l.constraints.constraints().iter().any(|c| c.to_string() == "T_B < ub1*B0");
+    let coarsened: Vec<_> = tree.leaves().filter(refused).filter(|l| matches!(l.kind, NodeKind::Leaf)).collect();
+    assert!(!coarsened.is_empty(), "kernels where the block has too many threads");
+    let mut factors = std::collections::BTreeSet::new();
+    for leaf in &coarsened {
+        assert!(leaf.applied.contains(&Strategy::RegisterBlock) && leaf.applied.contains(&Strategy::Coarsen), "leaf {}: {:?}", leaf.id, leaf.applied);
+        assert_eq!(leaf.counters.threads_per_block.to_string(), "1/4*ub1*B0", "leaf {}", leaf.id);
+        let texts: Vec<String> = leaf.constraints.constraints().iter().map(|c| c.to_string()).collect();
+        assert!(texts.iter().any(|c| c == "B0 % 4 == 0") && texts.iter().any(|c| c == "ub1*B0 <= 4*T_B"), "leaf {}: {texts:?}", leaf.id);
+        factors.insert(if texts.iter().any(|c| c == "s == 8") { 8 } else if texts.iter().any(|c| c == "s == 4") { 4 } else { panic!("leaf {}: no factor: {texts:?}", leaf.id) });
+    }
+    assert_eq!(factors, [4, 8].into());
+    // Where neither factor nor the coarsening condition holds, no kernel: the infeasible leaf.
+    assert!(tree.leaves().filter(refused).any(|l| matches!(l.kind, NodeKind::Infeasible { counter: Counter::ThreadsPerBlock })));
+}
