@@ -161,6 +161,11 @@ pub enum Command {
         /// a note when fewer points than asked were found, or why none was) instead.
         #[arg(long)]
         json: bool,
+        /// Only re-derive DIR's files from the source and compare them (exit 0 when every
+        /// file is what metafork generates, 3 naming the first that is not), without the proofs
+        /// and runs: a quick check that generated code is up to date.
+        #[arg(long, conflicts_with_all = ["points", "json"])]
+        files_only: bool,
     },
     /// Print each kernel's resource counters: registers per thread, shared memory per block,
     /// threads per block, of the code that runs at the root of its tree (`cache(...)` staged in
@@ -307,7 +312,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, output.as_deref())
         }
-        Command::Verify { dir, source, points, json } => crate::verify::command::run(&dir, source.as_deref(), points, json, color),
+        Command::Verify { dir, source, points, json, files_only } => crate::verify::command::run(&dir, source.as_deref(), points, json, files_only, color),
         Command::Gen { file, output, emit_cuda, wisdom, ptxas, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, ptxas: &ptxas, verify, json, color }),
         Command::Counters { file, ptxas, json, at, device } => {
             let program = command::load(&file, color)?;
