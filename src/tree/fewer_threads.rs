@@ -43,16 +43,7 @@ impl Builder<'_> {
         if self.implied(&node, &is_k.negate()).is_ok() {
             return self.coarsen_cases(id, rest);
         }
-        let key = (format!("{:?}", node.code), k);
-        let blocked = match self.blocked.get(&key) {
-            Some(b) => b.clone(),
-            None => {
-                let b = crate::strategy::block::block(self.function, &node.code, self.backend, k)?;
-                self.blocked.insert(key, b.clone());
-                b
-            }
-        };
-        let coarsened = blocked.and_then(|b| crate::strategy::coarsen::coarsen(&b, crate::strategy::coarsen::COARSENING_FACTOR));
+        let coarsened = self.blocked_code(&node.code, k)?.and_then(|b| crate::strategy::coarsen::coarsen(&b, crate::strategy::coarsen::COARSENING_FACTOR));
         let Some(c) = coarsened else {
             return self.coarsen_cases(id, rest);
         };

@@ -67,16 +67,7 @@ impl Builder<'_> {
         if self.implied(&node, &is_k.negate()).is_ok() {
             return self.block_fork(id, rest);
         }
-        let key = (format!("{:?}", node.code), k);
-        let blocked = match self.blocked.get(&key) {
-            Some(b) => b.clone(),
-            None => {
-                let b = crate::strategy::block::block(self.function, &node.code, self.backend, k)?;
-                self.blocked.insert(key, b.clone());
-                b
-            }
-        };
-        let Some(code) = blocked else {
+        let Some(code) = self.blocked_code(&node.code, k)? else {
             strip(self);
             return self.settle(id);
         };
@@ -94,6 +85,17 @@ impl Builder<'_> {
             self.block_fork(c, rest)?;
         }
         Ok(())
+    }
+
+    /// `code` register-blocked by `k` ([`crate::strategy::block::block`]), memoised by code.
+    pub(super) fn blocked_code(&mut self, code: &Kernel, k: i64) -> Result<Option<Kernel>, String> {
+        let key = (format!("{code:?}"), k);
+        if let Some(b) = self.blocked.get(&key) {
+            return Ok(b.clone());
+        }
+        let b = crate::strategy::block::block(self.function, code, self.backend, k)?;
+        self.blocked.insert(key, b.clone());
+        Ok(b)
     }
 
     /// Coarsening, once per path, after register blocking was taken and before unrolling: where
