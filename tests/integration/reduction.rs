@@ -41,6 +41,16 @@ fn proved_all(stdout: &str) -> bool {
     words.len() >= 3 && words[0] == words[2] && words[0] != "0"
 }
 
+/// `gen` of `text` (saved as `file` in a fresh scratch folder `name`): its exit status, its
+/// stderr, and whether it wrote its output folder.
+fn gen_of(name: &str, file: &str, text: &str) -> (Option<i32>, String, bool) {
+    let dir = scratch(name);
+    let source = dir.join(file);
+    std::fs::write(&source, text).unwrap();
+    let o = metafork(&["gen", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned(), dir.join("out").exists())
+}
+
 #[test]
 fn column_sums_add_atomically_and_every_leaf_is_proved() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/colsum.mf")).unwrap();
@@ -92,15 +102,11 @@ fn reductions_of_every_type_and_shape_are_proved_and_compile() {
 /// several threads apply to one element is refused where it is written.
 #[test]
 fn a_product_across_threads_is_a_located_error() {
-    let dir = scratch("reduction-product");
-    let source = dir.join("prod.mf");
-    std::fs::write(&source, "void prod(int n, int B, const float a[n], float p[1]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          p[0] *= a[i];\n      }\n  }\n}\n").unwrap();
-    let o = metafork(&["gen", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (status, err, written) = gen_of("reduction-product", "prod.mf", "void prod(int n, int B, const float a[n], float p[1]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          p[0] *= a[i];\n      }\n  }\n}\n");
+    assert_eq!(status, Some(1), "{err}");
     assert!(err.contains("prod.mf:9:11"), "{err}");
     assert!(err.contains("`p[0]` is updated with `*=`") && err.contains("meta_for (int v ...)") && err.contains("only `+=` and `-=`"), "{err}");
-    assert!(!dir.join("out").exists(), "nothing is written for a program with an error");
+    assert!(!written, "nothing is written for a program with an error");
 }
 
 /// A reduction's target named in `cache(...)` is not staged in shared memory (a block's copy
@@ -183,15 +189,10 @@ fn a_dependence_carried_by_a_meta_for_is_a_located_error() {
         ("inplace", "void inplace(int n, int B0, int B1, float a[n][n]) {\n  assume(n >= 3 && B0 >= 1 && B1 >= 1);\n  int g0 = (n + B0 - 1) / B0, g1 = (n + B1 - 1) / B1;\n  meta_schedule {\n    meta_for (int v0 = 0; v0 < g0; v0++)\n      meta_for (int v1 = 0; v1 < g1; v1++)\n        meta_for (int u0 = 0; u0 < B0; u0++)\n          meta_for (int u1 = 0; u1 < B1; u1++) {\n            int i = v0 * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i >= 1 && i < n - 1 && j >= 1 && j < n - 1)\n              a[i][j] = (a[i - 1][j] + a[i + 1][j] + a[i][j - 1] + a[i][j + 1]) / 4.0f;\n          }\n  }\n}\n", "inplace.mf:12:", "a["),
     ];
     for (name, text, at, access) in cases {
-        let dir = scratch(&format!("reduction-dependence-{name}"));
-        let source = dir.join(format!("{name}.mf"));
-        std::fs::write(&source, text).unwrap();
-        let out = dir.join("out");
-        let o = metafork(&["gen", source.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        let (status, err, written) = gen_of(&format!("reduction-dependence-{name}"), &format!("{name}.mf"), text);
+        assert_eq!(status, Some(1), "{name}: {err}");
         assert!(err.contains(at) && err.contains("races as written") && err.contains(access) && err.contains("of block") && err.contains("dependence carried by a `meta_for`"), "{name}:\n{err}");
-        assert!(!out.exists(), "{name}: nothing is written");
+        assert!(!written, "{name}: nothing is written");
     }
     // The prefix loop's update written as a sum over every earlier element: a reduction, fine.
     let sum = "void sums(int n, int B, const float x[n], float y[n]) {\n  assume(n >= 2 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          for (int k = i; k < n; k++)\n            y[k] += x[i];\n      }\n  }\n}\n";
@@ -203,11 +204,7 @@ fn a_dependence_carried_by_a_meta_for_is_a_located_error() {
 /// it is written.
 #[test]
 fn a_reduction_into_a_char_array_is_a_located_error() {
-    let dir = scratch("reduction-char");
-    let source = dir.join("hist.mf");
-    std::fs::write(&source, "void hist(int n, int B, const char x[n], char count[4]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          count[0] += x[i];\n      }\n  }\n}\n").unwrap();
-    let o = metafork(&["gen", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let (status, err, _) = gen_of("reduction-char", "hist.mf", "void hist(int n, int B, const char x[n], char count[4]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          count[0] += x[i];\n      }\n  }\n}\n");
+    assert_eq!(status, Some(1), "{err}");
     assert!(err.contains("hist.mf:9:11") && err.contains("no atomic add on 8-bit elements"), "{err}");
 }
