@@ -580,6 +580,7 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
     fn stmt(&mut self, s: &Stmt) -> LResult<()> {
         match &s.kind {
             StmtKind::Empty => Ok(()),
+            StmtKind::LocalArray { name, .. } => err(format!("per-thread array `{}` was not made scalars", name.name)),
             StmtKind::Block(items) => {
                 self.scopes.push(HashMap::new());
                 let r = items.iter().try_for_each(|x| self.stmt(x));

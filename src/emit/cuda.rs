@@ -229,6 +229,7 @@ impl Cify<'_> {
         let pad = "  ".repeat(depth);
         match &s.kind {
             StmtKind::Empty => {}
+            StmtKind::LocalArray { name, .. } => return Err(format!("per-thread array `{}` was not made scalars", name.name)),
             StmtKind::Block(items) => {
                 let _ = writeln!(out, "{pad}{{");
                 for x in items {

@@ -64,6 +64,7 @@ impl<'f> HostPrinter<'f> {
         match &s.kind {
             StmtKind::Empty => {}
             StmtKind::Barrier => return Err("a barrier in a function body".into()),
+            StmtKind::LocalArray { name, .. } => return Err(format!("per-thread array `{}` was not made scalars", name.name)),
             StmtKind::Block(items) => {
                 let _ = writeln!(out, "{pad}{{");
                 self.items(items, depth + 1, next, out)?;

@@ -94,6 +94,15 @@ pub struct Declarator {
     pub init: Expr,
 }
 
+/// A local array's initializer: an element's value, or a braced list (C's rules: a flat list
+/// fills the elements in row-major order, one brace per sub-array fills that sub-array; the
+/// elements not named are zero).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Init {
+    Value(Expr),
+    List(Vec<Init>, Span),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AssignOp {
     Set,
@@ -134,6 +143,10 @@ pub struct ForLoop {
 #[derive(Clone, Debug, PartialEq)]
 pub enum StmtKind {
     Decl { ty: ScalarType, vars: Vec<Declarator> },
+    /// A per-thread array of constant size, `float acc[4];` or `float acc[2][2] = {...};`.
+    /// Only in the parsed program: [`crate::frontend::local_arrays::scalarize`] replaces each
+    /// by one scalar per element before the semantic check, so no later stage meets one.
+    LocalArray { ty: ScalarType, name: Ident, dims: Vec<Expr>, init: Option<Init> },
     Assign { target: Expr, op: AssignOp, value: Expr },
     If { cond: Expr, then_branch: Box<Stmt>, else_branch: Option<Box<Stmt>> },
     Block(Vec<Stmt>),

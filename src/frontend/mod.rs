@@ -1,12 +1,13 @@
 //! The front end: MetaFork source text to a checked program, or diagnostics.
 //!
-//! Pipeline: [`lexer`] (tokens with spans) → [`parser`] (syntax tree, first syntax error) →
+//! Pipeline: [`lexer`] (tokens with spans) → [`parser`] (syntax tree, first syntax error) → [`local_arrays`] (per-thread arrays as scalars) → [`reduction`] (atomic updates) →
 //! [`sema`] (scopes, types, placement, schedule structure, parameter classification) →
 //! [`model::CheckedProgram`]. No input makes any stage panic or loop forever.
 
 pub mod ast;
 pub mod diag;
 pub mod lexer;
+pub mod local_arrays;
 pub mod model;
 pub mod parser;
 pub mod polyexpr;
@@ -33,6 +34,10 @@ pub fn check_source(name: &str, text: &str) -> Result<CheckedProgram, Diagnostic
         Ok(p) => p,
         Err(d) => return Err(fail(vec![d], file)),
     };
+    let not_scalars = local_arrays::scalarize(&mut program);
+    if !not_scalars.is_empty() {
+        return Err(fail(not_scalars, file));
+    }
     let not_reductions = reduction::mark(&mut program);
     if !not_reductions.is_empty() {
         return Err(fail(not_reductions, file));

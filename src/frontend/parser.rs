@@ -371,6 +371,10 @@ impl Parser {
                 let Some(ty) = self.scalar_type() else {
                     return Err(self.error_here("expected a type after `const`", "expected a type"));
                 };
+                if matches!(self.peek(), Tok::Ident(_)) && self.peek_at(1) == &Tok::Sym("[") {
+                    let (name, dims, init) = self.local_array()?;
+                    return Ok(finish(self, StmtKind::LocalArray { ty, name, dims, init }));
+                }
                 let vars = self.declarators()?;
                 Ok(finish(self, StmtKind::Decl { ty, vars }))
             }
@@ -399,7 +403,7 @@ impl Parser {
             let name = self.ident("a variable name")?;
             if self.is("[") {
                 return Err(self.error_here(
-                    "local arrays are not supported; pass arrays as parameters (or use `cache(...)`)",
+                    "declare a per-thread array on its own (`float acc[4];`), not in a list with other names",
                     "array declarator here",
                 ));
             }
@@ -418,6 +422,49 @@ impl Parser {
         }
         self.expect(";", "after the declaration")?;
         Ok(vars)
+    }
+
+    /// `name[d0][d1]... [= init];` after the element type: a per-thread array (its extents
+    /// and subscripts are checked by `local_arrays`, which makes it scalars).
+    fn local_array(&mut self) -> PResult<(Ident, Vec<Expr>, Option<Init>)> {
+        let name = self.ident("an array name")?;
+        let mut dims = Vec::new();
+        while self.eat("[") {
+            if self.is("]") {
+                return Err(self.error_here(format!("per-thread array `{}` needs its extent between `[` and `]`", name.name), "expected a constant extent"));
+            }
+            dims.push(self.expr()?);
+            self.expect("]", "to close the array's extent")?;
+        }
+        let init = match self.eat("=") {
+            true => Some(self.initializer()?),
+            false => None,
+        };
+        if self.is(",") {
+            return Err(self.error_here("declare a per-thread array on its own (`float acc[4];`), not in a list with other names", "another declarator here"));
+        }
+        self.expect(";", "after the declaration")?;
+        Ok((name, dims, init))
+    }
+
+    /// An initializer: an expression, or `{ init, ... }` (a trailing comma allowed).
+    fn initializer(&mut self) -> PResult<Init> {
+        if !self.is("{") {
+            return Ok(Init::Value(self.expr()?));
+        }
+        self.enter()?;
+        let start = self.span();
+        self.bump();
+        let mut items = Vec::new();
+        while !self.is("}") {
+            items.push(self.initializer()?);
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.expect("}", "to close the initializer")?;
+        self.leave();
+        Ok(Init::List(items, start.to(self.prev_span())))
     }
 
     fn assignment(&mut self) -> PResult<Stmt> {

@@ -88,7 +88,24 @@ pub fn to_constraint(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
     if !op.is_comparison() {
         return None;
     }
+    if let Some(c) = divisibility(*op, a, b, derived).or_else(|| divisibility(*op, b, a, derived)) {
+        return Some(c);
+    }
     comparison(*op, &to_poly(a, derived)?, &to_poly(b, derived)?)
+}
+
+/// `x % m == 0` (or `!= 0`) with a constant modulus `m`, as `m | x` (or `m ∤ x`): C's
+/// remainder is zero exactly where `m` divides `x`, whatever the signs.
+fn divisibility(op: BinOp, rem: &Expr, zero: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
+    let (ExprKind::Binary(BinOp::Rem, x, m), ExprKind::Int(0)) = (&rem.kind, &zero.kind) else { return None };
+    let ExprKind::Int(m) = m.kind else { return None };
+    let m = u32::try_from(m).ok().filter(|&m| m >= 1)?;
+    let x = to_poly(x, derived)?;
+    match op {
+        BinOp::Eq => Some(Constraint::divides(m, &x)),
+        BinOp::Ne => Some(Constraint::not_divides(m, &x)),
+        _ => None,
+    }
 }
 
 /// `a OP b` as a constraint, for a comparison operator.

@@ -138,7 +138,8 @@ impl Walk<'_> {
                 self.nested(body);
                 self.in_schedule = was;
             }
-            StmtKind::Assume(_) | StmtKind::Assert(_) | StmtKind::Empty | StmtKind::Barrier => {}
+            // Made scalars before reductions are marked (`local_arrays`).
+            StmtKind::LocalArray { .. } | StmtKind::Assume(_) | StmtKind::Assert(_) | StmtKind::Empty | StmtKind::Barrier => {}
         }
     }
 

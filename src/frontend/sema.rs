@@ -401,6 +401,7 @@ impl Checker<'_> {
     fn host_stmt(&mut self, s: &Stmt, items: &mut HostItems, host_loops: &mut Vec<SerialLoop>) {
         match &s.kind {
             StmtKind::Empty => {}
+            StmtKind::LocalArray { name, .. } => self.err(name.span, format!("per-thread array `{}` was not made scalars", name.name), "internal error"),
             StmtKind::Block(b) => self.with_scope(|c| b.iter().for_each(|x| c.host_stmt(x, items, host_loops))),
             StmtKind::Decl { ty, vars } if !ty.is_integer() => {
                 // A floating scalar of the parameters (`float k = expf(-alpha);`): computed once
@@ -678,6 +679,7 @@ impl Checker<'_> {
     fn kernel_stmt(&mut self, s: &Stmt) {
         match &s.kind {
             StmtKind::Empty | StmtKind::Barrier => {}
+            StmtKind::LocalArray { name, .. } => self.err(name.span, format!("per-thread array `{}` was not made scalars", name.name), "internal error"),
             StmtKind::Block(b) => self.with_scope(|c| b.iter().for_each(|x| c.kernel_stmt(x))),
             StmtKind::Decl { ty, vars } => {
                 for d in vars {

@@ -211,6 +211,7 @@ impl Compiler {
     fn stmt(&mut self, s: &Stmt) -> Result<(), String> {
         match &s.kind {
             StmtKind::Empty => {}
+            StmtKind::LocalArray { name, .. } => return Err(format!("per-thread array `{}` was not made scalars", name.name)),
             StmtKind::Decl { ty, vars } => {
                 for d in vars {
                     let value = self.expr(&d.init)?;

@@ -9,8 +9,6 @@ use crate::common;
 use constraints::solver::Backend;
 use metafork::frontend::check_source;
 use metafork::frontend::model::KernelFunction;
-use metafork::verify::code;
-use metafork::verify::machine::{self, Buffer, RunOptions};
 use metafork::verify::value::Value;
 use metafork::verify::{verify_tree, Options, Status};
 use std::collections::BTreeMap;
@@ -22,39 +20,6 @@ fn backend() -> Backend {
 fn checked(src: &str) -> KernelFunction {
     let mut p = check_source("down.mf", src).unwrap_or_else(|d| panic!("{}", d.render(false)));
     p.kernels.remove(0)
-}
-
-/// Run the serial program (every `meta_for` a sequential loop) with the integer parameters
-/// `ints` (by name), floating scalars 0, and the arrays filled by `fill(array, flat index)`;
-/// the arrays as it leaves them.
-fn run_serial(f: &KernelFunction, ints: &[(&str, i64)], fill: &dyn Fn(&str, usize) -> Value) -> BTreeMap<String, Buffer> {
-    use metafork::frontend::model::Role;
-    let point: BTreeMap<String, i64> = ints.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let exact = constraints::exact_point(&point);
-    let args: Vec<Value> = f
-        .params
-        .iter()
-        .filter(|p| p.role != Role::Array)
-        .map(|p| match p.role {
-            Role::Value => Value::zero(p.ty),
-            _ => Value::Long(point[&p.name]).to(p.ty),
-        })
-        .collect();
-    let mut buffers: Vec<Buffer> = f
-        .arrays
-        .iter()
-        .map(|a| {
-            let dims: Vec<i64> = a.extents.iter().map(|e| i64::try_from(e.eval(&exact).unwrap().to_integer()).unwrap()).collect();
-            let mut b = Buffer::new(&a.name, a.elem, dims, Value::zero(a.elem));
-            for (i, x) in b.data.iter_mut().enumerate() {
-                *x = fill(&a.name, i).to(a.elem);
-            }
-            b
-        })
-        .collect();
-    let host = code::host(f, None).unwrap();
-    machine::run(&host, &args, &mut buffers, None, RunOptions::default()).unwrap_or_else(|s| panic!("the serial program stopped at {ints:?}: {:?}", s.fault));
-    buffers.into_iter().map(|b| (b.name.clone(), b)).collect()
 }
 
 fn metafork(args: &[&str]) -> std::process::Output {
@@ -102,7 +67,7 @@ fn anticausal_reference(n: usize, m: usize) -> Vec<f32> {
 fn anticausal_filter_runs_in_cs_order() {
     let f = checked(ANTICAUSAL);
     for (n, m, b) in [(3, 5, 2), (1, 1, 1), (4, 9, 4)] {
-        let out = run_serial(&f, &[("n", n), ("m", m), ("B", b)], &|a, i| if a == "x" { Value::Float(input(i)) } else { Value::Float(f32::NAN) });
+        let out = common::run_serial(&f, &[("n", n), ("m", m), ("B", b)], &|a, i| if a == "x" { Value::Float(input(i)) } else { Value::Float(f32::NAN) });
         let got: Vec<f32> = out["y"].data.iter().map(|v| match v {
             Value::Float(x) => *x,
             other => panic!("{other:?}"),
@@ -210,7 +175,7 @@ fn steps_strict_bounds_and_empty_loops_match_c() {
     let mut empty = 0;
     for hi in -4..=7i64 {
         for lo in -4..=7i64 {
-            let out = run_serial(&f, &[("N", n), ("B", b), ("hi", hi), ("lo", lo)], &|_, _| Value::Long(-7));
+            let out = common::run_serial(&f, &[("N", n), ("B", b), ("hi", hi), ("lo", lo)], &|_, _| Value::Long(-7));
             let got: Vec<i64> = out["out"].data.iter().map(|v| v.as_i64()).collect();
             for k in 0..n {
                 let nested: Vec<i64> = visited(hi, lo, true, 2).into_iter().flat_map(|j| visited(j, lo, false, 3).into_iter().map(move |t| j * 10 + t)).collect();
@@ -268,7 +233,7 @@ fn the_counter_reads_as_before_in_the_body() {
     let f = checked(src);
     let n = 5usize;
     let fill = |a: &str, i: usize| Value::Float(if a == "a" { (i % 7) as f32 * 0.25 - 0.5 } else { (i % 3) as f32 });
-    let out = run_serial(&f, &[("N", n as i64), ("B", 1)], &fill);
+    let out = common::run_serial(&f, &[("N", n as i64), ("B", 1)], &fill);
     let a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
     let mut c: Vec<f32> = (0..n * n).map(|i| (i % 3) as f32).collect();
     for i in 0..n {
@@ -319,7 +284,7 @@ fn a_user_name_like_the_made_up_counter_is_left_alone() {
 ";
     let f = checked(src);
     for jd in [0i64, 3] {
-        let out = run_serial(&f, &[("N", 4), ("B", 2), ("j_down", jd)], &|_, _| Value::Long(0));
+        let out = common::run_serial(&f, &[("N", 4), ("B", 2), ("j_down", jd)], &|_, _| Value::Long(0));
         let got: Vec<i64> = out["out"].data.iter().map(|v| v.as_i64()).collect();
         for k in 0..4i64 {
             let want0 = visited(k + jd, 0, true, 2).into_iter().fold(0, |s, j| s * 10 + j % 10 + jd);
@@ -355,7 +320,7 @@ fn a_host_loop_counting_down_around_a_schedule() {
 }
 ";
     let f = checked(src);
-    let out = run_serial(&f, &[("N", 4), ("B", 2), ("T", 3)], &|_, i| Value::Float(i as f32));
+    let out = common::run_serial(&f, &[("N", 4), ("B", 2), ("T", 3)], &|_, i| Value::Float(i as f32));
     let got: Vec<f32> = out["c"].data.iter().map(|v| match v {
         Value::Float(x) => *x,
         other => panic!("{other:?}"),

@@ -19,6 +19,7 @@ mod gpucheck;
 mod granularity;
 mod hostile;
 mod hygiene;
+mod local_arrays;
 mod ilp;
 mod perf;
 mod pressure_and_cse;

@@ -92,3 +92,39 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Run the serial program (every `meta_for` a sequential loop) with the integer parameters
+/// `ints` (by name), floating scalars 0, and the arrays filled by `fill(array, flat index)`;
+/// the arrays as it leaves them.
+pub fn run_serial(f: &KernelFunction, ints: &[(&str, i64)], fill: &dyn Fn(&str, usize) -> metafork::verify::value::Value) -> std::collections::BTreeMap<String, metafork::verify::machine::Buffer> {
+    use metafork::frontend::model::Role;
+    use metafork::verify::machine::{self, Buffer, RunOptions};
+    use metafork::verify::value::Value;
+    use std::collections::BTreeMap;
+    let point: BTreeMap<String, i64> = ints.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let exact = constraints::exact_point(&point);
+    let args: Vec<Value> = f
+        .params
+        .iter()
+        .filter(|p| p.role != Role::Array)
+        .map(|p| match p.role {
+            Role::Value => Value::zero(p.ty),
+            _ => Value::Long(point[&p.name]).to(p.ty),
+        })
+        .collect();
+    let mut buffers: Vec<Buffer> = f
+        .arrays
+        .iter()
+        .map(|a| {
+            let dims: Vec<i64> = a.extents.iter().map(|e| i64::try_from(e.eval(&exact).unwrap().to_integer()).unwrap()).collect();
+            let mut b = Buffer::new(&a.name, a.elem, dims, Value::zero(a.elem));
+            for (i, x) in b.data.iter_mut().enumerate() {
+                *x = fill(&a.name, i).to(a.elem);
+            }
+            b
+        })
+        .collect();
+    let host = metafork::verify::code::host(f, None).unwrap();
+    machine::run(&host, &args, &mut buffers, None, RunOptions::default()).unwrap_or_else(|s| panic!("the serial program stopped at {ints:?}: {:?}", s.fault));
+    buffers.into_iter().map(|b| (b.name.clone(), b)).collect()
+}
