@@ -79,11 +79,17 @@ impl Builder<'_> {
             }
             let refuse = cond.refuse();
             let Some(refused) = self.branch(&parent, &refuse, format!("refuse {} of `{}`: {refuse}", counter.name(), cond.access)) else { continue };
-            if let Some(mut accepted) = self.branch(&parent, &cond.accept, format!("accept {} of `{}`: {}", counter.name(), cond.access, cond.accept)) {
-                accepted.perf_done = i + 1;
-                let c = self.child(id, ("accept", counter, cond.accept.clone()), accepted);
-                self.expand(c)?;
-            }
+            let Some(mut accepted) = self.branch(&parent, &cond.accept, format!("accept {} of `{}`: {}", counter.name(), cond.access, cond.accept)) else {
+                // The refusal is implied (a lane stride of 4 is never 1): a node only where a
+                // strategy raises the counter; else the code stays, with nothing to decide.
+                match self.raising(&refused, counter, kind, i)? {
+                    Some(raised) => return self.refuse_with(id, (counter, &refuse), refused, raised),
+                    None => continue,
+                }
+            };
+            accepted.perf_done = i + 1;
+            let c = self.child(id, ("accept", counter, cond.accept.clone()), accepted);
+            self.expand(c)?;
             return self.refuse_performance(id, (counter, kind, i), &refuse, refused);
         }
         let node = &mut self.nodes[id];
@@ -124,20 +130,34 @@ impl Builder<'_> {
     /// strategy left that raises the counter is applied and every counter evaluated again;
     /// with none, the code stays (it runs, only slower) and the next access follows.
     pub(super) fn refuse_performance(&mut self, parent: usize, (counter, kind, i): (Counter, PerfKind, usize), refuse: &Constraint, node: Node) -> Result<(), String> {
-        let mut node = node;
-        let candidates: Vec<Strategy> = node.strategies_left.iter().copied().filter(|s| s.lowers(counter)).collect();
-        for s in candidates {
-            let Some(code) = self.apply(s, &node)? else { continue };
-            let ev = self.evaluate(&code)?;
-            if !self.raises(&node, &ev.staged, kind, i) {
-                continue;
-            }
-            take(&mut node, s, code, ev);
-            let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
-            return self.expand(c);
+        if let Some(raised) = self.raising(&node, counter, kind, i)? {
+            return self.refuse_with(parent, (counter, refuse), node, raised);
         }
+        let mut node = node;
         node.perf_done = i + 1;
         node.decisions.push("no strategy left raises it: the code stays".to_string());
+        let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
+        self.expand(c)
+    }
+
+    /// The first strategy left at `node` that raises `counter` for access `i`, with its code
+    /// and counters.
+    fn raising(&mut self, node: &Node, counter: Counter, kind: PerfKind, i: usize) -> Result<Option<(Strategy, Kernel, Evaluated)>, String> {
+        let candidates: Vec<Strategy> = node.strategies_left.iter().copied().filter(|s| s.lowers(counter)).collect();
+        for s in candidates {
+            let Some(code) = self.apply(s, node)? else { continue };
+            let ev = self.evaluate(&code)?;
+            if self.raises(node, &ev.staged, kind, i) {
+                return Ok(Some((s, code, ev)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The refuse child of `parent` taking the strategy's code; every counter evaluated again.
+    fn refuse_with(&mut self, parent: usize, (counter, refuse): (Counter, &Constraint), node: Node, (s, code, ev): (Strategy, Kernel, Evaluated)) -> Result<(), String> {
+        let mut node = node;
+        take(&mut node, s, code, ev);
         let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
         self.expand(c)
     }
