@@ -194,7 +194,14 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
                 while let Some((stem, _)) = unblocked.rsplit_once("_b").filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
                     unblocked = stem;
                 }
-                let readable = unblocked.trim_end_matches('_').ends_with("_reg") || id.rsplit_once("_tile").is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                // A per-thread array's elements (`taps_3`, `m_1_0`; `acc2_0` where `acc_0` is
+                // the user's): named after the user's array, apart from every name of the file.
+                let mut element = id.as_str();
+                while let Some((stem, _)) = element.rsplit_once('_').filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                    element = stem;
+                }
+                let local_array = element != id && (user.contains(element) || user.contains(element.trim_end_matches(|c: char| c.is_ascii_digit())));
+                let readable = local_array || unblocked.trim_end_matches('_').ends_with("_reg") || id.rsplit_once("_tile").is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
                 if readable {
                     continue;
                 }
