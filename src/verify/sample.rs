@@ -10,7 +10,7 @@
 //! cost grows with the data sizes, cubically for matrix multiplication). Z3 `unknown` on a candidate skips it; it never admits a point.
 //! A leaf that admits no such small point (a warp-shaped region, `32 <= B1`, say) gets a wide
 //! round (program parameters also 32, 33 or 64; data up to `WIDE_DATA`, often 1), and when
-//! that finds none, Z3's own point (program parameters at most `WIDE_PROGRAM`, data at most
+//! that finds none, Z3's own point (given the facts, `N % B == 0` as `N == B*q`; program parameters at most `WIDE_PROGRAM`, data at most
 //! `WIDE_DATA`, made smaller a few times); in the wide round a size that facts make a multiple
 //! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
 //! gets instead a round with both small bounds doubled.
@@ -138,7 +138,10 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         }
     }
     if out.is_empty() {
-        out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
+        // Z3 is given the facts too (`N % B == 0` as `N == B*q`): a narrow region such as
+        // `32 <= B`, `64*N_SM*W_SM + B <= N + 1` under that fact holds few points, and a model
+        // that breaks the fact is no point at all.
+        out = bounded_models(&with_facts(function, system), &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
     }
     Ok(out)
 }
@@ -227,11 +230,16 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 }
 
 /// Whether no parameter values satisfy `system` together with the program's facts, those with
-/// a polynomial modulus included (`k % T == 0` as `k == T*q`, `q` a fresh integer), which the
-/// tree's systems do not carry: Z3 `unsat` (never `unknown`) proves that no point of the leaf's
+/// a polynomial modulus included ([`with_facts`]), which the tree's systems do not carry: Z3 `unsat` (never `unknown`) proves that no point of the leaf's
 /// region runs, so the dispatcher never selects it (a region such as `k == 1 && T % 4 == 0`
 /// under the fact `k % T == 0`).
 pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend) -> bool {
+    matches!(backend.check(&with_facts(function, system)), CheckResult::Unsat)
+}
+
+/// `system` with the program's facts, those with a polynomial modulus as `k == T*q` (`q` a
+/// fresh integer).
+fn with_facts(function: &KernelFunction, system: &System) -> System {
     use crate::frontend::polyexpr::{to_constraint, to_poly};
     let derived = function.derived_polys();
     let mut sys = system.clone();
@@ -250,7 +258,7 @@ pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend
             sys.add(Constraint::eq(&a, &(&b * &Poly::var(&q))));
         }
     }
-    matches!(backend.check(&sys), CheckResult::Unsat)
+    sys
 }
 
 /// Whether `system` admits `point` (its parameters fixed, the machine limits free): the exact
