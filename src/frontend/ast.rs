@@ -408,3 +408,67 @@ pub fn walk_expr(x: &Expr, f: &mut dyn FnMut(&Expr)) {
         _ => {}
     }
 }
+
+/// The values of an initializer, in order.
+pub fn init_values(init: &Init, out: &mut Vec<Expr>) {
+    match init {
+        Init::Value(e) => out.push(e.clone()),
+        Init::List(items, _) => items.iter().for_each(|i| init_values(i, out)),
+    }
+}
+
+/// Every identifier `s` names (declared, read, called or a loop's counter).
+pub fn identifiers(s: &Stmt, out: &mut std::collections::HashSet<String>) {
+    let declared = std::cell::RefCell::new(Vec::new());
+    walk_stmt(
+        s,
+        &mut |s| match &s.kind {
+            StmtKind::Decl { vars, .. } => vars.iter().for_each(|v| declared.borrow_mut().push(v.name.name.clone())),
+            StmtKind::LocalArray { name, .. } => declared.borrow_mut().push(name.name.clone()),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => declared.borrow_mut().push(l.var.name.clone()),
+            StmtKind::MetaSchedule { cache, .. } => cache.iter().for_each(|c| declared.borrow_mut().push(c.name.clone())),
+            _ => {}
+        },
+        &mut |e| {
+            walk_expr(e, &mut |x| match &x.kind {
+                ExprKind::Var(v) => declared.borrow_mut().push(v.clone()),
+                ExprKind::Index { array, .. } => declared.borrow_mut().push(array.name.clone()),
+                ExprKind::Call(f, _) => declared.borrow_mut().push(f.name.clone()),
+                _ => {}
+            })
+        },
+    );
+    out.extend(declared.into_inner());
+}
+
+/// Every statement of `s` (pre-order) to `on_stmt`, and every top-level expression to `on_expr`.
+pub fn walk_stmt(s: &Stmt, on_stmt: &mut dyn FnMut(&Stmt), on_expr: &mut dyn FnMut(&Expr)) {
+    on_stmt(s);
+    match &s.kind {
+        StmtKind::Decl { vars, .. } => vars.iter().for_each(|v| on_expr(&v.init)),
+        StmtKind::LocalArray { dims, init, .. } => {
+            dims.iter().for_each(|d| on_expr(d));
+            let mut values = Vec::new();
+            init.iter().for_each(|i| init_values(i, &mut values));
+            values.iter().for_each(|v| on_expr(v));
+        }
+        StmtKind::Assign { target, value, .. } => {
+            on_expr(target);
+            on_expr(value);
+        }
+        StmtKind::If { cond, then_branch, else_branch } => {
+            on_expr(cond);
+            walk_stmt(then_branch, on_stmt, on_expr);
+            else_branch.iter().for_each(|e| walk_stmt(e, on_stmt, on_expr));
+        }
+        StmtKind::Block(v) => v.iter().for_each(|s| walk_stmt(s, on_stmt, on_expr)),
+        StmtKind::For(l) | StmtKind::MetaFor(l) => {
+            on_expr(&l.lo);
+            on_expr(&l.hi);
+            walk_stmt(&l.body, on_stmt, on_expr);
+        }
+        StmtKind::MetaSchedule { body, .. } => walk_stmt(body, on_stmt, on_expr),
+        StmtKind::Assume(e) | StmtKind::Assert(e) => on_expr(e),
+        StmtKind::Empty | StmtKind::Barrier => {}
+    }
+}

@@ -1,11 +1,12 @@
 //! The front end: MetaFork source text to a checked program, or diagnostics.
 //!
-//! Pipeline: [`lexer`] (tokens with spans) → [`parser`] (syntax tree, first syntax error) → [`local_arrays`] (per-thread arrays as scalars) → [`reduction`] (atomic updates) →
+//! Pipeline: [`lexer`] (tokens with spans) → [`parser`] (syntax tree, first syntax error) → [`local_arrays`] (per-thread arrays as scalars) → [`host_statements`] (statements on arrays outside schedules as one-thread schedules) → [`reduction`] (atomic updates) →
 //! [`sema`] (scopes, types, placement, schedule structure, parameter classification) →
 //! [`model::CheckedProgram`]. No input makes any stage panic or loop forever.
 
 pub mod ast;
 pub mod diag;
+pub mod host_statements;
 pub mod lexer;
 pub mod local_arrays;
 pub mod model;
@@ -38,6 +39,7 @@ pub fn check_source(name: &str, text: &str) -> Result<CheckedProgram, Diagnostic
     if !not_scalars.is_empty() {
         return Err(fail(not_scalars, file));
     }
+    host_statements::wrap(&mut program);
     let not_reductions = reduction::mark(&mut program);
     if !not_reductions.is_empty() {
         return Err(fail(not_reductions, file));

@@ -126,6 +126,8 @@ impl Walk<'_> {
                 self.nested(&mut l.body);
                 self.locals.pop();
             }
+            // A loop of one iteration (a one-thread schedule's) makes no two updates collide.
+            StmtKind::MetaFor(l) if one_iteration(l) => self.nested(&mut l.body),
             StmtKind::MetaFor(l) => {
                 self.counters.push(l.var.name.clone());
                 self.locals.push(HashMap::from([(l.var.name.clone(), Some(BTreeSet::from([l.var.name.clone()])))]));
@@ -159,6 +161,14 @@ impl Walk<'_> {
             _ => {}
         });
         out
+    }
+}
+
+/// Whether the loop runs exactly once whatever the parameters (constant bounds).
+fn one_iteration(l: &ForLoop) -> bool {
+    match (&l.lo.kind, &l.hi.kind) {
+        (ExprKind::Int(lo), ExprKind::Int(hi)) => hi - lo + l.inclusive as i64 == 1,
+        _ => false,
     }
 }
 

@@ -490,9 +490,16 @@ impl Checker<'_> {
                 "`meta_for` outside a `meta_schedule`",
                 "wrap this loop nest in `meta_schedule { ... }`",
             ),
-            StmtKind::Assign { .. } | StmtKind::If { .. } | StmtKind::Barrier => self.err(
+            // Any other `if` and every assignment here became a one-thread schedule
+            // (`host_statements`).
+            StmtKind::If { .. } => self.err(
                 s.span,
-                "only `assume`, `assert`, integer scalar definitions, serial `for` loops and `meta_schedule` may appear outside a `meta_schedule`",
+                "an `if` around a `meta_schedule` is not supported: a schedule runs whenever the function reaches it",
+                "test the condition inside the schedule's body",
+            ),
+            StmtKind::Assign { .. } | StmtKind::Barrier => self.err(
+                s.span,
+                "only `assume`, `assert`, scalar definitions, serial `for` loops, statements on array data and `meta_schedule` may appear outside a `meta_schedule`",
                 "move this statement into a `meta_schedule`",
             ),
         }
@@ -648,7 +655,7 @@ impl Checker<'_> {
             names.iter().all(|n| self.is_program_parameter(n))
         };
         // At least one loop stays in the grid.
-        group
+        let sized = group
             .iter()
             .rev()
             .take(3.min(group.len().saturating_sub(1)))
@@ -657,7 +664,14 @@ impl Checker<'_> {
                 l.hi.names(&mut names);
                 !names.is_empty()
             })
-            .count()
+            .count();
+        // Else an innermost loop of constant bounds (`j < 32`; a one-thread schedule's `t < 1`)
+        // is a block of that many threads.
+        let constant = |e: &Expr| matches!(e.kind, ExprKind::Int(_));
+        match group.split_last() {
+            Some((last, rest)) if sized == 0 && !rest.is_empty() && constant(&last.lo) && constant(&last.hi) => 1,
+            _ => sized,
+        }
     }
 
     /// A parameter that sizes no array, or a derived scalar defined from such parameters only.

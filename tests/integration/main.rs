@@ -17,6 +17,7 @@ mod examples;
 mod floating_scalars;
 mod gpucheck;
 mod granularity;
+mod host_statements;
 mod hostile;
 mod hygiene;
 mod local_arrays;

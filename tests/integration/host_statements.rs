@@ -1,0 +1,162 @@
+//! Issue 26: statements on array data outside the schedules (`frontend::host_statements`): each
+//! run of them becomes a schedule of one thread, in the program's order, inside the host loops
+//! around it. Checked: C's values (the serial program against a reference computed here); every
+//! leaf proved; the driver launching the schedules in the program's order; an update there is
+//! never a reduction (`*=` is accepted, `+=` is no atomic add); a user name like the made-up
+//! counters; and a thread block of constant extent (`j < 32`), which the one-thread schedules
+//! use, accepted from users too.
+use crate::common;
+
+use constraints::solver::Backend;
+use metafork::frontend::check_source;
+use metafork::verify::value::Value;
+use metafork::verify::{verify_tree, Options, Status};
+
+fn backend() -> Backend {
+    Backend::new(metafork::verify::QUERY_TIMEOUT_MS)
+}
+
+fn metafork(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap()
+}
+
+/// A recurrence before the time loop, a schedule and an update of two elements in it.
+const STEPS: &str = "void steps(int n, int T, int B, float x[n], float y[n]) {
+  assume(n >= 2 && B >= 1 && T >= 1);
+  x[0] = 1.0f;
+  for (int k = 1; k < n; k++)
+    x[k] = 0.5f * x[k - 1] + 1.0f;
+  for (int t = 0; t < T; t++) {
+    meta_schedule {
+      meta_for (int v = 0; v < (n + B - 1) / B; v++)
+        meta_for (int u = 0; u < B; u++) {
+          int i = v * B + u;
+          if (i < n) y[i] += x[i];
+        }
+    }
+    if (t % 2 == 0)
+      y[0] *= 2.0f;
+    y[n - 1] -= y[0];
+  }
+}
+";
+
+/// What C computes: `x` and `y` after the function, `y` starting as `y0`.
+fn reference(n: usize, t_steps: usize, y0: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let mut x = vec![0.0f32; n];
+    x[0] = 1.0;
+    for k in 1..n {
+        x[k] = 0.5 * x[k - 1] + 1.0;
+    }
+    let mut y = y0.to_vec();
+    for t in 0..t_steps {
+        for i in 0..n {
+            y[i] += x[i];
+        }
+        if t % 2 == 0 {
+            y[0] *= 2.0;
+        }
+        y[n - 1] -= y[0];
+    }
+    (x, y)
+}
+
+#[test]
+fn statements_outside_schedules_compute_what_c_computes() {
+    let mut p = check_source("steps.mf", STEPS).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let f = p.kernels.remove(0);
+    assert_eq!(f.schedules.len(), 3, "the recurrence, the schedule and the update");
+    let y0 = |i: usize| (i % 5) as f32 - 1.5;
+    for (n, t, b) in [(2, 1, 1), (5, 3, 2), (9, 4, 4)] {
+        let out = common::run_serial(&f, &[("n", n as i64), ("T", t as i64), ("B", b)], &|a, i| if a == "y" { Value::Float(y0(i)) } else { Value::Float(f32::NAN) });
+        let floats = |name: &str| -> Vec<f32> { out[name].data.iter().map(|v| match v {
+            Value::Float(x) => *x,
+            other => panic!("{other:?}"),
+        }).collect() };
+        let (x, y) = reference(n, t, &(0..n).map(y0).collect::<Vec<_>>());
+        assert_eq!(floats("x"), x, "n = {n}, T = {t}");
+        assert_eq!(floats("y"), y, "n = {n}, T = {t}");
+    }
+}
+
+/// Every leaf proved; the one-thread kernels hold the user's statements as written (no atomic
+/// add, the `*=` kept); the driver launches the recurrence before the time loop and the two
+/// schedules inside it, in order; kernels and driver compile with nvcc.
+#[test]
+fn one_thread_schedules_generate_are_proved_and_run_in_order() {
+    let b = backend();
+    let trees = common::trees_of("steps.mf", STEPS, &b);
+    for (f, tree) in &trees {
+        let reports = verify_tree(f, tree, &b, Options { points: 2, ..Options::default() }).unwrap();
+        assert!(!reports.is_empty());
+        for r in &reports {
+            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
+        }
+    }
+    let dir = common::scratch("host_statements_gen");
+    let src = dir.join("steps.mf");
+    std::fs::write(&src, STEPS).unwrap();
+    let out = dir.join("out");
+    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let update: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains("steps_2_leaf")).map(|p| std::fs::read_to_string(p).unwrap()).collect();
+    assert!(!update.is_empty());
+    for cu in &update {
+        assert!(cu.contains("*= 2.0f") && cu.contains("-= y[") && !cu.contains("atomicAdd"), "{cu}");
+    }
+    let driver = std::fs::read_to_string(out.join("metafork_run_steps.cu")).unwrap();
+    let at = |what: &str| driver.find(what).unwrap_or_else(|| panic!("no `{what}` in\n{driver}"));
+    assert!(at("metafork_steps_0_launch") < at("for (int t = 0; t < T; t++)"), "{driver}");
+    assert!(at("for (int t = 0; t < T; t++)") < at("metafork_steps_1_launch") && at("metafork_steps_1_launch") < at("metafork_steps_2_launch"), "{driver}");
+    if let Some(nvcc) = common::nvcc() {
+        let units: Vec<std::path::PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
+        let o = std::process::Command::new(nvcc).args(["-c", "-O1", "-arch=sm_80", "-odir"]).arg(&dir).args(&units).output().unwrap();
+        assert!(o.status.success(), "nvcc:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A user's `one_thread` and `one_block` are left alone: the made-up counters take other names.
+#[test]
+fn a_user_name_like_the_made_up_counters_is_left_alone() {
+    let src = "void g(int n, float x[n]) {
+  assume(n >= 1);
+  int one_thread = 3;
+  int one_block = 4;
+  x[0] = one_thread + one_block;
+}
+";
+    let mut p = check_source("g.mf", src).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let f = p.kernels.remove(0);
+    let out = common::run_serial(&f, &[("n", 2)], &|_, _| Value::Float(0.0));
+    assert_eq!(out["x"].data[0], Value::Float(7.0));
+    let s = &f.schedules[0];
+    let counters: Vec<&str> = s.grid.iter().chain(&s.block).map(|l| l.var.as_str()).collect();
+    assert_eq!(counters, ["one_block2", "one_thread2"]);
+}
+
+/// An innermost `meta_for` of constant bounds is a thread block of that extent, where no loop
+/// of the group has a program-parameter extent.
+#[test]
+fn a_constant_innermost_loop_is_the_thread_block() {
+    let src = "void rows(int n, const float a[n][32], float s[n]) {
+  assume(n >= 1);
+  meta_schedule {
+    meta_for (int i = 0; i < n; i++)
+      meta_for (int j = 0; j < 32; j++)
+        s[i] += a[i][j];
+  }
+}
+";
+    let mut p = check_source("rows.mf", src).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let f = p.kernels.remove(0);
+    let s = &f.schedules[0];
+    assert_eq!((s.grid.len(), s.block.len()), (1, 1));
+    assert_eq!(s.block[0].extent.as_ref().map(|e| e.to_string()), Some("32".to_string()));
+    let b = backend();
+    for (f, tree) in common::trees_of("rows.mf", src, &b) {
+        for r in verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap() {
+            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
+        }
+    }
+}
