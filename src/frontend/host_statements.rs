@@ -13,7 +13,9 @@
 //! the run as any schedule; a schedule of one thread has no program parameter, and `tune`
 //! has nothing to choose for it. What such a run may not do is the semantic check's to say,
 //! located as usual: assign a scalar defined outside it (scalars outside schedules are
-//! definitions, computed on the host), or declare a local that code after the run reads.
+//! definitions, computed on the host). A scalar definition joins the run that needs it on the
+//! device (its value reads an array, or the run assigns it) unless code after the run reads it;
+//! then it stays on the host, and the semantic check says why it cannot be computed there.
 
 use super::ast::*;
 use super::source::Span;
@@ -84,11 +86,40 @@ impl Names {
 }
 
 /// The host-level list with each run wrapped; blocks and loops around schedules recursed into.
+/// A scalar definition joins a run where the run needs it on the device (its value reads an
+/// array, or a statement of the list after it assigns it: `float nrm = 0.0f;` before
+/// `for (...) nrm += a[k][j] * a[k][j];`) and nothing after the run reads it.
 fn runs(stmts: Vec<Stmt>, names: &mut Names) -> Vec<Stmt> {
+    let mut on_device: Vec<bool> = stmts.iter().enumerate().map(|(i, s)| runs_on_device(s) || device_definition(s, &stmts[i + 1..])).collect();
+    // A definition read after its run stays on the host (where `sema` locates what it may not
+    // do); splitting the run can expose another, so until nothing changes.
+    loop {
+        let mut changed = false;
+        let mut start = 0;
+        while start < stmts.len() {
+            if !on_device[start] {
+                start += 1;
+                continue;
+            }
+            let end = (start..stmts.len()).find(|&i| !on_device[i]).unwrap_or(stmts.len());
+            for i in start..end {
+                if let StmtKind::Decl { vars, .. } = &stmts[i].kind {
+                    if vars.iter().any(|v| stmts[end..].iter().any(|later| reads(later, &v.name.name))) {
+                        on_device[i] = false;
+                        changed = true;
+                    }
+                }
+            }
+            start = end;
+        }
+        if !changed {
+            break;
+        }
+    }
     let mut out = Vec::new();
     let mut run: Vec<Stmt> = Vec::new();
-    for s in stmts {
-        if runs_on_device(&s) {
+    for (s, device) in stmts.into_iter().zip(on_device) {
+        if device {
             run.push(s);
             continue;
         }
@@ -115,6 +146,32 @@ fn runs(stmts: Vec<Stmt>, names: &mut Names) -> Vec<Stmt> {
         out.push(one_thread(run, names));
     }
     out
+}
+
+/// A scalar definition the device must hold: its value reads an array, or a statement of
+/// `rest` that runs on the device assigns it.
+fn device_definition(s: &Stmt, rest: &[Stmt]) -> bool {
+    let StmtKind::Decl { vars, .. } = &s.kind else { return false };
+    let reads_array = vars.iter().any(|v| {
+        let mut found = false;
+        walk_expr(&v.init, &mut |x| found |= matches!(x.kind, ExprKind::Index { .. }));
+        found
+    });
+    reads_array || vars.iter().any(|v| rest.iter().filter(|r| runs_on_device(r)).any(|r| assigns(r, &v.name.name)))
+}
+
+/// Whether `s` assigns the scalar `name`.
+fn assigns(s: &Stmt, name: &str) -> bool {
+    let mut found = false;
+    walk_stmt(s, &mut |x| found |= matches!(&x.kind, StmtKind::Assign { target, .. } if matches!(&target.kind, ExprKind::Var(v) if v == name)), &mut |_| {});
+    found
+}
+
+/// Whether `s` reads or names `name` anywhere.
+fn reads(s: &Stmt, name: &str) -> bool {
+    let mut names = std::collections::HashSet::new();
+    identifiers(s, &mut names);
+    names.contains(name)
 }
 
 /// `meta_schedule { meta_for (g < 1) meta_for (t < 1) { run } }`, spanning the run.

@@ -753,7 +753,11 @@ impl Checker<'_> {
             (Some(Sym::Scalar { origin, .. }), ExprKind::Var(_)) => match origin {
                 Origin::Local => {}
                 Origin::Param => self.err(span, format!("cannot assign to parameter `{name}`: parameters are read-only"), "parameter written here"),
-                Origin::Derived => self.err(span, format!("cannot assign to `{name}`: it is defined outside the `meta_schedule` and read-only inside"), "written here"),
+                Origin::Derived => self.diags.push(
+                    Diagnostic::new(span, format!("cannot assign to `{name}`: it is defined outside the `meta_schedule` and read-only inside"), "written here").with_note(
+                        "a scalar defined outside the schedules is computed once, on the host, from the parameters; one computed from array data (a sum, a norm) lives on the GPU only where it is used: define it with the statements that compute it, and keep a value later schedules read in an array element",
+                    ),
+                ),
                 Origin::HostLoop | Origin::KernelLoop => self.err(span, format!("cannot assign to loop counter `{name}`"), "loop counter written here"),
             },
             (Some(Sym::Array { .. }), ExprKind::Var(_)) => self.err(span, format!("cannot assign to array `{name}` as a whole"), "index it: `a[i] = ...`"),

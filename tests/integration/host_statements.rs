@@ -160,3 +160,67 @@ fn a_constant_innermost_loop_is_the_thread_block() {
         }
     }
 }
+
+/// Gram-Schmidt's pattern: a norm summed on the host side of a loop around a schedule. The
+/// scalar's definition joins the one-thread schedule that assigns it (nothing after it reads
+/// `nrm`), so `R[k][k]` is C's square root of the column's sum; a sum that a later schedule reads
+/// stays a host definition, and assigning it is a located error with a note saying what to do.
+#[test]
+fn a_scalar_summed_outside_a_schedule_runs_with_its_statements() {
+    let src = "void norms(int m, int n, int B, const float A[m][n], float R[n][n], float Q[m][n]) {
+  assume(m >= 1 && n >= 1 && B >= 1);
+  for (int k = 0; k < n; k++) {
+    float nrm = 0.0f;
+    for (int i = 0; i < m; i++)
+      nrm += A[i][k] * A[i][k];
+    R[k][k] = sqrtf(nrm);
+    meta_schedule {
+      meta_for (int v = 0; v < (m + B - 1) / B; v++)
+        meta_for (int u = 0; u < B; u++) {
+          int i = v * B + u;
+          if (i < m) Q[i][k] = A[i][k] / R[k][k];
+        }
+    }
+  }
+}
+";
+    let mut p = check_source("norms.mf", src).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let f = p.kernels.remove(0);
+    assert_eq!(f.schedules.len(), 2);
+    let (m, n) = (3usize, 2usize);
+    let a = |i: usize| (i % 7) as f32 * 0.5 + 0.25;
+    let out = common::run_serial(&f, &[("m", m as i64), ("n", n as i64), ("B", 2)], &|name, i| if name == "A" { Value::Float(a(i)) } else { Value::Float(0.0) });
+    for k in 0..n {
+        let nrm = (0..m).fold(0.0f32, |s, i| s + a(i * n + k) * a(i * n + k));
+        assert_eq!(out["R"].data[k * n + k], Value::Float(nrm.sqrt()), "k = {k}");
+        for i in 0..m {
+            assert_eq!(out["Q"].data[i * n + k], Value::Float(a(i * n + k) / nrm.sqrt()), "i = {i}, k = {k}");
+        }
+    }
+    let b = backend();
+    for (f, tree) in common::trees_of("norms.mf", src, &b) {
+        for r in verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap() {
+            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
+        }
+    }
+
+    let read_later = "void scale(int m, int B, const float x[m], float y[m]) {
+  assume(m >= 1 && B >= 1);
+  float s = 0.0f;
+  for (int i = 0; i < m; i++)
+    s += x[i];
+  meta_schedule {
+    meta_for (int v = 0; v < (m + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        if (i < m) y[i] = x[i] / s;
+      }
+  }
+}
+";
+    let err = check_source("scale.mf", read_later).expect_err("a host sum read by a schedule");
+    let (line, col, message) = err.positions().remove(0);
+    assert_eq!((line, col), (5, 5), "{}", err.render(false));
+    assert!(message.contains("cannot assign to `s`"), "{message}");
+    assert!(err.render(false).contains("keep a value later schedules read in an array element"), "{}", err.render(false));
+}
