@@ -191,6 +191,12 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
             }
         }
     }
+    // Points some of which could not be run (the schedule never launched there): said, with
+    // the first reason, so that fewer matches than points is never silent.
+    let skipped = match (&failure, &unusable) {
+        (None, Some(why)) if run > 0 => Some(format!("{} of {} points not run: {why}", points.len() - run, points.len())),
+        _ => None,
+    };
     Ok(LeafReport {
         schedule: tree.schedule.clone(),
         leaf: leaf.id,
@@ -203,7 +209,10 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         // runs there, the program stops before it), then how few there were.
         sampling: match (run, unusable) {
             (0, Some(why)) => Some(format!("no point could be run: {why}{}", sampling.map_or(String::new(), |s| format!("; {s}")))),
-            _ => sampling.or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+            _ => match (sampling, skipped) {
+                (Some(s), Some(k)) => Some(format!("{s}; {k}")),
+                (s, k) => s.or(k).or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+            },
         },
     })
 }

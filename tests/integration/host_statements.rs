@@ -224,3 +224,35 @@ fn a_scalar_summed_outside_a_schedule_runs_with_its_statements() {
     assert!(message.contains("cannot assign to `s`"), "{message}");
     assert!(err.render(false).contains("keep a value later schedules read in an array element"), "{}", err.render(false));
 }
+
+/// A schedule inside `for (k = 1; k < n; k++)` does not run where `n == 1`: a leaf sampled there
+/// matches at fewer points than it drew, and its report says why instead of staying silent.
+#[test]
+fn points_where_a_schedule_never_runs_are_reported() {
+    let src = "void tri(int n, int B, float y[n]) {
+  assume(n >= 1 && B >= 1);
+  for (int k = 1; k < n; k++) {
+    meta_schedule {
+      meta_for (int v = 0; v < (k + B - 1) / B; v++)
+        meta_for (int u = 0; u < B; u++) {
+          int i = v * B + u;
+          if (i < k) y[i] += y[k];
+        }
+    }
+  }
+}
+";
+    let b = backend();
+    let mut short = 0;
+    for (f, tree) in common::trees_of("tri.mf", src, &b) {
+        for r in verify_tree(&f, &tree, &b, Options { points: 8, ..Options::default() }).unwrap() {
+            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
+            if r.points < 8 {
+                short += 1;
+                let note = r.sampling.clone().unwrap_or_default();
+                assert!(note.contains("not run") || note.contains("distinct small parameter point"), "leaf {}: {} points, note {note:?}", r.leaf, r.points);
+            }
+        }
+    }
+    assert!(short > 0, "some leaf drew n = 1 (the sampler draws sizes from 1)");
+}
