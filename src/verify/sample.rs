@@ -141,7 +141,12 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         // Z3 is given the facts too (`N % B == 0` as `N == B*q`): a narrow region such as
         // `32 <= B`, `64*N_SM*W_SM + B <= N + 1` under that fact holds few points, and a model
         // that breaks the fact is no point at all.
+        // The quotients make the query nonlinear over the integers, which Z3 may leave
+        // unknown under load: then the system alone, its models filtered by the facts.
         out = bounded_models(&with_facts(function, system), &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
+        if out.is_empty() {
+            out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
+        }
     }
     Ok(out)
 }
