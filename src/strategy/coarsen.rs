@@ -34,11 +34,15 @@ pub struct Coarsened {
     pub condition: Constraint,
 }
 
-/// The factor the tree coarsens by. Measured on an H100 (bench/RESULTS.md, "gpu-check on an
-/// H100, second run"): matmul's 4x4 tiles (blocked by 4, coarsened by 4) were the fastest,
-/// 1.23 ms at n = 2048 against 1.30 ms for 8x8 and 2.20 ms for the best uncoarsened leaf; and
-/// a factor of 4 keeps the copies, and so the static proof, four times smaller than 8 does.
-pub const COARSENING_FACTOR: i64 = 4;
+/// The factor the tree coarsens code register-blocked by `k` by: `k` itself, a square `k x k`
+/// micro-tile, each operand read from shared memory feeding `k` multiply-adds along both
+/// dimensions (textbook SGEMM's 8 x 8 halves the 4 x 4 tile's shared loads per FMA). Measured
+/// on an H100 (bench/RESULTS.md, "gpu-check on an H100, second run"), in a scratch harness:
+/// matmul's 4x4 tiles 1.23 ms at n = 2048, 8x8 1.30 ms, the best uncoarsened leaf 2.20 ms;
+/// which wins where is `tune`'s call, so the tree offers both.
+pub fn factor_for(k: i64) -> i64 {
+    k
+}
 
 /// The block dimension coarsened: `y` (coarsening `x` would split a warp's lanes).
 const DIM: u8 = 1;

@@ -144,6 +144,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         staged: ev.staged,
         cached: ev.cached,
         applied,
+        blocked_by: None,
         // Register blocking and coarsening are no refusal's strategies: they are tried once a
         // path is settled.
         strategies_left: Strategy::ALL.iter().copied().chain([Strategy::RegisterBlock, Strategy::Coarsen]).collect(),

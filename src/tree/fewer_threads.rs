@@ -43,7 +43,7 @@ impl Builder<'_> {
         if self.implied(&node, &is_k.negate()).is_ok() {
             return self.coarsen_cases(id, rest);
         }
-        let coarsened = self.blocked_code(&node.code, k)?.and_then(|b| crate::strategy::coarsen::coarsen(&b, crate::strategy::coarsen::COARSENING_FACTOR));
+        let coarsened = self.blocked_code(&node.code, k)?.and_then(|b| crate::strategy::coarsen::coarsen(&b, crate::strategy::coarsen::factor_for(k)));
         let Some(c) = coarsened else {
             return self.coarsen_cases(id, rest);
         };

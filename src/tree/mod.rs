@@ -169,8 +169,8 @@ pub enum Strategy {
     /// value of its parameter, applied once every counter is settled, on the side of `g == K`.
     RegisterBlock,
     /// Thread coarsening along `y` (`strategy::coarsen`): each thread does the work of
-    /// [`crate::strategy::coarsen::COARSENING_FACTOR`] threads of a block that many times
-    /// shorter, giving register-blocked code 2-D micro-tiles; tried once after register
+    /// [`crate::strategy::coarsen::factor_for`] the blocking factor threads of a block that
+    /// many times shorter, giving register-blocked code 2-D micro-tiles; tried once after register
     /// blocking is taken, on the side of the block's divisibility.
     Coarsen,
 }
@@ -285,6 +285,10 @@ pub struct Node {
     /// The arrays `staged` caches in shared memory.
     pub cached: Vec<String>,
     pub applied: Vec<Strategy>,
+    /// The factor the granularity loop is register-blocked by on this path, where blocking
+    /// was tried (it counts once `applied` holds the strategy): coarsening makes the micro-tile
+    /// square, `K x K`.
+    pub blocked_by: Option<i64>,
     pub strategies_left: Vec<Strategy>,
     pub counters_left: Vec<Counter>,
     /// How many conditions (accesses) of the first counter left are settled: performance

@@ -72,11 +72,13 @@ impl Builder<'_> {
             return self.settle(id);
         };
         if self.implied(&node, &is_k).is_ok() {
+            self.nodes[id].blocked_by = Some(k);
             return self.take_blocked(id, code);
         }
         let counter = Counter::TripCount;
         if let Some(case) = self.branch(&node, &is_k, format!("case {} (`{g}` blocked by {k}): {is_k}", counter.name())) {
             let c = self.child(id, ("case", counter, is_k.clone()), case);
+            self.nodes[c].blocked_by = Some(k);
             self.take_blocked(c, code)?;
         }
         let outside = is_k.negate();
@@ -108,9 +110,9 @@ impl Builder<'_> {
     fn coarsen_fork(&mut self, id: usize) -> Result<(), String> {
         self.nodes[id].strategies_left.retain(|s| *s != Strategy::Coarsen);
         let node = self.nodes[id].clone();
-        let coarsened = match node.applied.contains(&Strategy::RegisterBlock) {
-            true => crate::strategy::coarsen::coarsen(&node.code, crate::strategy::coarsen::COARSENING_FACTOR),
-            false => None,
+        let coarsened = match (node.applied.contains(&Strategy::RegisterBlock), node.blocked_by) {
+            (true, Some(k)) => crate::strategy::coarsen::coarsen(&node.code, crate::strategy::coarsen::factor_for(k)),
+            _ => None,
         };
         let Some(c) = coarsened.filter(|c| self.implied(&node, &c.condition.negate()).is_err()) else {
             return self.settle(id);

@@ -567,8 +567,9 @@ fn coarsening_blocked_code_gives_two_dimensional_micro_tiles() {
 
 /// Issue 27.1: the refusal of the threads per block coarsens. Where `ub1 * B0` exceeds the
 /// machine's threads per block, the refuse child blocks the granularity loop (`s == 8` or
-/// `s == 4`) and coarsens along `y` by 4 (`B0 % 4 == 0`), and every counter is evaluated
-/// again: the threads per block are a quarter, accepted up to `4 * T_B`. Outside those cases
+/// `s == 4`) and coarsens along `y` by the same factor `k` (`B0 % k == 0`: square micro-tiles),
+/// and every counter is evaluated again: the threads per block are `1/k`, accepted up to
+/// `k * T_B`. Outside those cases
 /// the refusal is infeasible as before. These leaves are proved with every other example leaf
 /// (`verify::every_example_leaf_is_proved`).
 #[test]
@@ -583,10 +584,12 @@ fn the_refusal_of_too_many_threads_coarsens() {
     let mut factors = std::collections::BTreeSet::new();
     for leaf in &coarsened {
         assert!(leaf.applied.contains(&Strategy::RegisterBlock) && leaf.applied.contains(&Strategy::Coarsen), "leaf {}: {:?}", leaf.id, leaf.applied);
-        assert_eq!(leaf.counters.threads_per_block.to_string(), "1/4*ub1*B0", "leaf {}", leaf.id);
         let texts: Vec<String> = leaf.constraints.constraints().iter().map(|c| c.to_string()).collect();
-        assert!(texts.iter().any(|c| c == "B0 % 4 == 0") && texts.iter().any(|c| c == "ub1*B0 <= 4*T_B"), "leaf {}: {texts:?}", leaf.id);
-        factors.insert(if texts.iter().any(|c| c == "s == 8") { 8 } else if texts.iter().any(|c| c == "s == 4") { 4 } else { panic!("leaf {}: no factor: {texts:?}", leaf.id) });
+        let k = if texts.iter().any(|c| c == "s == 8") { 8 } else if texts.iter().any(|c| c == "s == 4") { 4 } else { panic!("leaf {}: no factor: {texts:?}", leaf.id) };
+        // Square micro-tiles: blocked by k, coarsened by k.
+        assert_eq!(leaf.counters.threads_per_block.to_string(), format!("1/{k}*ub1*B0"), "leaf {}", leaf.id);
+        assert!(texts.iter().any(|c| *c == format!("B0 % {k} == 0")) && texts.iter().any(|c| *c == format!("ub1*B0 <= {k}*T_B")), "leaf {}: {texts:?}", leaf.id);
+        factors.insert(k);
     }
     assert_eq!(factors, [4, 8].into());
     // Where neither factor nor the coarsening condition holds, no kernel: the infeasible leaf.

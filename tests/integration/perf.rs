@@ -445,7 +445,7 @@ fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
                     // Plus the tiles' stores: per block and tile step, B0 x B0 elements of `a`
                     // and B0 x ub1*s of `b`.
                     let k = match node.applied.contains(&metafork::tree::Strategy::Coarsen) {
-                        true => metafork::strategy::coarsen::COARSENING_FACTOR,
+                        true => metafork::strategy::coarsen::factor_for(s),
                         false => 1,
                     };
                     coarsened += (k > 1) as usize;
