@@ -94,6 +94,10 @@ fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgr
 /// with race detection, at two small points of the facts (the first points `verify` samples):
 /// a race found is definite and comes with its threads; one it misses is `verify`'s to find.
 /// Milliseconds per schedule, where proving the absence of races costs Z3 tens.
+/// Instructions the check of a schedule as written may run per point (about a second): a
+/// program whose loops run longer at the smallest points is left to `verify`.
+const AS_WRITTEN_STEPS: u64 = 20_000_000;
+
 fn carried_dependence(name: &str, text: &str, program: &crate::frontend::CheckedProgram, color: bool) -> Result<(), Failure> {
     use crate::verify::differential::{run_point, Outcome, Programs};
     use crate::verify::machine::{Fault, RunOptions};
@@ -108,7 +112,7 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
             for (i, point) in points.iter().enumerate() {
                 let values: Vec<String> = point.iter().map(|(k, v)| format!("{k} = {v}")).collect();
                 let subscripts = |xs: &[i64]| xs.iter().map(|x| format!("[{x}]")).collect::<String>();
-                let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true }) {
+                let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true, step_budget: Some(AS_WRITTEN_STEPS) }) {
                     Outcome::Fault(Fault::Race { array, element, first, second }) => {
                         let Some(at) = source_span(&schedule.body, &second.1).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
                         crate::frontend::Diagnostic::new(

@@ -362,7 +362,7 @@ impl Frame<'_> {
         while *pc < instrs.len() {
             *self.steps += 1;
             if *self.steps > STEP_BUDGET {
-                return Err(Fault::Error(format!("the run exceeded {STEP_BUDGET} steps")));
+                return Err(Fault::Error("the run exceeded its step budget".into()));
             }
             if *self.steps % (1 << 20) == 0 && constraints::budget::expired() {
                 return Err(Fault::Error(constraints::budget::REASON.into()));
@@ -459,6 +459,9 @@ pub struct Launchable<'k> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunOptions {
     pub detect_races: bool,
+    /// Instructions the run may execute, at most [`STEP_BUDGET`] (the default): `gen`'s check
+    /// of the schedule as written gives up early on a program that loops long.
+    pub step_budget: Option<u64>,
 }
 
 /// What a run did.
@@ -481,7 +484,8 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
         slots[i] = a.to(host.slot_types[i]);
     }
     let places: Vec<Place> = (0..host.arrays.len()).map(Place::Global).collect();
-    let mut steps = 0u64;
+    // The step counter starts where only the run's own budget is left before STEP_BUDGET.
+    let mut steps = STEP_BUDGET - options.step_budget.map_or(STEP_BUDGET, |b| b.min(STEP_BUDGET));
     let mut stats = RunStats::default();
     let mut launched: Option<(usize, Vec<Buffer>)> = None;
     let mut pc = 0;

@@ -11,7 +11,7 @@ use metafork::tree::{NodeKind, Tree};
 use metafork::verify::differential::{run_point, Outcome, Programs};
 use metafork::verify::machine::{Fault, RunOptions};
 
-const RACES: RunOptions = RunOptions { detect_races: true };
+const RACES: RunOptions = RunOptions { detect_races: true, step_budget: None };
 use metafork::verify::twothread::{check, Verdict, Witness};
 use metafork::verify::{verify_tree, Options, Status};
 use std::collections::BTreeMap;
@@ -637,4 +637,36 @@ fn gen_refuses_a_schedule_that_indexes_outside_an_array_as_written() {
     std::fs::write(&src, std::fs::read_to_string(&src).unwrap().replace("if (i < n)", "if (i + 1 < n)")).unwrap();
     let o = metafork(&["gen", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A run's step budget: a kernel loop of a million iterations finishes under the default
+/// budget and stops, as an error (not a defect), under a budget of ten thousand steps, which
+/// `gen`'s check of a schedule as written uses (scaled up) so that a program looping long at
+/// its smallest points costs it a second, not the half minute the default allows.
+#[test]
+fn a_run_stops_at_its_step_budget() {
+    let src = "void spin(int n, int B, float x[n]) {
+  assume(n >= 1 && B >= 1);
+  meta_schedule {
+    meta_for (int v = 0; v < (n + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        if (i < n)
+          for (int k = 0; k < 1000000; k++)
+            x[i] += 1.0f;
+      }
+  }
+}
+";
+    let mut p = metafork::frontend::check_source("spin.mf", src).unwrap();
+    let f = p.kernels.remove(0);
+    let kernel = Kernel::from_schedule(&f, &f.schedules[0]).unwrap();
+    let programs = Programs::new(&f, 0, &kernel).unwrap();
+    let at: BTreeMap<String, i64> = [("n".to_string(), 1), ("B".to_string(), 1)].into();
+    assert!(matches!(run_point(&f, &programs, &at, 1, RACES), Outcome::Passed(_)));
+    match run_point(&f, &programs, &at, 1, RunOptions { step_budget: Some(10_000), ..RACES }) {
+        Outcome::Fault(Fault::Error(e)) => assert!(e.contains("step budget"), "{e}"),
+        Outcome::Unusable(e) => assert!(e.contains("step budget"), "{e}"),
+        other => panic!("{other:?}"),
+    }
 }
