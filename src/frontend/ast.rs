@@ -409,6 +409,18 @@ pub fn walk_expr(x: &Expr, f: &mut dyn FnMut(&Expr)) {
     }
 }
 
+/// Every identifier of `program`: its functions, parameters, and every name their bodies
+/// declare, read or call (what a made-up name must avoid).
+pub fn program_identifiers(program: &Program) -> std::collections::HashSet<String> {
+    let mut taken = std::collections::HashSet::new();
+    for f in &program.functions {
+        taken.insert(f.name.name.clone());
+        taken.extend(f.params.iter().map(|p| p.name.name.clone()));
+        f.body.iter().for_each(|s| identifiers(s, &mut taken));
+    }
+    taken
+}
+
 /// The values of an initializer, in order.
 pub fn init_values(init: &Init, out: &mut Vec<Expr>) {
     match init {

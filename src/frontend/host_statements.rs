@@ -27,15 +27,7 @@ pub fn wrap(program: &mut Program) {
     if !program.functions.iter().any(|f| f.body.iter().any(host_statement_inside)) {
         return;
     }
-    let mut taken = HashSet::new();
-    for f in &program.functions {
-        taken.insert(f.name.name.clone());
-        f.params.iter().for_each(|p| {
-            taken.insert(p.name.name.clone());
-        });
-        f.body.iter().for_each(|s| identifiers(s, &mut taken));
-    }
-    let mut names = Names { taken };
+    let mut names = Names { taken: program_identifiers(program) };
     for f in &mut program.functions {
         let body = std::mem::take(&mut f.body);
         f.body = runs(body, &mut names);

@@ -40,14 +40,7 @@ pub fn scalarize(program: &mut Program) -> Vec<Diagnostic> {
     if !has_local_array(&program.functions) {
         return errors;
     }
-    let mut taken = HashSet::new();
-    for f in &program.functions {
-        taken.insert(f.name.name.clone());
-        f.params.iter().for_each(|p| {
-            taken.insert(p.name.name.clone());
-        });
-        f.body.iter().for_each(|s| identifiers(s, &mut taken));
-    }
+    let mut taken = program_identifiers(program);
     for f in &mut program.functions {
         let mut pass = Pass { taken: &mut taken, scopes: vec![HashMap::new()], errors: Vec::new(), unrolled: 0 };
         let body = std::mem::take(&mut f.body);

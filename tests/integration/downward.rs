@@ -10,8 +10,6 @@ use constraints::solver::Backend;
 use metafork::frontend::check_source;
 use metafork::frontend::model::KernelFunction;
 use metafork::verify::value::Value;
-use metafork::verify::{verify_tree, Options, Status};
-use std::collections::BTreeMap;
 
 fn backend() -> Backend {
     Backend::new(metafork::verify::QUERY_TIMEOUT_MS)
@@ -82,33 +80,14 @@ fn anticausal_filter_runs_in_cs_order() {
 #[test]
 fn anticausal_filter_generates_and_every_leaf_is_proved() {
     let b = backend();
-    let (f, tree) = common::trees_of("anticausal.mf", ANTICAUSAL, &b).into_iter().next().unwrap();
-    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-    assert!(!reports.is_empty());
-    for r in &reports {
-        assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
-    }
-
-    let dir = common::scratch("downward_gen");
-    let src = dir.join("anticausal.mf");
-    std::fs::write(&src, ANTICAUSAL).unwrap();
-    let out = dir.join("out");
-    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let o = metafork(&["verify", out.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(text.contains(" leaves proved"), "{text}");
-    let kernels: Vec<std::path::PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu") && p.to_string_lossy().contains("_leaf")).collect();
-    assert!(!kernels.is_empty(), "no kernel written in {}", out.display());
+    common::assert_every_leaf_proved("anticausal.mf", ANTICAUSAL, &b, 2);
+    let (dir, out) = common::gen_and_verify("downward_gen", "anticausal.mf", ANTICAUSAL);
+    let kernels = common::cu_files(&out, "_leaf");
     for k in &kernels {
         let cu = std::fs::read_to_string(k).unwrap();
         assert!(cu.contains("j_down"), "{}:\n{cu}", k.display());
     }
-    if let Some(nvcc) = common::nvcc() {
-        let o = std::process::Command::new(nvcc).args(["-c", "-O1", "-arch=sm_80", "-odir"]).arg(&dir).args(&kernels).output().unwrap();
-        assert!(o.status.success(), "nvcc:\n{}", String::from_utf8_lossy(&o.stderr));
-    }
+    common::assert_nvcc_compiles(&dir, &kernels);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -200,13 +179,7 @@ fn steps_strict_bounds_and_empty_loops_match_c() {
 /// modelled like any loop and local.
 #[test]
 fn stepped_loops_are_proved() {
-    let b = backend();
-    let (f, tree) = common::trees_of("stepped.mf", STEPPED, &b).into_iter().next().unwrap();
-    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-    assert!(!reports.is_empty());
-    for r in &reports {
-        assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
-    }
+    common::assert_every_leaf_proved("stepped.mf", STEPPED, &backend(), 2);
 }
 
 /// The loop's own counter keeps its meaning inside the body: subscripts, conditions, nested

@@ -16,10 +16,6 @@ fn backend() -> Backend {
     Backend::new(metafork::verify::QUERY_TIMEOUT_MS)
 }
 
-fn metafork(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap()
-}
-
 /// A recurrence before the time loop, a schedule and an update of two elements in it.
 const STEPS: &str = "void steps(int n, int T, int B, float x[n], float y[n]) {
   assume(n >= 2 && B >= 1 && T >= 1);
@@ -84,21 +80,8 @@ fn statements_outside_schedules_compute_what_c_computes() {
 /// schedules inside it, in order; kernels and driver compile with nvcc.
 #[test]
 fn one_thread_schedules_generate_are_proved_and_run_in_order() {
-    let b = backend();
-    let trees = common::trees_of("steps.mf", STEPS, &b);
-    for (f, tree) in &trees {
-        let reports = verify_tree(f, tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-        assert!(!reports.is_empty());
-        for r in &reports {
-            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
-        }
-    }
-    let dir = common::scratch("host_statements_gen");
-    let src = dir.join("steps.mf");
-    std::fs::write(&src, STEPS).unwrap();
-    let out = dir.join("out");
-    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    common::assert_every_leaf_proved("steps.mf", STEPS, &backend(), 2);
+    let (dir, out) = common::gen_and_verify("host_statements_gen", "steps.mf", STEPS);
     let update: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains("steps_2_leaf")).map(|p| std::fs::read_to_string(p).unwrap()).collect();
     assert!(!update.is_empty());
     for cu in &update {
@@ -108,11 +91,7 @@ fn one_thread_schedules_generate_are_proved_and_run_in_order() {
     let at = |what: &str| driver.find(what).unwrap_or_else(|| panic!("no `{what}` in\n{driver}"));
     assert!(at("metafork_steps_0_launch") < at("for (int t = 0; t < T; t++)"), "{driver}");
     assert!(at("for (int t = 0; t < T; t++)") < at("metafork_steps_1_launch") && at("metafork_steps_1_launch") < at("metafork_steps_2_launch"), "{driver}");
-    if let Some(nvcc) = common::nvcc() {
-        let units: Vec<std::path::PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
-        let o = std::process::Command::new(nvcc).args(["-c", "-O1", "-arch=sm_80", "-odir"]).arg(&dir).args(&units).output().unwrap();
-        assert!(o.status.success(), "nvcc:\n{}", String::from_utf8_lossy(&o.stderr));
-    }
+    common::assert_nvcc_compiles(&dir, &common::cu_files(&out, ".cu"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -153,12 +132,7 @@ fn a_constant_innermost_loop_is_the_thread_block() {
     let s = &f.schedules[0];
     assert_eq!((s.grid.len(), s.block.len()), (1, 1));
     assert_eq!(s.block[0].extent.as_ref().map(|e| e.to_string()), Some("32".to_string()));
-    let b = backend();
-    for (f, tree) in common::trees_of("rows.mf", src, &b) {
-        for r in verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap() {
-            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
-        }
-    }
+    common::assert_every_leaf_proved("rows.mf", src, &backend(), 2);
 }
 
 /// Gram-Schmidt's pattern: a norm summed on the host side of a loop around a schedule. The
@@ -197,12 +171,7 @@ fn a_scalar_summed_outside_a_schedule_runs_with_its_statements() {
             assert_eq!(out["Q"].data[i * n + k], Value::Float(a(i * n + k) / nrm.sqrt()), "i = {i}, k = {k}");
         }
     }
-    let b = backend();
-    for (f, tree) in common::trees_of("norms.mf", src, &b) {
-        for r in verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap() {
-            assert_eq!(r.status(), Status::Proved, "leaf {}: {:?}", r.leaf, r.status());
-        }
-    }
+    common::assert_every_leaf_proved("norms.mf", src, &backend(), 2);
 
     let read_later = "void scale(int m, int B, const float x[m], float y[m]) {
   assume(m >= 1 && B >= 1);

@@ -11,7 +11,6 @@ use crate::common;
 use constraints::solver::Backend;
 use metafork::frontend::check_source;
 use metafork::verify::value::Value;
-use metafork::verify::{verify_tree, Options, Status};
 
 fn backend() -> Backend {
     Backend::new(metafork::verify::QUERY_TIMEOUT_MS)
@@ -99,25 +98,10 @@ fn local_arrays_compute_what_c_computes() {
 fn local_array_programs_generate_and_every_leaf_is_proved() {
     let b = backend();
     for (name, src) in [("locals.mf", LOCALS), ("gemv4.mf", GEMV4)] {
-        for (f, tree) in common::trees_of(name, src, &b) {
-            let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-            assert!(!reports.is_empty(), "{name}");
-            for r in &reports {
-                assert_eq!(r.status(), Status::Proved, "{name} leaf {}: {:?}", r.leaf, r.status());
-            }
-        }
+        common::assert_every_leaf_proved(name, src, &b, 2);
     }
-    let dir = common::scratch("local_arrays_gen");
-    let src = dir.join("locals.mf");
-    std::fs::write(&src, LOCALS).unwrap();
-    let out = dir.join("out");
-    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let o = metafork(&["verify", out.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    let kernels: Vec<std::path::PathBuf> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu") && p.to_string_lossy().contains("_leaf")).collect();
-    assert!(!kernels.is_empty(), "no kernel written in {}", out.display());
+    let (dir, out) = common::gen_and_verify("local_arrays_gen", "locals.mf", LOCALS);
+    let kernels = common::cu_files(&out, "_leaf");
     for k in &kernels {
         let cu = std::fs::read_to_string(k).unwrap();
         for want in ["acc_0 = 10.0f", "acc2_0", "acc2_3", "tri_2"] {
@@ -125,10 +109,7 @@ fn local_array_programs_generate_and_every_leaf_is_proved() {
         }
         assert!(!cu.contains("acc[") && !cu.contains("tri["), "{}:\n{cu}", k.display());
     }
-    if let Some(nvcc) = common::nvcc() {
-        let o = std::process::Command::new(nvcc).args(["-c", "-O1", "-arch=sm_80", "-odir"]).arg(&dir).args(&kernels).output().unwrap();
-        assert!(o.status.success(), "nvcc:\n{}", String::from_utf8_lossy(&o.stderr));
-    }
+    common::assert_nvcc_compiles(&dir, &kernels);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

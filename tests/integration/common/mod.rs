@@ -128,3 +128,49 @@ pub fn run_serial(f: &KernelFunction, ints: &[(&str, i64)], fill: &dyn Fn(&str, 
     machine::run(&host, &args, &mut buffers, None, RunOptions::default()).unwrap_or_else(|s| panic!("the serial program stopped at {ints:?}: {:?}", s.fault));
     buffers.into_iter().map(|b| (b.name.clone(), b)).collect()
 }
+
+/// Every leaf of every schedule of `src` proved by the verifier at `points` differential points.
+pub fn assert_every_leaf_proved(name: &str, src: &str, backend: &Backend, points: usize) {
+    use metafork::verify::{verify_tree, Options, Status};
+    for (f, tree) in trees_of(name, src, backend) {
+        let reports = verify_tree(&f, &tree, backend, Options { points, ..Options::default() }).unwrap();
+        assert!(!reports.is_empty(), "{name}: no kernel leaf");
+        for r in &reports {
+            assert_eq!(r.status(), Status::Proved, "{name} leaf {}: {:?}", r.leaf, r.status());
+        }
+    }
+}
+
+/// `src` written as `file` in a fresh scratch folder `dir`, then `metafork gen --emit-cuda` into
+/// its `out` and `metafork verify` of that, both asserted to succeed (every leaf proved); the
+/// scratch folder and the output folder.
+pub fn gen_and_verify(dir: &str, file: &str, src: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let metafork = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
+    let dir = scratch(dir);
+    let path = dir.join(file);
+    std::fs::write(&path, src).unwrap();
+    let out = dir.join("out");
+    let o = metafork(&["gen", "--emit-cuda", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let o = metafork(&["verify", out.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains(" leaves proved"), "{text}");
+    (dir, out)
+}
+
+/// The `.cu` files of a `gen` output folder whose name holds `holding` (`"_leaf"`: the kernels).
+pub fn cu_files(out: &std::path::Path, holding: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu") && p.to_string_lossy().contains(holding)).collect();
+    v.sort();
+    assert!(!v.is_empty(), "no `{holding}` file written in {}", out.display());
+    v
+}
+
+/// `units` compile with `nvcc -c` for sm_80, where nvcc is installed, objects into `dir`.
+pub fn assert_nvcc_compiles(dir: &std::path::Path, units: &[std::path::PathBuf]) {
+    if let Some(nvcc) = nvcc() {
+        let o = std::process::Command::new(nvcc).args(["-c", "-O1", "-arch=sm_80", "-odir"]).arg(dir).args(units).output().unwrap();
+        assert!(o.status.success(), "nvcc:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
