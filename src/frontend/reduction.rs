@@ -167,7 +167,7 @@ impl Walk<'_> {
 /// Whether the loop runs exactly once whatever the parameters (constant bounds).
 fn one_iteration(l: &ForLoop) -> bool {
     match (&l.lo.kind, &l.hi.kind) {
-        (ExprKind::Int(lo), ExprKind::Int(hi)) => hi - lo + l.inclusive as i64 == 1,
+        (ExprKind::Int(lo), ExprKind::Int(hi)) => hi.checked_sub(*lo).and_then(|d| d.checked_add(l.inclusive as i64)) == Some(1),
         _ => false,
     }
 }

@@ -666,10 +666,13 @@ impl Checker<'_> {
             })
             .count();
         // Else an innermost loop of constant bounds (`j < 32`; a one-thread schedule's `t < 1`)
-        // is a block of that many threads.
-        let constant = |e: &Expr| matches!(e.kind, ExprKind::Int(_));
+        // is a block of that many threads, at least one.
+        let threads = |l: &ForLoop| match (&l.lo.kind, &l.hi.kind) {
+            (ExprKind::Int(lo), ExprKind::Int(hi)) => hi.checked_sub(*lo).and_then(|d| d.checked_add(l.inclusive as i64)),
+            _ => None,
+        };
         match group.split_last() {
-            Some((last, rest)) if sized == 0 && !rest.is_empty() && constant(&last.lo) && constant(&last.hi) => 1,
+            Some((last, rest)) if sized == 0 && !rest.is_empty() && threads(last).is_some_and(|t| t >= 1) => 1,
             _ => sized,
         }
     }

@@ -133,6 +133,13 @@ fn a_constant_innermost_loop_is_the_thread_block() {
     assert_eq!((s.grid.len(), s.block.len()), (1, 1));
     assert_eq!(s.block[0].extent.as_ref().map(|e| e.to_string()), Some("32".to_string()));
     common::assert_every_leaf_proved("rows.mf", src, &backend(), 2);
+    // A block of no threads (`j < 0`), or a bound that is an expression, is no block: the
+    // located error of a group without one.
+    for hi in ["0", "-9223372036854775807 - 1"] {
+        let bad = src.replace("j < 32", &format!("j < {hi}")).replace("const float a[n][32]", "const float a[n][1]").replace("s[i] += a[i][j];", "s[i] += a[i][0];");
+        let err = check_source("rows.mf", &bad).expect_err("no thread block");
+        assert!(err.render(false).contains("cannot tell which `meta_for` loops form the thread block"), "{}", err.render(false));
+    }
 }
 
 /// Gram-Schmidt's pattern: a norm summed on the host side of a loop around a schedule. The
