@@ -267,7 +267,7 @@ impl Pass<'_> {
                 self.errors.push(Diagnostic::new(span, message, "not indexed"));
                 ExprKind::Var(v)
             }
-            ExprKind::Index { array, indices } => ExprKind::Index { array, indices: indices.into_iter().map(|i| self.expr(i)).collect() },
+            ExprKind::Index { array, indices } => ExprKind::Index { array, indices: indices.into_iter().map(|i| without_zero_terms(self.expr(i))).collect() },
             ExprKind::Unary(op, a) => ExprKind::Unary(op, Box::new(self.expr(*a))),
             ExprKind::Binary(op, a, b) => {
                 let (a, b) = (self.expr(*a), self.expr(*b));
@@ -461,6 +461,24 @@ impl Pass<'_> {
             StmtKind::Assume(e) | StmtKind::Assert(e) => subscripts(e, tainted, reached),
             StmtKind::Empty | StmtKind::Barrier => {}
         }
+    }
+}
+
+/// A subscript with the `+ 0` and `- 0` terms an unrolled copy leaves (`x[i + k]` at `k = 0`)
+/// dropped. Only in subscripts, which are integers: there `e + 0` is `e` (a float's `-0.0 + 0`
+/// is not `-0.0`).
+fn without_zero_terms(e: Expr) -> Expr {
+    let span = e.span;
+    match e.kind {
+        ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
+            let (a, b) = (without_zero_terms(*a), without_zero_terms(*b));
+            match (&a.kind, &b.kind) {
+                (_, ExprKind::Int(0)) => a,
+                (ExprKind::Int(0), _) if op == BinOp::Add => b,
+                _ => Expr { kind: ExprKind::Binary(op, Box::new(a), Box::new(b)), span },
+            }
+        }
+        kind => Expr { kind, span },
     }
 }
 

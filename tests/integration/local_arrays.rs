@@ -110,6 +110,13 @@ fn local_array_programs_generate_and_every_leaf_is_proved() {
         assert!(!cu.contains("acc[") && !cu.contains("tri["), "{}:\n{cu}", k.display());
     }
     common::assert_nvcc_compiles(&dir, &kernels);
+    // The unrolled copies' subscripts read as one would write them for that value: gemv4's
+    // `a[r + k][j]` is `a[r][j]` at `k = 0`, not `a[r + 0][j]`.
+    let (_, out) = common::gen_and_verify("local_arrays_gemv4", "gemv4.mf", GEMV4);
+    for k in common::cu_files(&out, "_leaf") {
+        let cu = std::fs::read_to_string(&k).unwrap();
+        assert!(cu.contains("(long)r * (long)n") && !cu.contains("r + 0"), "{}:\n{cu}", k.display());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
