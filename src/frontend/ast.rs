@@ -421,6 +421,18 @@ pub fn program_identifiers(program: &Program) -> std::collections::HashSet<Strin
     taken
 }
 
+/// `base`, or `base2`, `base3`, ...: the first that `taken` does not hold, added to it.
+pub fn fresh_name(taken: &mut std::collections::HashSet<String>, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}{n}");
+        n += 1;
+    }
+    taken.insert(name.clone());
+    name
+}
+
 /// The values of an initializer, in order.
 pub fn init_values(init: &Init, out: &mut Vec<Expr>) {
     match init {

@@ -27,7 +27,7 @@ pub fn wrap(program: &mut Program) {
     if !program.functions.iter().any(|f| f.body.iter().any(host_statement_inside)) {
         return;
     }
-    let mut names = Names { taken: program_identifiers(program) };
+    let mut names = program_identifiers(program);
     for f in &mut program.functions {
         let body = std::mem::take(&mut f.body);
         f.body = runs(body, &mut names);
@@ -60,28 +60,11 @@ fn holds_schedule(s: &Stmt) -> bool {
     found
 }
 
-struct Names {
-    taken: HashSet<String>,
-}
-
-impl Names {
-    fn fresh(&mut self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut n = 2;
-        while self.taken.contains(&name) {
-            name = format!("{base}{n}");
-            n += 1;
-        }
-        self.taken.insert(name.clone());
-        name
-    }
-}
-
 /// The host-level list with each run wrapped; blocks and loops around schedules recursed into.
 /// A scalar definition joins a run where the run needs it on the device (its value reads an
 /// array, or a statement of the list after it assigns it: `float nrm = 0.0f;` before
 /// `for (...) nrm += a[k][j] * a[k][j];`) and nothing after the run reads it.
-fn runs(stmts: Vec<Stmt>, names: &mut Names) -> Vec<Stmt> {
+fn runs(stmts: Vec<Stmt>, names: &mut HashSet<String>) -> Vec<Stmt> {
     let mut on_device: Vec<bool> = stmts.iter().enumerate().map(|(i, s)| runs_on_device(s) || device_definition(s, &stmts[i + 1..])).collect();
     // A definition read after its run stays on the host (where `sema` locates what it may not
     // do); splitting the run can expose another, so until nothing changes.
@@ -167,14 +150,14 @@ fn reads(s: &Stmt, name: &str) -> bool {
 }
 
 /// `meta_schedule { meta_for (g < 1) meta_for (t < 1) { run } }`, spanning the run.
-fn one_thread(run: Vec<Stmt>, names: &mut Names) -> Stmt {
+fn one_thread(run: Vec<Stmt>, names: &mut HashSet<String>) -> Stmt {
     let span = run.iter().map(|s| s.span).reduce(Span::to).expect("a run is never empty");
     let int = |v: i64| Expr::new(ExprKind::Int(v), span);
     let meta_for = |var: String, body: Stmt| Stmt {
         kind: StmtKind::MetaFor(ForLoop { var: Ident { name: var, span }, ty: ScalarType::Int, lo: int(0), hi: int(1), inclusive: false, step: 1, body: Box::new(body) }),
         span,
     };
-    let thread = meta_for(names.fresh("one_thread"), Stmt { kind: StmtKind::Block(run), span });
-    let block = meta_for(names.fresh("one_block"), thread);
+    let thread = meta_for(fresh_name(names, "one_thread"), Stmt { kind: StmtKind::Block(run), span });
+    let block = meta_for(fresh_name(names, "one_block"), thread);
     Stmt { kind: StmtKind::MetaSchedule { cache: Vec::new(), body: Box::new(block) }, span }
 }

@@ -760,14 +760,7 @@ impl Parser {
     /// an internal `$` name, which later passes take for the tool's own bounded temporaries
     /// (`strategy::narrow` would narrow a `long` one to `int`).
     fn fresh_counter(&mut self, var: &str) -> String {
-        let mut name = format!("{var}_down");
-        let mut n = 2;
-        while self.names.contains(&name) {
-            name = format!("{var}_down{n}");
-            n += 1;
-        }
-        self.names.insert(name.clone());
-        name
+        fresh_name(&mut self.names, &format!("{var}_down"))
     }
 
     // ---- expressions, by C precedence ----
