@@ -73,6 +73,10 @@ pub struct Kernel {
     /// (`strategy::unroll`) when its trip-count condition is this constraint, which the tree
     /// has added on this code's side; a code whose loop has another condition is not unrolled.
     pub unroll: Option<constraints::Constraint>,
+    /// Block-level reductions: the eligible atomic adds of the code that runs are summed in the
+    /// block first, one atomic add per block and element (`strategy::block_reduce`, applied
+    /// to the staged code).
+    pub block_reduce: bool,
     /// Iteration merging: each block does the work of `strategy::merge::FACTOR` consecutive
     /// grid-`x` blocks (applied to the code that runs, after unrolling).
     pub merged: bool,
@@ -164,7 +168,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, merged: false, assumptions: Vec::new(), between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, block_reduce: false, merged: false, assumptions: Vec::new(), between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

@@ -46,6 +46,7 @@ fn condition(tree: &Tree, e: &Edge) -> String {
         Counter::Registers => ("registers", m.registers_per_thread.as_str()),
         Counter::ThreadsPerBlock => ("threads", m.threads_per_block.as_str()),
         Counter::RegistersPerBlock => ("registers x threads", m.registers_per_block.as_str()),
+        Counter::AtomicContention => return if accept { "one thread per element and block" } else { "threads of a block add to one element" }.into(),
         Counter::Coalescing => return if accept { "coalesced" } else { "not coalesced" }.into(),
         Counter::BankConflicts => return if accept { "no bank conflicts" } else { "bank conflicts" }.into(),
         Counter::Occupancy => return if accept { "registers do not limit occupancy" } else { "registers limit occupancy" }.into(),
@@ -74,6 +75,7 @@ fn short(s: Strategy) -> &'static str {
         Strategy::Prefetch => "prefetch",
         Strategy::RegisterBlock => "register blocking",
         Strategy::Coarsen => "coarsen y",
+        Strategy::BlockReduce => "reduce in block",
         Strategy::Unroll => "unroll by 4",
         Strategy::Merge => "merge 2 blocks",
     }

@@ -3,6 +3,7 @@
 //! not apply (nothing to transform, or its safety condition cannot be proved).
 
 pub mod block;
+pub mod block_reduce;
 pub mod caching;
 pub mod coarsen;
 pub mod cse;

@@ -69,7 +69,7 @@ pub(super) fn plain_code(code: &Kernel) -> Kernel {
 /// The code as staging sees it: the flags that act on the staged code (unrolling, 32-bit
 /// indices, the register cap, CSE, the unrolling by 4, merging) cleared.
 pub(super) fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
-    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, merged: false, ..code.clone() }
+    Kernel { no_unroll: false, narrow_index: false, max_registers: None, cse: 0, unroll: None, block_reduce: false, merged: false, ..code.clone() }
 }
 
 /// The decision tree of one schedule. It is built in a Z3 context of its own, on a thread of
@@ -213,6 +213,14 @@ impl Builder<'_> {
         if let Some(p) = crate::strategy::promote::promote(&staged.kernel) {
             staged.kernel = p;
         }
+        // Reductions summed in the block first (`strategy::block_reduce`), where they apply.
+        if kernel.block_reduce {
+            if let Some(r) = crate::strategy::block_reduce::block_reduce(&staged.kernel) {
+                // Its shared subscripts in 32 bits too, where no tile made the code narrow.
+                staged.kernel = narrow::narrow(&r).unwrap_or(r);
+            }
+            staged.kernel.block_reduce = true;
+        }
         if let Some(condition) = &kernel.unroll {
             if let Some(u) = unroll(self.function, &staged.kernel).filter(|u| u.trip_count == *condition) {
                 staged.kernel = u.kernel;
@@ -250,7 +258,7 @@ impl Builder<'_> {
                 r
             }
         };
-        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), unroll: code.unroll.clone(), merged: code.merged, ..r }))
+        Ok(reduced.map(|r| Kernel { no_unroll: code.no_unroll, narrow_index: code.narrow_index, max_registers: code.max_registers, cse: code.cse, cache: code.cache.clone(), unroll: code.unroll.clone(), block_reduce: code.block_reduce, merged: code.merged, ..r }))
     }
 
     pub(super) fn limit(&self, c: Counter) -> Poly {
@@ -259,7 +267,7 @@ impl Builder<'_> {
             Counter::Registers => &self.machine.registers_per_thread,
             Counter::ThreadsPerBlock => &self.machine.threads_per_block,
             Counter::RegistersPerBlock => &self.machine.registers_per_block,
-            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters, the trip count and occupancy have no single machine limit"),
+            Counter::AtomicContention | Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters, the trip count and occupancy have no single machine limit"),
         })
     }
 
@@ -338,6 +346,7 @@ impl Builder<'_> {
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
+            Strategy::BlockReduce => (!code.block_reduce && crate::strategy::block_reduce::contention(&node.staged).is_some()).then(|| Kernel { block_reduce: true, ..code.clone() }),
             Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock | Strategy::Coarsen => None,
         };
         self.applied.insert(key, r.clone());
@@ -353,6 +362,9 @@ impl Builder<'_> {
         };
         if let Some(kind) = counter.performance() {
             return self.expand_performance(id, counter, kind);
+        }
+        if counter == Counter::AtomicContention {
+            return self.expand_contention(id);
         }
         let value = self.nodes[id].counters.value(counter);
         let limit = self.limit(counter);

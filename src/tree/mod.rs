@@ -19,7 +19,8 @@
 //! counts as a counter with its cases ([`Tree::height_bound`]).
 //!
 //! Modules: this one holds the tree's types (machine symbols, counters, strategies, nodes);
-//! `build` the builder, the root and the resource-counter forks; `fewer_threads` the refusal of
+//! `build` the builder, the root and the resource-counter forks; `contention` the fork on a
+//! reduction's atomic contention (reducing in the block first); `fewer_threads` the refusal of
 //! the threads per block (blocking, then coarsening); `performance` the performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
 //! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only.
 
@@ -88,6 +89,9 @@ pub enum Counter {
     Registers,
     ThreadsPerBlock,
     RegistersPerBlock,
+    /// Atomic contention: the threads of a block that add to one element of a reduction
+    /// (`strategy::block_reduce::contention`); accepted where it is 1.
+    AtomicContention,
     /// Global-memory coalescing, access by access (`perf::fork`).
     Coalescing,
     /// Shared-memory bank conflicts, access by access (`perf::fork`).
@@ -106,7 +110,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 6] = [Counter::SharedMemory, Counter::Registers, Counter::ThreadsPerBlock, Counter::RegistersPerBlock, Counter::Coalescing, Counter::BankConflicts];
+    pub const ALL: [Counter; 7] = [Counter::SharedMemory, Counter::Registers, Counter::ThreadsPerBlock, Counter::RegistersPerBlock, Counter::AtomicContention, Counter::Coalescing, Counter::BankConflicts];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -114,6 +118,7 @@ impl Counter {
             Counter::Registers => "registers per thread",
             Counter::ThreadsPerBlock => "threads per block",
             Counter::RegistersPerBlock => "registers per block",
+            Counter::AtomicContention => "atomic contention (threads of a block adding to one element)",
             Counter::Coalescing => "coalescing (more than half of the bytes moved used)",
             Counter::BankConflicts => "bank conflicts (conflict-free shared access)",
             Counter::TripCount => "trip count of the loop unrolled by 4",
@@ -168,6 +173,9 @@ pub enum Strategy {
     /// Register blocking (`strategy::block`): the granularity loop unrolled and jammed for one
     /// value of its parameter, applied once every counter is settled, on the side of `g == K`.
     RegisterBlock,
+    /// Block-level reductions (`strategy::block_reduce`): a reduction's partial sums added in
+    /// the block by a tree in shared memory, then one atomic add per block and element.
+    BlockReduce,
     /// Thread coarsening along `y` (`strategy::coarsen`): each thread does the work of
     /// [`crate::strategy::coarsen::factor_for`] the blocking factor threads of a block that
     /// many times shorter, giving register-blocked code 2-D micro-tiles; tried once after register
@@ -186,7 +194,7 @@ impl Strategy {
     /// The strategies a refusal may apply, in the order tried: cheapest in performance first.
     /// (The published level 2, 32-bit index arithmetic of the shared tiles, is no choice here:
     /// every staged code has it, see `strategy::narrow`.)
-    pub const ALL: [Strategy; 7] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::ReduceRegisterPressure1,
         Strategy::ReduceGranularity,
         Strategy::ReduceCse,
@@ -194,6 +202,7 @@ impl Strategy {
         Strategy::DropCaching,
         Strategy::PadSharedRows,
         Strategy::Interchange,
+        Strategy::BlockReduce,
     ];
 
     pub fn name(self) -> &'static str {
@@ -212,6 +221,7 @@ impl Strategy {
             Strategy::Merge => "merge two grid-x iterations per block",
             Strategy::RegisterBlock => "register blocking (unroll and jam the granularity loop)",
             Strategy::Coarsen => "coarsen threads along y (2-D micro-tiles)",
+            Strategy::BlockReduce => "reduce in the block first (a tree in shared memory, one atomic add per block)",
         }
     }
 
@@ -224,6 +234,7 @@ impl Strategy {
             Strategy::DropCaching => c == Counter::SharedMemory,
             Strategy::PadSharedRows => c == Counter::BankConflicts,
             Strategy::Interchange => c == Counter::Coalescing,
+            Strategy::BlockReduce => c == Counter::AtomicContention,
             Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock | Strategy::Coarsen => false,
         }
     }
@@ -251,7 +262,7 @@ impl CounterValues {
             Counter::Registers => Poly::int(self.registers as i64),
             Counter::ThreadsPerBlock => self.threads_per_block.clone(),
             Counter::RegistersPerBlock => Poly::int(self.registers as i64) * &self.threads_per_block,
-            Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters fork access by access; the trip count and occupancy are conditions"),
+            Counter::AtomicContention | Counter::Coalescing | Counter::BankConflicts | Counter::TripCount | Counter::Occupancy | Counter::GridFill => unreachable!("performance counters fork access by access; the trip count and occupancy are conditions"),
         }
     }
 }
@@ -362,6 +373,7 @@ impl Tree {
 }
 
 mod build;
+mod contention;
 mod derived;
 mod fewer_threads;
 mod occupancy;

@@ -20,7 +20,11 @@
 //!   floating element a kernel updated by atomic adds, which it adds in its own order (and in
 //!   the element's type, as `atomicAdd` does): the two may differ by the rounding of any order of
 //!   the same `k` additions, at most `2 γ(k+1) Σ|x|` (`γ(n) = n u / (1 - n u)`, `u` the unit
-//!   roundoff, `Σ|x|` the magnitudes of the terms and of the element's value before the first). A run that stops says where:
+//!   roundoff, `Σ|x|` the magnitudes of the terms and of the element's value before the first).
+//!   A term that is a partial sum (a block reduction's, in a register or a shared element)
+//!   counts as the terms it adds: each floating slot and shared element carries the
+//!   [`Magnitude`] of the sums stored in it, so the bound is the one for any order of the
+//!   original terms. A run that stops says where:
 //!   in the kernel, in the launched schedule's serial code, in another schedule, or in host code.
 
 use super::code::{Code, Instr, LaunchSite, E};
@@ -43,12 +47,20 @@ pub struct Buffer {
     /// of the terms (and of the value before the first) and how many there were. Empty until
     /// then.
     pub atomic: Vec<(f64, u32)>,
+    /// Per element of a floating shared array, once a partial sum was stored there (a block
+    /// reduction's tree): the magnitudes of the terms it adds and how many ([`Magnitude`]).
+    pub sums: Vec<Magnitude>,
 }
+
+/// What a floating value adds up, for the rounding bound of a reduction: the sum of its terms'
+/// magnitudes and how many there are; `(0, 0)` when it is not tracked (then the value itself
+/// is one term).
+pub type Magnitude = (f64, u32);
 
 impl Buffer {
     pub fn new(name: &str, elem: ScalarType, dims: Vec<i64>, fill: Value) -> Buffer {
         let n = dims.iter().product::<i64>().max(0) as usize;
-        Buffer { name: name.to_string(), elem, dims, data: vec![fill; n], atomic: Vec::new() }
+        Buffer { name: name.to_string(), elem, dims, data: vec![fill; n], atomic: Vec::new(), sums: Vec::new() }
     }
 
     /// Whether the kernel's `got` may stand for the serial code's `expected` at `flat`: the same
@@ -233,6 +245,8 @@ struct Frame<'a> {
     gdim: [i64; 3],
     epoch: u32,
     steps: &'a mut u64,
+    /// Inside a kernel: the thread's [`Magnitude`] per slot (partial sums of reductions).
+    mags: Option<&'a mut [Magnitude]>,
 }
 
 fn lin(v: [i64; 3], d: [i64; 3]) -> u32 {
@@ -352,6 +366,40 @@ impl Frame<'_> {
         })
     }
 
+    /// The [`Magnitude`] of `value` (evaluated as `v`): a slot's or a shared element's own, through
+    /// floating casts; else `v` as one term.
+    fn magnitude(&mut self, slots: &[Value], value: &E, v: Value) -> Result<Magnitude, Fault> {
+        let tracked = match value {
+            E::Slot(s) => self.mags.as_deref().map_or((0.0, 0), |m| m[*s]),
+            E::Cast(t, a) if !t.is_integer() => return self.magnitude(slots, a, v),
+            E::Load { array, indices, site } if matches!(self.places[*array], Place::Shared(_)) && !self.buffer(*array).sums.is_empty() => {
+                let index = self.indices(slots, indices)?;
+                let flat = self.position(*array, index, *site)?;
+                self.buffer(*array).sums[flat]
+            }
+            _ => (0.0, 0),
+        };
+        Ok(if tracked.1 > 0 { tracked } else { (v.as_f64().abs(), 1) })
+    }
+
+    /// A floating place's [`Magnitude`] after `place op= value`: a sum adds both sides' terms,
+    /// a plain assignment takes the value's when it is tracked; anything else is untracked.
+    fn follow(&mut self, slots: &[Value], op: AssignOp, (old, old_mag): (Value, Magnitude), value: &E, v: Value) -> Result<Magnitude, Fault> {
+        Ok(match op {
+            AssignOp::Add | AssignOp::Sub => {
+                let before = if old_mag.1 > 0 { old_mag } else { (old.as_f64().abs(), 1) };
+                let added = self.magnitude(slots, value, v)?;
+                (before.0 + added.0, before.1 + added.1)
+            }
+            AssignOp::Set => {
+                let m = self.magnitude(slots, value, v)?;
+                // A value that is one term is untracked: it stands for itself.
+                if m.1 > 1 { m } else { (0.0, 0) }
+            }
+            _ => (0.0, 0),
+        })
+    }
+
     fn indices(&mut self, slots: &[Value], indices: &[E]) -> Result<Vec<i64>, Fault> {
         indices.iter().map(|i| self.eval(slots, i).map(|v| v.as_i64())).collect()
     }
@@ -370,6 +418,13 @@ impl Frame<'_> {
             match &instrs[*pc] {
                 Instr::Set { slot, op, value } => {
                     let v = self.eval(slots, value)?;
+                    if self.mags.is_some() && !self.code.slot_types[*slot].is_integer() {
+                        let old = self.mags.as_deref().map_or((0.0, 0), |m| m[*slot]);
+                        let mag = self.follow(slots, *op, (slots[*slot], old), value, v)?;
+                        if let Some(m) = self.mags.as_deref_mut() {
+                            m[*slot] = mag;
+                        }
+                    }
                     slots[*slot] = combine(*op, slots[*slot], v)?.to(self.code.slot_types[*slot]);
                 }
                 Instr::Store { array, indices, op, value, site } => {
@@ -378,6 +433,7 @@ impl Frame<'_> {
                     let flat = self.position(*array, index, *site)?;
                     if *op == AssignOp::AtomicAdd && self.kernel {
                         self.track_atomic(*array, flat, *site)?;
+                        let added = self.magnitude(slots, value, v)?;
                         let buf = self.buffer(*array);
                         let old = buf.data[flat];
                         let term = v.to(buf.elem);
@@ -388,8 +444,9 @@ impl Frame<'_> {
                         if *terms == 0 {
                             *magnitude = old.as_f64().abs();
                         }
-                        *magnitude += term.as_f64().abs();
-                        *terms += 1;
+                        // A block's partial sum adds the magnitudes and count of its terms.
+                        *magnitude += added.0;
+                        *terms += added.1;
                         buf.data[flat] = combine(AssignOp::Add, old, term)?.to(buf.elem);
                         *pc += 1;
                         continue;
@@ -398,6 +455,18 @@ impl Frame<'_> {
                         self.track(*array, flat, *site, false)?;
                     }
                     self.track(*array, flat, *site, true)?;
+                    if matches!(self.places[*array], Place::Shared(_)) && !self.buffer(*array).elem.is_integer() {
+                        let buf = self.buffer(*array);
+                        let old = (buf.data[flat], buf.sums.get(flat).copied().unwrap_or((0.0, 0)));
+                        let mag = self.follow(slots, *op, old, value, v)?;
+                        let buf = self.buffer(*array);
+                        if buf.sums.is_empty() && mag.1 > 0 {
+                            buf.sums = vec![(0.0, 0); buf.data.len()];
+                        }
+                        if let Some(m) = buf.sums.get_mut(flat) {
+                            *m = mag;
+                        }
+                    }
                     let buf = self.buffer(*array);
                     buf.data[flat] = combine(*op, buf.data[flat], v)?.to(buf.elem);
                 }
@@ -492,7 +561,7 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
     let stopped = |fault: Fault, at: Where, stats: &RunStats| Stopped { fault, at, stats: stats.clone() };
     loop {
         let stop = {
-            let mut f = Frame { code: host, places: &places, globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut steps };
+            let mut f = Frame { code: host, places: &places, globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut steps, mags: None };
             f.run(&mut slots, &mut pc).map_err(|fault| stopped(fault, host.place_of(pc), &stats))?
         };
         match stop {
@@ -555,7 +624,7 @@ fn launch(host: &Code, site: &LaunchSite, host_slots: &[Value], globals: &mut [B
     }
     let mut gdim = [1i64; 3];
     for (d, g) in site.grid.iter().enumerate() {
-        let mut f = Frame { code: host, places: &[], globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut *steps };
+        let mut f = Frame { code: host, places: &[], globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut *steps, mags: None };
         gdim[d] = f.eval(host_slots, g)?.as_i64();
     }
     let mut bdim = [1i64; 3];
@@ -590,21 +659,21 @@ fn launch(host: &Code, site: &LaunchSite, host_slots: &[Value], globals: &mut [B
                 let bid = [bx, by, bz];
                 let mut shared: Vec<Buffer> = shared_shapes.iter().map(|(n, e, d)| Buffer::new(n, *e, d.clone(), poison(*e))).collect();
                 let mut sshadow: Option<Vec<Vec<Shadow>>> = options.detect_races.then(|| shared.iter().map(|b| vec![Shadow::default(); b.data.len()]).collect());
-                let mut state: Vec<(usize, Vec<Value>, Option<Stop>)> = (0..threads)
+                let mut state: Vec<(usize, Vec<Value>, Option<Stop>, Vec<Magnitude>)> = (0..threads)
                     .map(|_| {
                         let mut s: Vec<Value> = code.slot_types.iter().map(|t| Value::zero(*t)).collect();
                         s[..args.len()].copy_from_slice(&args);
-                        (0usize, s, None)
+                        (0usize, s, None, vec![(0.0, 0); code.slot_types.len()])
                     })
                     .collect();
                 let mut epoch = 0u32;
                 loop {
-                    for (t, (pc, slots, stop)) in state.iter_mut().enumerate() {
+                    for (t, (pc, slots, stop, mags)) in state.iter_mut().enumerate() {
                         if matches!(stop, Some(Stop::Done)) {
                             continue;
                         }
                         let tid = unlin(t as u32, bdim);
-                        let mut f = Frame { code, places: &places, globals, shared: &mut shared, gshadow: gshadow.as_deref_mut(), sshadow: sshadow.as_deref_mut(), kernel: true, tid, bid, bdim, gdim, epoch, steps: &mut *steps };
+                        let mut f = Frame { code, places: &places, globals, shared: &mut shared, gshadow: gshadow.as_deref_mut(), sshadow: sshadow.as_deref_mut(), kernel: true, tid, bid, bdim, gdim, epoch, steps: &mut *steps, mags: Some(mags) };
                         *stop = Some(f.run(slots, pc)?);
                     }
                     let first = state[0].2.as_ref().map(stop_id);
