@@ -201,7 +201,10 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
                     element = stem;
                 }
                 let local_array = element != id && (user.contains(element) || user.contains(element.trim_end_matches(|c: char| c.is_ascii_digit())));
-                let readable = local_array || unblocked.trim_end_matches('_').ends_with("_reg") || id.rsplit_once("_tile").is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                // A block reduction's partial sum and shared sums (`s_part`, `s_sums2`).
+                let digits_off = id.trim_end_matches(|c: char| c.is_ascii_digit());
+                let reduction = digits_off.ends_with("_part") || digits_off.ends_with("_sums");
+                let readable = local_array || reduction || unblocked.trim_end_matches('_').ends_with("_reg") || id.rsplit_once("_tile").is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
                 if readable {
                     continue;
                 }
