@@ -47,6 +47,9 @@ struct Names {
 /// One element several threads of a block add to.
 struct Target {
     array: String,
+    /// The subscripts as the body's atomic adds write them (which adds are this element's).
+    key_indices: Vec<Expr>,
+    /// The same in the prologue's terms, for the block's add after the body.
     indices: Vec<Expr>,
     elem: ScalarType,
     /// The block dimensions (0 = x) whose threads add to the same element.
@@ -195,7 +198,8 @@ fn targets(kernel: &Kernel) -> Vec<Target> {
         })
         .collect();
     let scalars: BTreeSet<&str> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.as_str()).collect();
-    let prologue = prologue_dims(kernel, &scalars);
+    let uniform = uniform_vars(kernel, &scalars);
+    let prologue = &uniform.dims;
     // Arrays the kernel reads or writes other than by atomic adds.
     let mut plain: BTreeSet<String> = BTreeSet::new();
     let mut found: Vec<Target> = Vec::new();
@@ -212,7 +216,7 @@ fn targets(kernel: &Kernel) -> Vec<Target> {
                     return;
                 }
                 let elem = elems.get(array.name.as_str()).copied();
-                let dims = indices.iter().map(|i| dims_of(i, &prologue, &scalars)).try_fold(BTreeSet::new(), |mut acc, d| {
+                let dims = indices.iter().map(|i| dims_of(i, prologue, &scalars)).try_fold(BTreeSet::new(), |mut acc, d| {
                     acc.extend(d?);
                     Some(acc)
                 });
@@ -220,10 +224,11 @@ fn targets(kernel: &Kernel) -> Vec<Target> {
                 match (elem, reduced) {
                     (Some(elem @ (ScalarType::Float | ScalarType::Double)), Some(reduced)) if !reduced.is_empty() => {
                         let k = format!("{}{:?}", array.name, strip(indices));
-                        match (keys.contains(&k), existence(indices, extents.get(array.name.as_str()).copied().unwrap_or(&[]))) {
+                        let after: Vec<Expr> = indices.iter().map(|i| uniform.written_out(i)).collect();
+                        match (keys.contains(&k), existence(&after, extents.get(array.name.as_str()).copied().unwrap_or(&[]))) {
                             (false, Some(exists)) => {
                                 keys.push(k);
-                                found.push(Target { array: array.name.clone(), indices: indices.clone(), elem, reduced, exists });
+                                found.push(Target { array: array.name.clone(), key_indices: indices.clone(), indices: after, elem, reduced, exists });
                             }
                             (false, None) => {
                                 refused.insert(array.name.clone());
@@ -300,19 +305,61 @@ fn prologue_len(body: &[Stmt]) -> usize {
     body.iter().take_while(|s| matches!(s.kind, StmtKind::Decl { .. })).count()
 }
 
-/// The prologue's variables computed from parameters, CUDA indices and each other only, with
-/// the block dimensions each varies with.
-fn prologue_dims(kernel: &Kernel, scalars: &BTreeSet<&str>) -> BTreeMap<String, BTreeSet<u8>> {
-    let mut known: BTreeMap<String, BTreeSet<u8>> = BTreeMap::new();
-    for s in &kernel.body[..prologue_len(&kernel.body)] {
+/// The integer variables computed from parameters, CUDA indices and each other only, with the
+/// block dimensions each varies with: the prologue's (in scope after the body), and those
+/// declared in the body and never assigned (`int j = v1 * B1 + u1;` inside a serial loop),
+/// whose definitions the block's add writes out in their place.
+struct Uniform {
+    dims: BTreeMap<String, BTreeSet<u8>>,
+    defs: BTreeMap<String, Expr>,
+}
+
+fn uniform_vars(kernel: &Kernel, scalars: &BTreeSet<&str>) -> Uniform {
+    let mut u = Uniform { dims: BTreeMap::new(), defs: BTreeMap::new() };
+    let prologue = prologue_len(&kernel.body);
+    for s in &kernel.body[..prologue] {
         let StmtKind::Decl { ty, vars } = &s.kind else { break };
         for d in vars {
-            if let Some(dims) = ty.is_integer().then(|| dims_of(&d.init, &known, scalars)).flatten() {
-                known.insert(d.name.name.clone(), dims);
+            if let Some(dims) = ty.is_integer().then(|| dims_of(&d.init, &u.dims, scalars)).flatten() {
+                u.dims.insert(d.name.name.clone(), dims);
             }
         }
     }
-    known
+    let mut assigned = BTreeSet::new();
+    walk_stmts(&kernel.body, &mut |s| {
+        if let StmtKind::Assign { target: Expr { kind: ExprKind::Var(v), .. }, .. } = &s.kind {
+            assigned.insert(v.clone());
+        }
+    });
+    walk_stmts(&kernel.body[prologue..], &mut |s| {
+        let StmtKind::Decl { ty, vars } = &s.kind else { return };
+        for d in vars {
+            if !ty.is_integer() || assigned.contains(&d.name.name) || u.dims.contains_key(&d.name.name) {
+                continue;
+            }
+            if let Some(dims) = dims_of(&d.init, &u.dims, scalars) {
+                u.dims.insert(d.name.name.clone(), dims);
+                let def = u.written_out(&d.init);
+                u.defs.insert(d.name.name.clone(), def);
+            }
+        }
+    });
+    u
+}
+
+impl Uniform {
+    /// `x` with the body's variables replaced by their definitions (in the prologue's terms).
+    fn written_out(&self, x: &Expr) -> Expr {
+        let mut out = x.clone();
+        super::walk::map_expr(&mut out, &mut |y| {
+            if let ExprKind::Var(n) = &y.kind {
+                if let Some(def) = self.defs.get(n) {
+                    *y = def.clone();
+                }
+            }
+        });
+        out
+    }
 }
 
 /// The block dimensions an integer expression varies with, or `None` when it reads anything
@@ -342,7 +389,7 @@ fn strip(indices: &[Expr]) -> Vec<String> {
 }
 
 fn key(t: &Target) -> String {
-    format!("{}{:?}", t.array, strip(&t.indices))
+    format!("{}{:?}", t.array, strip(&t.key_indices))
 }
 
 fn var(name: &str) -> Expr {

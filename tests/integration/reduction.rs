@@ -326,3 +326,20 @@ fn a_blocks_partial_sum_counts_its_terms_in_the_rounding_bound() {
     assert!(proved_all(&stdout), "{stdout}");
     assert!(leaf_files(&out).iter().any(|(_, c)| c.contains("s_sums")), "no leaf reduces in the block");
 }
+
+/// A subscript computed inside a serial loop from the block's counters only (`int j = v1 * B1 +
+/// u1;` in the loop over row tiles) names one element for the whole loop: the partial sum runs
+/// across the loop, and the block's add after it writes the definition out, since `j` is out of
+/// scope there. Proved, compiled.
+#[test]
+fn a_subscript_defined_inside_a_serial_loop_is_written_out_for_the_blocks_add() {
+    let text = "void colsumt(int n, int m, int B0, int B1, const float a[n][m], float c[m]) {\n  assume(n >= 1 && m >= 1 && B0 >= 1 && B1 >= 1);\n  int g1 = (m + B1 - 1) / B1;\n  int t = (n + B0 - 1) / B0;\n  meta_schedule {\n    meta_for (int v1 = 0; v1 < g1; v1++)\n      meta_for (int u0 = 0; u0 < B0; u0++)\n        meta_for (int u1 = 0; u1 < B1; u1++)\n          for (int k = 0; k < t; k++) {\n            int i = k * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i < n && j < m)\n              c[j] += a[i][j];\n          }\n  }\n}\n";
+    let (out, stdout) = gen_and_verify("block-colsumt", text);
+    assert!(proved_all(&stdout), "{stdout}");
+    let reduced: Vec<(String, String)> = leaf_files(&out).into_iter().filter(|(_, c)| c.contains("c_sums")).collect();
+    assert!(!reduced.is_empty(), "no leaf reduces in the block");
+    for (name, code) in &reduced {
+        assert!(code.contains("if (u0 == 0 && 0 <= v1 * B1 + u1 && v1 * B1 + u1 < m) {\n    atomicAdd(&c[(long)(v1 * B1 + u1)]"), "{name}:\n{code}");
+    }
+    crate::common::assert_nvcc_compiles(&out, &crate::common::cu_files(&out, "_leaf"));
+}
