@@ -99,6 +99,7 @@ pub fn block_reduce(kernel: &Kernel) -> Option<Kernel> {
         let Some(i) = keys.iter().position(|x| *x == k) else { return };
         let term = match &value.kind {
             ExprKind::Cast(t, _) if *t == targets[i].elem => value.clone(),
+            ExprKind::Float { single, .. } if *single == (targets[i].elem == ScalarType::Float) => value.clone(),
             _ => e(ExprKind::Cast(targets[i].elem, Box::new(value.clone()))),
         };
         s.kind = StmtKind::Assign { target: var(&names[i].part), op: AssignOp::Add, value: term };
