@@ -76,6 +76,7 @@ fn short(s: Strategy) -> &'static str {
         Strategy::RegisterBlock => "register blocking",
         Strategy::Coarsen => "coarsen y",
         Strategy::BlockReduce => "reduce in block",
+        Strategy::DropBlockReduce => "no block reduction",
         Strategy::Unroll => "unroll by 4",
         Strategy::Merge => "merge 2 blocks",
     }

@@ -346,6 +346,7 @@ impl Builder<'_> {
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
+            Strategy::DropBlockReduce => code.block_reduce.then(|| Kernel { block_reduce: false, ..code.clone() }),
             Strategy::BlockReduce => (!code.block_reduce && crate::strategy::block_reduce::contention(&node.staged).is_some()).then(|| Kernel { block_reduce: true, ..code.clone() }),
             Strategy::CacheInSharedMemory | Strategy::EliminateCommonSubexpressions | Strategy::Prefetch | Strategy::Unroll | Strategy::Merge | Strategy::RegisterBlock | Strategy::Coarsen => None,
         };

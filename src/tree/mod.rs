@@ -173,6 +173,10 @@ pub enum Strategy {
     /// Register blocking (`strategy::block`): the granularity loop unrolled and jammed for one
     /// value of its parameter, applied once every counter is settled, on the side of `g == K`.
     RegisterBlock,
+    /// Give up block-level reductions: the atomic adds as written, without the shared array of
+    /// partial sums (refusing the shared memory or registers of a code that reduces in the
+    /// block, so that a region where only the atomic adds fit keeps a kernel).
+    DropBlockReduce,
     /// Block-level reductions (`strategy::block_reduce`): a reduction's partial sums added in
     /// the block by a tree in shared memory, then one atomic add per block and element.
     BlockReduce,
@@ -194,12 +198,13 @@ impl Strategy {
     /// The strategies a refusal may apply, in the order tried: cheapest in performance first.
     /// (The published level 2, 32-bit index arithmetic of the shared tiles, is no choice here:
     /// every staged code has it, see `strategy::narrow`.)
-    pub const ALL: [Strategy; 8] = [
+    pub const ALL: [Strategy; 9] = [
         Strategy::ReduceRegisterPressure1,
         Strategy::ReduceGranularity,
         Strategy::ReduceCse,
         Strategy::ReduceRegisterPressure3,
         Strategy::DropCaching,
+        Strategy::DropBlockReduce,
         Strategy::PadSharedRows,
         Strategy::Interchange,
         Strategy::BlockReduce,
@@ -221,6 +226,7 @@ impl Strategy {
             Strategy::Merge => "merge two grid-x iterations per block",
             Strategy::RegisterBlock => "register blocking (unroll and jam the granularity loop)",
             Strategy::Coarsen => "coarsen threads along y (2-D micro-tiles)",
+            Strategy::DropBlockReduce => "do not reduce in the block (atomic adds as written)",
             Strategy::BlockReduce => "reduce in the block first (a tree in shared memory, one atomic add per block)",
         }
     }
@@ -232,6 +238,9 @@ impl Strategy {
             Strategy::ReduceRegisterPressure1 | Strategy::ReduceCse | Strategy::ReduceRegisterPressure3 => registers,
             Strategy::ReduceGranularity => registers || c == Counter::SharedMemory,
             Strategy::DropCaching => c == Counter::SharedMemory,
+            // The partial sums cost shared memory, and registers (taken only where the
+            // estimate drops, as for every register strategy).
+            Strategy::DropBlockReduce => registers || c == Counter::SharedMemory,
             Strategy::PadSharedRows => c == Counter::BankConflicts,
             Strategy::Interchange => c == Counter::Coalescing,
             Strategy::BlockReduce => c == Counter::AtomicContention,

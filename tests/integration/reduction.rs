@@ -233,7 +233,7 @@ fn the_tree_reduces_in_the_block_where_threads_contend() {
     for want in ["accept B <= 1", "refuse 1 < B", "case T_B <= 1024", "outside 1024 < T_B"] {
         assert!(forks.iter().any(|f| f == want), "no `{want}` edge among {forks:?}");
     }
-    let reduced: Vec<_> = tree.leaves().filter(|l| l.applied.contains(&Strategy::BlockReduce)).collect();
+    let reduced: Vec<_> = tree.leaves().filter(|l| l.code.block_reduce).collect();
     assert!(!reduced.is_empty(), "no leaf reduces in the block");
     for l in &reduced {
         assert!(l.constraints.constraints().iter().any(|c| c.to_string() == "T_B <= 1024"), "leaf {}: {}", l.id, l.constraints);
@@ -263,9 +263,20 @@ fn the_tree_reduces_in_the_block_where_threads_contend() {
         Selection::Leaf(i) => tree.leaves().find(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id) == d.kernels[i]).unwrap(),
         other => panic!("B = {b}: {other:?}"),
     };
-    assert!(!leaf_of(1).applied.contains(&Strategy::BlockReduce));
-    assert!(leaf_of(256).applied.contains(&Strategy::BlockReduce));
-    assert!(leaf_of(1000).applied.contains(&Strategy::BlockReduce), "a block that is no power of two");
+    assert!(!leaf_of(1).code.block_reduce);
+    assert!(leaf_of(256).code.block_reduce);
+    assert!(leaf_of(1000).code.block_reduce, "a block that is no power of two");
+    // Where the partial sums do not fit (a device of 512 bytes of shared memory per block, 256
+    // threads), the tree drops the block reduction and keeps the atomic adds: a kernel still.
+    let small = metafork::dispatch::DeviceLimits { shared_memory_per_block: 512, shared_memory_per_block_optin: 512, ..h100 };
+    match d.select(&small, &[], &at(256)).unwrap() {
+        Selection::Leaf(i) => {
+            // Leaves with the same code share a kernel: one of those named so dropped it.
+            let named: Vec<_> = tree.leaves().filter(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id) == d.kernels[i]).collect();
+            assert!(named.iter().all(|l| !l.code.block_reduce) && named.iter().any(|l| l.applied.contains(&Strategy::DropBlockReduce)), "{:?}", named.iter().map(|l| (l.id, &l.applied)).collect::<Vec<_>>());
+        }
+        other => panic!("no kernel where the atomic adds fit: {other:?}"),
+    }
 }
 
 /// Row sums with a 2-D block (threads along `x` share a row, `y` rows apart), a reduction over
