@@ -37,8 +37,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// extent is a parameter start at half of it.
 pub const MAX_THREADS: i64 = 1024;
 
-/// The names one target's reduction uses: its partial sum and flag in registers, and their
-/// shared arrays.
+/// The names one target's reduction uses: its partial sum in a register, and the block's
+/// shared array of them.
 struct Names {
     part: String,
     sums: String,
@@ -182,19 +182,12 @@ fn strides(extent: &Poly) -> Vec<i64> {
 
 /// The eligible elements of `kernel`'s atomic adds, once each, in the order first added.
 fn targets(kernel: &Kernel) -> Vec<Target> {
-    let elems: BTreeMap<&str, ScalarType> = kernel
+    // Each global array's element type and extents.
+    let arrays: BTreeMap<&str, (ScalarType, &[Poly])> = kernel
         .params
         .iter()
         .filter_map(|p| match &p.kind {
-            KernelParamKind::Array { elem, .. } => Some((p.name.as_str(), *elem)),
-            _ => None,
-        })
-        .collect();
-    let extents: BTreeMap<&str, &[Poly]> = kernel
-        .params
-        .iter()
-        .filter_map(|p| match &p.kind {
-            KernelParamKind::Array { extents, .. } => Some((p.name.as_str(), extents.as_slice())),
+            KernelParamKind::Array { elem, extents, .. } => Some((p.name.as_str(), (*elem, extents.as_slice()))),
             _ => None,
         })
         .collect();
@@ -205,7 +198,6 @@ fn targets(kernel: &Kernel) -> Vec<Target> {
     let mut plain: BTreeSet<String> = BTreeSet::new();
     let mut found: Vec<Target> = Vec::new();
     let mut keys: Vec<String> = Vec::new();
-    let mut refused: BTreeSet<String> = BTreeSet::new();
     walk_stmts(&kernel.body, &mut |s| {
         match &s.kind {
             StmtKind::Assign { target, op, value } => {
@@ -216,7 +208,10 @@ fn targets(kernel: &Kernel) -> Vec<Target> {
                     plain.insert(array.name.clone());
                     return;
                 }
-                let elem = elems.get(array.name.as_str()).copied();
+                let (elem, extents) = match arrays.get(array.name.as_str()) {
+                    Some((elem, extents)) => (Some(*elem), *extents),
+                    None => (None, &[][..]),
+                };
                 let dims = indices.iter().map(|i| dims_of(i, prologue, &scalars)).try_fold(BTreeSet::new(), |mut acc, d| {
                     acc.extend(d?);
                     Some(acc)
@@ -226,20 +221,17 @@ fn targets(kernel: &Kernel) -> Vec<Target> {
                     (Some(elem @ (ScalarType::Float | ScalarType::Double)), Some(reduced)) if !reduced.is_empty() => {
                         let k = format!("{}{:?}", array.name, strip(indices));
                         let after: Vec<Expr> = indices.iter().map(|i| uniform.written_out(i)).collect();
-                        match (keys.contains(&k), existence(&after, extents.get(array.name.as_str()).copied().unwrap_or(&[]))) {
+                        match (keys.contains(&k), existence(&after, extents)) {
                             (false, Some(exists)) => {
                                 keys.push(k);
                                 found.push(Target { array: array.name.clone(), key_indices: indices.clone(), indices: after, elem, reduced, exists });
                             }
-                            (false, None) => {
-                                refused.insert(array.name.clone());
-                            }
-                            (true, _) => {}
+                            // An extent C cannot write, or an element seen before.
+                            _ => {}
                         }
                     }
-                    _ => {
-                        refused.insert(array.name.clone());
-                    }
+                    // Not eligible: this atomic add stays (it commutes with the block's).
+                    _ => {}
                 }
             }
             StmtKind::Decl { .. } | StmtKind::If { .. } | StmtKind::For(_) => {
