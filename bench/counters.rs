@@ -8,7 +8,9 @@
 //! by someone who had not seen the model, added after it and never used to change it: its
 //! figures are the honest generalisation figure. A second report part (`examples/language/`,
 //! 2026-11-26) holds programs another helper wrote to exercise per-thread arrays and
-//! statements outside schedules, likewise never used to change the model. Prints a Markdown table per kernel, then per
+//! statements outside schedules, likewise never used to change the model; a third
+//! (`examples/reductions/`, 2026-11-26) reductions across threads, written by a helper who had
+//! not seen the block reduction. Prints a Markdown table per kernel, then per
 //! part and architecture the number of programs and kernels, the mean and maximum absolute
 //! relative error, and the worst kernel. Needs nvcc on PATH (`make setup`).
 
@@ -20,7 +22,7 @@ use std::path::Path;
 use std::time::Instant;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 3] = [("design", &["examples", "examples/polybench"]), ("report", &["examples/heldout"]), ("report-2", &["examples/language"])];
+const PARTS: [(&str, &[&str]); 4] = [("design", &["examples", "examples/polybench"]), ("report", &["examples/heldout"]), ("report-2", &["examples/language"]), ("report-3", &["examples/reductions"])];
 
 struct Row {
     part: &'static str,

@@ -404,6 +404,11 @@ impl Builder<'_> {
             if matches!(counter, Counter::Registers | Counter::RegistersPerBlock) && ev.counters.registers >= node.counters.registers {
                 continue;
             }
+            // Likewise for shared memory: a code with the same shared bytes would be refused
+            // again (granularity reduction leaves a block reduction's partial sums as they are).
+            if counter == Counter::SharedMemory && ev.counters.shared_bytes == node.counters.shared_bytes {
+                continue;
+            }
             take(&mut node, s, code, ev);
             let c = self.child(parent, ("refuse", counter, refuse.clone()), node);
             return self.expand(c);

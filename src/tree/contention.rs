@@ -11,7 +11,8 @@
 //! points on both sides for `verify`) takes the strategy and evaluates every counter again
 //! (its shared arrays count against the shared memory), an `outside` child keeps the atomic
 //! adds; an assumption the region implies forks nothing. Where the accept side is empty (constant extents), a node is made only where
-//! the strategy applies, as for the other performance counters.
+//! the strategy applies, as for the other performance counters; where constants decide it (a
+//! block of 64 threads), the node takes the reduced code itself, with no edge.
 
 use super::*;
 use crate::strategy::block_reduce::contention;
@@ -32,6 +33,17 @@ impl Builder<'_> {
         };
         if accepted.is_none() && reduced.is_none() {
             return self.next_counter(id);
+        }
+        // Contention the block's constant extents fix (`1 < 64`): no fork, no condition to
+        // print; the node takes the reduced code itself, as the root takes its strategies.
+        if refuse.truth_if_constant() == Some(true) {
+            if let Some(code) = &reduced {
+                let ev = self.evaluate(code)?;
+                if ev.staged.assumptions.len() == parent.staged.assumptions.len() {
+                    take(&mut self.nodes[id], Strategy::BlockReduce, code.clone(), ev);
+                    return self.expand(id);
+                }
+            }
         }
         if let Some(mut node) = accepted {
             node.counters_left.remove(0);
