@@ -8,7 +8,8 @@
 //! (the write-back only when the loop writes the element). An element qualifies when every
 //! access of its array in the loop has the same index, that index reads no variable the loop
 //! declares or assigns (its counter included), no access sits under a condition (so the load
-//! before the loop happens exactly when the loop's first access would), the loop has no barrier,
+//! before the loop happens exactly when the loop's first access would), no access adds to it
+//! atomically (a reduction's element: other threads add to it meanwhile), the loop has no barrier,
 //! and the loop runs at least once wherever the program's facts hold (Z3 proves `t >= 1` for its
 //! polynomial trip count `t`). Arrays are distinct objects, so no other access can see the
 //! element between the load and the write-back; other threads cannot either without a race the
@@ -65,6 +66,9 @@ struct Use {
     indices: Vec<Expr>,
     conditional: bool,
     written: bool,
+    /// Some access adds to it atomically (a reduction): other threads add to the same element
+    /// meanwhile, so a register copy would lose their additions.
+    atomic: bool,
 }
 
 fn collect(s: &Stmt, conditional: bool, uses: &mut std::collections::BTreeMap<String, Use>) {
@@ -88,9 +92,12 @@ fn collect(s: &Stmt, conditional: bool, uses: &mut std::collections::BTreeMap<St
     };
     match &s.kind {
         StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| note(&d.init, false, conditional, uses)),
-        StmtKind::Assign { target, value, .. } => {
+        StmtKind::Assign { target, op, value } => {
             note(target, true, conditional, uses);
             note(value, false, conditional, uses);
+            if let (AssignOp::AtomicAdd, ExprKind::Index { array, .. }) = (op, &target.kind) {
+                uses.entry(array.name.clone()).or_default().atomic = true;
+            }
         }
         StmtKind::If { cond, then_branch, else_branch } => {
             note(cond, false, conditional, uses);
@@ -156,7 +163,7 @@ pub fn prefetch(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -
             let Some(KernelParamKind::Array { elem, .. }) = kernel.param(&array).map(|p| &p.kind) else { continue };
             let [element] = u.indices.as_slice() else { continue };
             let ExprKind::Index { indices, .. } = &element.kind else { continue };
-            if u.conditional || indices.iter().any(|i| uses_any(i, &variant) || super::walk::has_index(i)) {
+            if u.conditional || u.atomic || indices.iter().any(|i| uses_any(i, &variant) || super::walk::has_index(i)) {
                 continue;
             }
             let text = element.to_string();

@@ -190,6 +190,10 @@ impl Builder<'_> {
         if let Some(v) = self.cache.get(&key) {
             return Ok(v.clone());
         }
+        // Staging and counting a code take long on a big kernel: none starts past the deadline.
+        if constraints::budget::expired() {
+            return Err(BUDGET_SPENT.into());
+        }
         // Staging does not depend on the flags that act on the staged code: stage once, then
         // apply them: unrolling and the register cap as flags, 32-bit indices, then CSE.
         let unrolled = unstaged_flags_cleared(kernel);

@@ -377,3 +377,22 @@ fn the_held_out_reduction_corpus_is_proved() {
     }
     assert!(reducing >= 7, "only {reducing} programs reduce in the block");
 }
+
+/// A reduction's element is never prefetched into a register across a serial loop (found by
+/// the pipeline fuzzer): other threads add to it meanwhile, so a register copy written back
+/// after the loop would lose their additions, and `gen` used to fail emitting an atomic add to
+/// a register. Every leaf adds to `s[0]` atomically, per term or per block.
+#[test]
+fn a_reductions_element_is_never_prefetched_into_a_register() {
+    let text = "void rowsums(int n, int m, int B, const float a[n][m], float s[1]) {\n  assume(n >= 1 && m >= 1 && B >= 1 && n % B == 0);\n  int g = n / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        for (int k = 0; k < m; k++)\n          s[0] += a[i][k];\n      }\n  }\n}\n";
+    let dir = crate::common::scratch("reduction-prefetch");
+    std::fs::write(dir.join("rowsums.mf"), text).unwrap();
+    let out = dir.join("out");
+    let g = metafork(&["gen", "--emit-cuda", dir.join("rowsums.mf").to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let leaves = leaf_files(&out);
+    assert!(!leaves.is_empty());
+    for (name, code) in &leaves {
+        assert!(code.contains("atomicAdd(&s[(long)0]") && !code.contains("s_reg"), "{name}:\n{code}");
+    }
+}
