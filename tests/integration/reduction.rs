@@ -212,6 +212,16 @@ fn a_reduction_into_a_char_array_is_a_located_error() {
     assert!(err.contains("hist.mf:9:11") && err.contains("no atomic add on 8-bit elements"), "{err}");
 }
 
+/// `gen_and_verify` of `text` with every leaf proved, and the leaf files (name, text) that
+/// reduce in the block (they name the shared array `marker`), at least one.
+fn proved_with_block_reduced_leaves(name: &str, text: &str, marker: &str) -> (std::path::PathBuf, Vec<(String, String)>) {
+    let (out, stdout) = gen_and_verify(name, text);
+    assert!(proved_all(&stdout), "{stdout}");
+    let reduced: Vec<(String, String)> = leaf_files(&out).into_iter().filter(|(_, c)| c.contains(marker)).collect();
+    assert!(!reduced.is_empty(), "{name}: no leaf reduces in the block (none names `{marker}`)");
+    (out, reduced)
+}
+
 /// A dot product (every thread adds into `s[0]`).
 const DOT: &str = "void dot(int n, int B, const float x[n], const float y[n], float s[1]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          s[0] += x[i] * y[i];\n      }\n  }\n}\n";
 
@@ -286,10 +296,7 @@ fn the_tree_reduces_in_the_block_where_threads_contend() {
 #[test]
 fn reductions_over_either_dimension_of_a_2d_block_are_proved() {
     let text = "void rows(int n, int m, int B0, int B1, const double a[n][m], double r[n], double c[m], float t[1], int k[n]) {\n  assume(n >= 1 && m >= 1 && B0 >= 1 && B1 >= 1);\n  int g0 = (n + B0 - 1) / B0, g1 = (m + B1 - 1) / B1;\n  meta_schedule {\n    meta_for (int v0 = 0; v0 < g0; v0++)\n      meta_for (int v1 = 0; v1 < g1; v1++)\n        meta_for (int u0 = 0; u0 < B0; u0++)\n          meta_for (int u1 = 0; u1 < B1; u1++) {\n            int i = v0 * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i < n && j < m) {\n              r[i] += a[i][j] - 0.5;\n              c[j] -= a[i][j];\n              t[0] += (float)a[i][j];\n              k[i] += 1;\n            }\n          }\n  }\n}\n";
-    let (out, stdout) = gen_and_verify("block-rows", text);
-    assert!(proved_all(&stdout), "{stdout}");
-    let reduced: Vec<(String, String)> = leaf_files(&out).into_iter().filter(|(_, c)| c.contains("r_sums")).collect();
-    assert!(!reduced.is_empty(), "no leaf reduces in the block");
+    let (out, reduced) = proved_with_block_reduced_leaves("block-rows", text, "r_sums");
     for (name, code) in &reduced {
         assert!(code.contains("if (u1 == 0 && 0 <= i && i < n) {\n    atomicAdd(&r[(long)i]"), "{name}: the row's add checks the row exists:\n{code}");
         assert!(code.contains("if (u0 == 0 && 0 <= j && j < m) {\n    atomicAdd(&c[(long)j]"), "{name}:\n{code}");
@@ -316,10 +323,8 @@ fn reductions_the_block_cannot_sum_stay_atomic_and_names_do_not_collide() {
         assert!(!code.contains("__shared__") && code.contains("atomicAdd(&h["), "{name}:\n{code}");
     }
     let names = "void clash(int n, int B, const float x[n], float s[1], float s_part[n], float s_sums[n]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n) {\n          s[0] += x[i];\n          s_part[i] = x[i];\n          s_sums[i] = 2.0f * x[i];\n        }\n      }\n  }\n}\n";
-    let (out, stdout) = gen_and_verify("block-clash", names);
-    assert!(proved_all(&stdout), "{stdout}");
-    let reduced: Vec<(String, String)> = leaf_files(&out).into_iter().filter(|(_, c)| c.contains("metafork_s_sums")).collect();
-    assert!(!reduced.is_empty(), "the tool's shared sums are named apart from the user's `s_sums`");
+    // The tool's shared sums are named apart from the user's `s_sums`.
+    let (out, reduced) = proved_with_block_reduced_leaves("block-clash", names, "metafork_s_sums");
     for (name, code) in &reduced {
         assert!(code.contains("metafork_s_part +=") && code.contains("  s_part[(long)i] = ") && code.contains("  s_sums[(long)i] = "), "{name}:\n{code}");
     }
@@ -345,10 +350,7 @@ fn a_blocks_partial_sum_counts_its_terms_in_the_rounding_bound() {
 #[test]
 fn a_subscript_defined_inside_a_serial_loop_is_written_out_for_the_blocks_add() {
     let text = "void colsumt(int n, int m, int B0, int B1, const float a[n][m], float c[m]) {\n  assume(n >= 1 && m >= 1 && B0 >= 1 && B1 >= 1);\n  int g1 = (m + B1 - 1) / B1;\n  int t = (n + B0 - 1) / B0;\n  meta_schedule {\n    meta_for (int v1 = 0; v1 < g1; v1++)\n      meta_for (int u0 = 0; u0 < B0; u0++)\n        meta_for (int u1 = 0; u1 < B1; u1++)\n          for (int k = 0; k < t; k++) {\n            int i = k * B0 + u0;\n            int j = v1 * B1 + u1;\n            if (i < n && j < m)\n              c[j] += a[i][j];\n          }\n  }\n}\n";
-    let (out, stdout) = gen_and_verify("block-colsumt", text);
-    assert!(proved_all(&stdout), "{stdout}");
-    let reduced: Vec<(String, String)> = leaf_files(&out).into_iter().filter(|(_, c)| c.contains("c_sums")).collect();
-    assert!(!reduced.is_empty(), "no leaf reduces in the block");
+    let (out, reduced) = proved_with_block_reduced_leaves("block-colsumt", text, "c_sums");
     for (name, code) in &reduced {
         assert!(code.contains("if (u0 == 0 && 0 <= v1 * B1 + u1 && v1 * B1 + u1 < m) {\n    atomicAdd(&c[(long)(v1 * B1 + u1)]"), "{name}:\n{code}");
     }
