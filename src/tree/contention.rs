@@ -68,12 +68,11 @@ impl Builder<'_> {
         let max = Poly::int(crate::strategy::block_reduce::MAX_THREADS);
         let case = Constraint::le(&Poly::var(&self.machine.threads_per_block), &max);
         let needed = new.first().filter(|assumed| self.implied(&refused, assumed).is_err());
-        let case = needed.and_then(|assumed| {
+        let case = needed.map(|assumed| {
             let mut within = refused.clone();
             within.constraints.add(case.clone());
             // The limit must imply the code's assumption; otherwise fork on the assumption.
-            let by_limit = self.implied(&within, assumed).is_ok();
-            Some(if by_limit { case } else { assumed.clone() })
+            if self.implied(&within, assumed).is_ok() { case } else { assumed.clone() }
         });
         let Some(case) = case else {
             // The assumption holds throughout (or there is none): the refuse child takes the
