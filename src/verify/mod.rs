@@ -146,29 +146,13 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
         let general = proofs[key];
         let statik = match general.verdict {
             Verdict::Proved => general.clone(),
-            _ => twothread::check(function, &leaf.staged, &recheck_system(tree, leaf), own),
+            _ => twothread::check(function, &leaf.staged, &leaf.correctness_constraints(&tree.machine), own),
         };
         let report = verify_leaf(function, schedule, tree, leaf, statik, own, options);
         done();
         report
     });
     reports.into_iter().collect()
-}
-
-/// The system a leaf's code is checked under again when the proof under the root's failed: the
-/// leaf's correctness constraints without those that read the registers or shared memory of
-/// the device (`R`, `Z_B`, `R_B`: a code's semantics never depend on them, and products of
-/// them with block sizes sent Z3 into multiplying ever larger numbers, past every interrupt,
-/// bench/RESULTS.md), with the code's own assumptions. Fewer constraints: a proof under them
-/// holds under the leaf's.
-fn recheck_system(tree: &Tree, leaf: &crate::tree::Node) -> constraints::System {
-    let m = &tree.machine;
-    let resources = [&m.registers_per_thread, &m.shared_per_block, &m.registers_per_block].map(|v| constraints::Var::new(v));
-    let system = leaf.correctness_constraints(m);
-    let drop = system.constraints().iter().enumerate().filter(|(_, c)| c.poly().vars().iter().any(|v| resources.contains(v))).map(|(i, _)| i).collect();
-    let mut system = system.without(&drop);
-    leaf.staged.assumptions.iter().for_each(|c| system.add(c.clone()));
-    system
 }
 
 /// The differential runs of one leaf, completing its report.

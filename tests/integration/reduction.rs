@@ -357,28 +357,6 @@ fn a_subscript_defined_inside_a_serial_loop_is_written_out_for_the_blocks_add() 
     crate::common::assert_nvcc_compiles(&out, &crate::common::cu_files(&out, "_leaf"));
 }
 
-/// `examples/reductions/`: nine programs with reductions across threads, written by a helper who
-/// had not seen the block reduction (column means, softmax and layernorm rows, norms, atax and
-/// bicg, a host loop around a schedule, a 3-D energy, hostile names, a constant block): every
-/// leaf of every schedule proved, and some leaf of each of the seven that have a float sum over
-/// a block dimension reduces in the block.
-#[test]
-fn the_held_out_reduction_corpus_is_proved() {
-    let backend = constraints::solver::Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/reductions");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
-    paths.sort();
-    assert!(paths.len() >= 9, "{paths:?}");
-    let mut reducing = 0;
-    for path in &paths {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).unwrap();
-        crate::common::assert_every_leaf_proved(&name, &text, &backend, 8);
-        let trees = crate::common::trees_of(&name, &text, &backend);
-        reducing += trees.iter().any(|(_, t)| t.leaves().any(|l| l.code.block_reduce && l.staged.shared.iter().any(|s| s.name.contains("_sums")))) as usize;
-    }
-    assert!(reducing >= 7, "only {reducing} programs reduce in the block");
-}
 
 /// A reduction's element is never prefetched into a register across a serial loop (found by
 /// the pipeline fuzzer): other threads add to it meanwhile, so a register copy written back
