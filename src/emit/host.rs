@@ -9,7 +9,7 @@
 //! harness's answer, and the generated host driver ([`driver`]).
 
 use crate::emit::cuda::{launch_params, HostExprs};
-use crate::frontend::ast::{AssignOp, Stmt, StmtKind};
+use crate::frontend::ast::{AssignOp, Expr, ExprKind, Stmt, StmtKind};
 use crate::frontend::model::KernelFunction;
 use crate::tree::Tree;
 use crate::names::{c_comment, c_ident, c_string};
@@ -116,8 +116,9 @@ impl<'f> HostPrinter<'f> {
 }
 
 /// The `k`-th `meta_schedule` (source order) of `function`'s body as serial host C++ at
-/// `depth`: every `meta_for` a sequential loop; a failing fact returns -1.
-pub fn serial_schedule(function: &KernelFunction, k: usize, depth: usize, out: &mut String) -> Result<(), String> {
+/// `depth`: every `meta_for` a sequential loop; a failing fact returns -1; a reduction's update
+/// through `METAFORK_REDUCE` when `reduce_macro` (the caller's program defines it).
+pub fn serial_schedule(function: &KernelFunction, k: usize, depth: usize, reduce_macro: bool, out: &mut String) -> Result<(), String> {
     fn find<'s>(body: &'s [Stmt], k: usize, seen: &mut usize) -> Option<&'s Stmt> {
         for s in body {
             let found = match &s.kind {
@@ -140,6 +141,7 @@ pub fn serial_schedule(function: &KernelFunction, k: usize, depth: usize, out: &
     let serial = |_: usize, _: &str, _: &mut String| Ok(false);
     let fact = |_: &Stmt| "return -1; /* outside the program's facts */".to_string();
     let printer = HostPrinter::new(function, &serial, &fact);
+    let printer = if reduce_macro { printer.with_reduce_macro() } else { printer };
     printer.stmt(stmt, depth, &mut k.clone(), out)
 }
 
@@ -207,4 +209,16 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
     HostPrinter::new(function, &schedule, &fact).body(&function.body, 1, &mut c)?;
     let _ = writeln!(c, "  (void)metafork_why;\n  return 0;\n}}");
     Ok(vec![(format!("metafork_run_{f}.h"), h), (format!("metafork_run_{f}.cu"), c)])
+}
+
+/// The indices of `function`'s floating arrays some reduction adds to (an atomic add: its terms
+/// may be added in any order, so its rounding differs from the serial program's).
+pub fn reduced_arrays(function: &KernelFunction) -> Vec<usize> {
+    let mut names = std::collections::BTreeSet::new();
+    crate::strategy::walk::walk_stmts(&function.body, &mut |s| {
+        if let StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, op: AssignOp::AtomicAdd, .. } = &s.kind {
+            names.insert(array.name.clone());
+        }
+    });
+    function.arrays.iter().enumerate().filter(|(_, a)| names.contains(&a.name) && !a.elem.is_integer()).map(|(k, _)| k).collect()
 }

@@ -24,8 +24,8 @@
 use super::points::Point;
 use crate::emit::cuda::{launch_name_of, launch_params, allow_shared_name, HostExprs};
 use crate::emit::host::HostPrinter;
-use crate::frontend::ast::{AssignOp, Expr, ExprKind, ScalarType, Stmt, StmtKind};
-use crate::strategy::walk::{walk_exprs, walk_stmts};
+use crate::frontend::ast::{ExprKind, ScalarType, Stmt};
+use crate::strategy::walk::walk_exprs;
 use crate::frontend::model::{KernelFunction, Role};
 use crate::kernel::Kernel;
 use crate::names::{c_comment, c_ident, c_string};
@@ -48,17 +48,6 @@ fn calls_inexact_math(body: &[Stmt]) -> bool {
         });
     }
     found
-}
-
-/// The indices of the floating arrays some reduction of `function` adds to.
-fn reduced_arrays(function: &KernelFunction) -> Vec<usize> {
-    let mut names = std::collections::BTreeSet::new();
-    walk_stmts(&function.body, &mut |s| {
-        if let StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, op: AssignOp::AtomicAdd, .. } = &s.kind {
-            names.insert(array.name.clone());
-        }
-    });
-    function.arrays.iter().enumerate().filter(|(_, a)| names.contains(&a.name) && !a.elem.is_integer()).map(|(k, _)| k).collect()
 }
 
 /// Function-like macros that route every call of [`MATH_ULPS`] in the host code through
@@ -254,7 +243,7 @@ fn run_case(function: &KernelFunction, schedules: &[ScheduleKernels], out: &mut 
     let _ = writeln!(out, "    if (!metafork_nudged_copy({arrays}, metafork_in, metafork_nudged)) return metafork_report(metafork_c, \"FAIL\", \"cannot allocate the arrays\", 0);", arrays = function.arrays.len());
     let _ = writeln!(out, "    metafork_nudge_mode = metafork_mode; metafork_nudge_state = metafork_seed;\n    metafork_serial({});\n    metafork_nudge_mode = 0;", args_of("metafork_nudged"));
     let _ = writeln!(out, "    metafork_widen({arrays}, metafork_expected, metafork_nudged);\n  }}\n  for (int k = 0; k < METAFORK_ARRAYS; k++) {{ free(metafork_nudged[k]); metafork_nudged[k] = 0; }}", arrays = function.arrays.len());
-    let reduced = reduced_arrays(function);
+    let reduced = crate::emit::host::reduced_arrays(function);
     if !reduced.is_empty() {
         // The reductions' rounding bound: the serial program once adding the terms'
         // magnitudes, once counting them, into the reduced arrays (the rest is not used).
