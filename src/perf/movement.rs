@@ -16,7 +16,8 @@
 //! the bank efficiency, so coalescing and bank conflicts enter the time.
 //! The time is the slowest of the three pipes over the multiprocessors the grid occupies, and of
 //! launching the blocks ([`BLOCK_CYCLES`] each per multiprocessor, the one fitted constant),
-//! each pipe slowed when too few warps hide its latency: arithmetic and shared memory need 16
+//! and of same-address atomic adds, which the memory system serializes ([`ATOMIC_CYCLES`] each,
+//! fitted), each pipe slowed when too few warps hide its latency: arithmetic and shared memory need 16
 //! warps per multiprocessor (4 schedulers x 4 cycles of dependent-issue latency) over the
 //! independent accumulations each thread's innermost loop carries, global memory
 //! needs the bandwidth-latency product in flight (Little's law, one 128-byte request per warp,
@@ -43,12 +44,26 @@ pub const DRAM_LATENCY_CYCLES: f64 = 600.0;
 /// (bench/RESULTS.md, "Ranking against measured times"). Measured on Hopper only.
 pub const BLOCK_CYCLES: f64 = 158.0;
 
+/// Multiprocessor cycles (at the profile's clock) per atomic add to one global address: the
+/// memory system applies them one after another. Fitted, not published: on an H200 a dot
+/// product of 2^24 floats whose blocks of B = 1 to 16 threads each add one partial sum to
+/// `s[0]` took 1.755 to 1.780 ns per add (2^24 / B adds in 29.45 to 1.87 ms; 3.5 cycles at
+/// 1980 MHz: `bench/measured/2026-11-26e-h200/run2/tune/dot/all.tsv`); the other reduction
+/// programs of that run are the report (bench/RESULTS.md, "Same-address atomic adds").
+/// Measured on Hopper only, `float` only.
+pub const ATOMIC_CYCLES: f64 = 3.5;
+
 /// What one thread does.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Work {
     pub flops: f64,
     pub global_bytes: f64,
     pub shared_accesses: f64,
+    /// Atomic adds to global memory, each divided by the elements of the array it adds to (all
+    /// threads' adds spread evenly over them); a branch only one thread of a block dimension
+    /// takes (`u == 0`) counts its adds once per block along it. Times the threads: the adds
+    /// each address takes.
+    pub atomic_share: f64,
 }
 
 impl Work {
@@ -56,12 +71,13 @@ impl Work {
         self.flops += o.flops;
         self.global_bytes += o.global_bytes;
         self.shared_accesses += o.shared_accesses;
+        self.atomic_share += o.atomic_share;
     }
     fn scaled(self, k: f64) -> Work {
-        Work { flops: self.flops * k, global_bytes: self.global_bytes * k, shared_accesses: self.shared_accesses * k }
+        Work { flops: self.flops * k, global_bytes: self.global_bytes * k, shared_accesses: self.shared_accesses * k, atomic_share: self.atomic_share * k }
     }
     fn max(self, o: Work) -> Work {
-        Work { flops: self.flops.max(o.flops), global_bytes: self.global_bytes.max(o.global_bytes), shared_accesses: self.shared_accesses.max(o.shared_accesses) }
+        Work { flops: self.flops.max(o.flops), global_bytes: self.global_bytes.max(o.global_bytes), shared_accesses: self.shared_accesses.max(o.shared_accesses), atomic_share: self.atomic_share.max(o.atomic_share) }
     }
 }
 
@@ -73,6 +89,17 @@ struct Counter<'k> {
     floats: HashMap<String, bool>,
     block: [i64; 3],
     grid: [i64; 3],
+    /// Elements of every global array at the point (absent: an extent not evaluated).
+    elements: HashMap<&'k str, f64>,
+    /// Locals defined as a thread index (`int u = threadIdx.x;`), with the dimension.
+    thread_vars: HashMap<String, usize>,
+}
+
+impl Counter<'_> {
+    /// A counter for evaluating launch extents and derived scalars only.
+    fn bare() -> Counter<'static> {
+        Counter { elems: HashMap::new(), shared: Vec::new(), floats: HashMap::new(), block: [1; 3], grid: [1; 3], elements: HashMap::new(), thread_vars: HashMap::new() }
+    }
 }
 
 /// Integer value of `e` in `env` (the kernel's arithmetic, checked); `None` when it reads
@@ -120,6 +147,21 @@ fn eval(e: &Expr, env: &HashMap<String, i64>, c: &Counter) -> Option<i64> {
 }
 
 impl Counter<'_> {
+    /// The share of a block's threads for which `cond` can hold, from its conjuncts
+    /// `u == c` with `u` a thread index along a dimension of extent B (1 / B each); 1 otherwise.
+    fn one_thread_share(&self, cond: &Expr) -> f64 {
+        match &cond.kind {
+            ExprKind::Binary(BinOp::And, a, b) => self.one_thread_share(a) * self.one_thread_share(b),
+            ExprKind::Binary(BinOp::Eq, a, b) => match (&a.kind, &b.kind) {
+                (ExprKind::Var(v), ExprKind::Int(_)) | (ExprKind::Int(_), ExprKind::Var(v)) => {
+                    self.thread_vars.get(v.as_str()).map_or(1.0, |d| 1.0 / self.block[*d].max(1) as f64)
+                }
+                _ => 1.0,
+            },
+            _ => 1.0,
+        }
+    }
+
     fn is_float(&self, e: &Expr) -> bool {
         match &e.kind {
             ExprKind::Float { .. } => true,
@@ -192,6 +234,13 @@ impl Counter<'_> {
             StmtKind::Assign { target, op, value } => {
                 let mut w = self.expr(value, false);
                 w.add(self.expr(target, true));
+                if *op == AssignOp::AtomicAdd {
+                    if let ExprKind::Index { array, .. } = &target.kind {
+                        if !self.shared.contains(&array.name.as_str()) {
+                            w.atomic_share += 1.0 / self.elements.get(array.name.as_str()).copied().unwrap_or(1.0).max(1.0);
+                        }
+                    }
+                }
                 if *op != AssignOp::Set {
                     // A compound assignment also reads its target, and computes.
                     w.add(self.expr(target, false));
@@ -216,7 +265,8 @@ impl Counter<'_> {
             StmtKind::Block(items) => self.stmts(items, &mut env.clone())?,
             StmtKind::If { cond, then_branch, else_branch } => {
                 let mut w = self.expr(cond, false);
-                let then = self.stmt(then_branch, &mut env.clone())?;
+                let mut then = self.stmt(then_branch, &mut env.clone())?;
+                then.atomic_share *= self.one_thread_share(cond);
                 let other = match else_branch {
                     Some(e) => self.stmt(e, &mut env.clone())?,
                     None => Work::default(),
@@ -234,7 +284,7 @@ impl Counter<'_> {
 fn environment(function: &KernelFunction, point: &BTreeMap<String, i64>) -> HashMap<String, i64> {
     let mut env: HashMap<String, i64> = point.iter().map(|(k, v)| (k.clone(), *v)).collect();
     for d in &function.derived {
-        let c = Counter { elems: HashMap::new(), shared: Vec::new(), floats: HashMap::new(), block: [1; 3], grid: [1; 3] };
+        let c = Counter::bare();
         if let Some(v) = eval(&d.value, &env, &c) {
             env.insert(d.name.clone(), v);
         }
@@ -245,7 +295,7 @@ fn environment(function: &KernelFunction, point: &BTreeMap<String, i64>) -> Hash
 /// The grid and block of `kernel` at `point`, or `None` where an extent cannot be evaluated.
 pub fn launch_shape(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>) -> Option<([i64; 3], [i64; 3])> {
     let env = environment(function, point);
-    let c = Counter { elems: HashMap::new(), shared: Vec::new(), floats: HashMap::new(), block: [1; 3], grid: [1; 3] };
+    let c = Counter::bare();
     let mut grid = [1i64; 3];
     for (d, g) in kernel.grid.iter().enumerate().take(3) {
         grid[d] = eval(g, &env, &c)?;
@@ -293,8 +343,29 @@ pub fn work_per_thread(function: &KernelFunction, kernel: &Kernel, point: &BTree
         }
     }
     kernel.body.iter().for_each(|s| declared(s, &mut floats));
-    let counter = Counter { elems, shared: kernel.shared.iter().map(|s| s.name.as_str()).collect(), floats, block, grid };
-    counter.stmts(&kernel.body, &mut environment(function, point))
+    let mut env = environment(function, point);
+    let bare = Counter::bare();
+    let elements = function
+        .arrays
+        .iter()
+        .filter_map(|a| a.extent_exprs.iter().try_fold(1.0, |n, e| eval(e, &env, &bare).map(|v| n * v.max(0) as f64)).map(|n| (a.name.as_str(), n)))
+        .collect();
+    let mut thread_vars = HashMap::new();
+    crate::strategy::walk::walk_stmts(&kernel.body, &mut |s| {
+        if let StmtKind::Decl { vars, .. } = &s.kind {
+            for d in vars {
+                let mut init = &d.init;
+                while let ExprKind::Cast(_, inner) = &init.kind {
+                    init = inner;
+                }
+                if let ExprKind::Builtin(Builtin::ThreadIdx(dim)) = &init.kind {
+                    thread_vars.insert(d.name.name.clone(), *dim as usize % 3);
+                }
+            }
+        }
+    });
+    let counter = Counter { elems, shared: kernel.shared.iter().map(|s| s.name.as_str()).collect(), floats, block, grid, elements, thread_vars };
+    counter.stmts(&kernel.body, &mut env)
 }
 
 /// FP32 and FP64 results per clock per multiprocessor by compute capability (CUDA C++
@@ -323,7 +394,7 @@ pub fn lanes(compute_capability: &str) -> Option<(f64, f64)> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
     pub seconds: f64,
-    /// `compute`, `global`, `shared` or `blocks`: the slowest pipe.
+    /// `compute`, `global`, `shared`, `blocks` or `atomics`: the slowest pipe.
     pub bound: &'static str,
 }
 
@@ -372,7 +443,9 @@ pub fn estimate(run: &Run, device: &DeviceProfile) -> Option<Estimate> {
     let shared = run.work.shared_accesses * run.threads / 32.0 / run.banks.max(1e-3) / sms / issue_hiding;
     // Launching blocks: each multiprocessor takes one per `BLOCK_CYCLES`.
     let launch = run.blocks / f64::from(device.multiprocessors) * BLOCK_CYCLES;
-    let (cycles, bound) = [(compute, "compute"), (global, "global"), (shared, "shared"), (launch, "blocks")].into_iter().fold((0.0, "compute"), |acc, x| if x.0 > acc.0 { x } else { acc });
+    // Same-address atomic adds, one after another wherever they come from.
+    let atomics = run.work.atomic_share * run.threads * ATOMIC_CYCLES;
+    let (cycles, bound) = [(compute, "compute"), (global, "global"), (shared, "shared"), (launch, "blocks"), (atomics, "atomics")].into_iter().fold((0.0, "compute"), |acc, x| if x.0 > acc.0 { x } else { acc });
     Some(Estimate { seconds: cycles / clock_hz, bound })
 }
 
@@ -418,7 +491,7 @@ mod tests {
     use super::*;
 
     fn run(threads: f64, blocks: f64, occupancy: f64) -> Run {
-        let work = Work { flops: 16384.0, global_bytes: 32768.0, shared_accesses: 0.0 };
+        let work = Work { flops: 16384.0, global_bytes: 32768.0, ..Work::default() };
         Run { work, threads, blocks, double: false, occupancy, chains: 1.0, traffic: 6.0, banks: 1.0, branch_efficiency: 1.0 }
     }
 
@@ -447,12 +520,27 @@ mod tests {
     #[test]
     fn tiny_blocks_are_bound_by_their_launches() {
         let h100 = DeviceProfile::load("h100").unwrap();
-        let work = Work { flops: 0.0, global_bytes: 8.0, shared_accesses: 0.0 };
+        let work = Work { global_bytes: 8.0, ..Work::default() };
         let tiny = Run { work, threads: 16_777_216.0, blocks: 16_777_216.0, double: false, occupancy: 0.5, chains: 1.0, traffic: 8.0, banks: 1.0, branch_efficiency: 1.0 };
         let e = estimate(&tiny, &h100).unwrap();
         assert_eq!(e.bound, "blocks");
         assert!((e.seconds - 16_777_216.0 / 132.0 * BLOCK_CYCLES / 1.98e9).abs() < 1e-12, "{e:?}");
         let wide = estimate(&Run { blocks: 65_536.0, occupancy: 1.0, traffic: 1.0, ..tiny }, &h100).unwrap();
         assert_ne!(wide.bound, "blocks", "{wide:?}");
+    }
+
+    /// 2^24 threads each adding once to one element (a dot product's atomic leaf, one thread a
+    /// block) are bound by the serialized adds: 2^24 x ATOMIC_CYCLES at 1.98 GHz, 29.7 ms
+    /// (measured 29.45 ms on an H200); spread over 2^20 elements they are not.
+    #[test]
+    fn same_address_atomic_adds_are_serialized() {
+        let h200 = DeviceProfile::load("h200").unwrap();
+        let work = Work { flops: 2.0, global_bytes: 12.0, atomic_share: 1.0, ..Work::default() };
+        let one = Run { work, threads: 16_777_216.0, blocks: 65_536.0, double: false, occupancy: 1.0, chains: 1.0, traffic: 1.0, banks: 1.0, branch_efficiency: 1.0 };
+        let e = estimate(&one, &h200).unwrap();
+        assert_eq!(e.bound, "atomics");
+        assert!((e.seconds - 16_777_216.0 * ATOMIC_CYCLES / 1.98e9).abs() < 1e-12, "{e:?}");
+        let spread = estimate(&Run { work: Work { atomic_share: 1.0 / 1_048_576.0, ..work }, ..one }, &h200).unwrap();
+        assert_ne!(spread.bound, "atomics", "{spread:?}");
     }
 }

@@ -376,3 +376,26 @@ fn a_reductions_element_is_never_prefetched_into_a_register() {
         assert!(code.contains("atomicAdd(&s[(long)0]") && !code.contains("s_reg"), "{name}:\n{code}");
     }
 }
+
+/// `tune` counts same-address atomic adds (issue 26's leftover; fitted on an H200's dot product,
+/// bench/RESULTS.md "Same-address atomic adds"): at n = 2^24 the one-thread blocks, whose every
+/// thread adds to `s[0]`, are bound by the adds (2^24 of them, about 30 ms) and rank last; a
+/// block-reduced configuration adds once per block, so the larger the block the fewer adds, and
+/// B = 2 to 32 are ordered by them.
+#[test]
+fn tune_counts_same_address_atomic_adds() {
+    let out = metafork(&["tune", &format!("{}/examples/dot.mf", env!("CARGO_MANIFEST_DIR")), "--device", "h200", "--size", "n=16777216", "--estimates", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ranked: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let at = |b: i64| ranked.iter().position(|c| c["parameters"]["B"].as_i64() == Some(b)).unwrap_or_else(|| panic!("B = {b} admissible"));
+    let one = &ranked[at(1)];
+    assert_eq!(at(1), ranked.len() - 1, "the atomic leaf ranks last");
+    assert_eq!(one["bound"], "atomics");
+    let seconds = one["estimated_seconds"].as_f64().unwrap();
+    assert!((0.025..0.035).contains(&seconds), "{one}");
+    for b in [2, 4, 8, 16, 32] {
+        assert_eq!(ranked[at(b)]["bound"], "atomics", "B = {b}");
+        assert!(at(b) > at(2 * b), "B = {b} adds twice as often as B = {}", 2 * b);
+    }
+    assert_ne!(ranked[0]["bound"], "atomics", "{}", ranked[0]);
+}
