@@ -17,9 +17,10 @@ use std::process::Command;
 
 /// The tuned programs: (name, source, sizes), at sizes an H100 needs milliseconds for. The
 /// ranking model was designed on the first four; the next eight were first measured on
-/// 2026-11-26 to report on, and have since been used in design; the last five were measured
+/// 2026-11-26 to report on, and have since been used in design; the five after them were measured
 /// later that day to report on the block-dispatch term (bench/RESULTS.md, "ranking against
-/// measured times").
+/// measured times"); `dot`, `nrm2` and `layernorm_red` were added to time block-level reductions
+/// and same-address atomic adds (bench/RESULTS.md, "Same-address atomic adds").
 const TUNED: [(&str, &str, &[&str]); 20] = [
     ("matmul", "examples/matmul.mf", &["n=2048"]),
     ("polybench-gemm", "examples/polybench/gemm.mf", &["ni=1024", "nj=1024", "nk=1024"]),
