@@ -89,7 +89,8 @@ struct Counter<'k> {
     floats: HashMap<String, bool>,
     block: [i64; 3],
     grid: [i64; 3],
-    /// Elements of every global array at the point (absent: an extent not evaluated).
+    /// Elements of every global array at the point (absent: an extent not evaluated; its adds
+    /// then count as if to one element).
     elements: HashMap<&'k str, f64>,
     /// Locals defined as a thread index (`int u = threadIdx.x;`), with the dimension.
     thread_vars: HashMap<String, usize>,

@@ -221,7 +221,7 @@ impl Harness<'_> {
     /// `metafork_serial_run(v, into)`: the schedule's statements on the host, every `meta_for` a
     /// sequential loop, inside its host loops, at the values `v`, on the arrays' copies `into`
     /// (0 answer, 1 other, 2 scratch; filled from the inputs first). Returns -1 when a fact of
-    /// the program fails. `metafork_serial` (in [`ACCURATE`]) runs it.
+    /// the program fails. `metafork_serial` ([`SERIAL`]) runs it.
     fn serial(&self, out: &mut String, k: usize, schedule: &crate::frontend::model::Schedule, names: &[&String]) -> Result<(), String> {
         let function = self.function;
         let x = HostExprs::new(function);
