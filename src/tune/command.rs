@@ -129,10 +129,12 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     if let Some(output) = &options.output {
         write_atomic(output, yaml.as_bytes()).map_err(|e| format!("cannot write `{}`: {e}", crate::command::shown(output)))?;
     }
+    let mut harnesses = String::new();
     if let Some(dir) = &options.emit_harness {
         let mut files = crate::output::DirFiles::new();
         for (function, tree, tuned) in &results {
-            super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
+            let build = super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
+            harnesses += &format!("harness for `{}` in {}: {build}\n", tuned.schedule, crate::command::shown(dir));
         }
         crate::output::write_dir(dir, &files, Default::default())?;
     }
@@ -150,7 +152,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     if let Some(output) = &options.output {
         text += &format!("all admissible configurations: {}\n", crate::command::shown(output));
     }
-    Ok(text)
+    Ok(text + &harnesses)
 }
 
 fn table(t: &Tuned, top: usize) -> String {

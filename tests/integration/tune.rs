@@ -158,8 +158,9 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
         let ranked: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
         let sources: Vec<PathBuf> = std::fs::read_dir(&h).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "cu")).collect();
         assert!(sources.iter().any(|p| p.ends_with(format!("{name}_harness.cu"))));
-        let o = Command::new(&nvcc).args(["-O3", "-arch=sm_90", "-o"]).arg(h.join("harness")).args(&sources).output().unwrap();
+        let o = Command::new(&nvcc).args(["-O3", "-arch=sm_90", "-Xcompiler", "-Wall", "-o"]).arg(h.join("harness")).args(&sources).output().unwrap();
         assert!(o.status.success(), "{name}: nvcc: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{name}: {}", String::from_utf8_lossy(&o.stderr));
         let harness = |args: &[&str]| Command::new(h.join("harness")).current_dir(&h).args(args).output().unwrap();
         let help = String::from_utf8(harness(&["--help"]).stdout).unwrap();
         assert!(help.contains("1 warm-up run(s), then 7 timed runs") && help.contains("1e-04 float") && help.contains("serial program"), "{help}");
@@ -463,6 +464,34 @@ int main() {
         let sums: Vec<f64> = lines[1].split(' ').map(|v| v.parse().unwrap()).collect();
         let apart = (sums[0] - sums[1]).abs() > 1e-4 * sums[1].abs();
         assert_eq!(apart, n > 1024, "n = {n}: the serial float sum is beyond rtol of the exact one only at the large size: {text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A program of two schedules gets one harness program each (found by a user: `nvcc *.cu` in
+/// the directory met two `main`s). `tune` prints each one's build command, which builds it from
+/// its own files without a warning (`-Wall`; the schedule without a floating reduction has no
+/// reduction machinery to leave unused), and each program lists its own schedule's candidates.
+#[test]
+fn each_schedule_gets_a_harness_built_by_the_printed_command() {
+    let Some(nvcc) = nvcc() else { return };
+    let dir = scratch("tune-harness-schedules");
+    let out = metafork(&dir, &["tune", &example("polybench/atax"), "--device", "h100", "--size", "m=512", "--size", "n=512", "--top", "2", "--emit-harness", "h"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let builds: Vec<(&str, &str)> = text.lines().filter_map(|l| l.strip_prefix("harness for `")).map(|l| { let (s, rest) = l.split_once('`').unwrap(); (s, rest.split_once(": ").unwrap().1) }).collect();
+    assert_eq!(builds.iter().map(|(s, _)| *s).collect::<Vec<_>>(), ["kernel_atax_0", "kernel_atax_1"], "{text}");
+    for (schedule, command) in &builds {
+        let words: Vec<&str> = command.split(' ').collect();
+        assert_eq!(words[0], "nvcc");
+        let o = Command::new(&nvcc).current_dir(dir.join("h")).args(&words[1..]).args(["-Xcompiler", "-Wall"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && !err.contains("warning"), "{schedule}: {command}: {err}");
+        let harness = std::fs::read_to_string(dir.join(format!("h/{schedule}_harness.cu"))).unwrap();
+        assert!(harness.lines().nth(1).unwrap().contains(command.as_ref() as &str), "the harness's own build line");
+        let list = Command::new(dir.join(format!("h/{schedule}_harness"))).arg("--list").output().unwrap();
+        let listed = String::from_utf8(list.stdout).unwrap();
+        assert!(!listed.is_empty() && listed.lines().all(|l| l.split('\t').nth(1).unwrap().starts_with(&format!("{schedule}_leaf"))), "{schedule}: {listed}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
