@@ -83,11 +83,21 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     let mut request = Request::default();
     for s in &options.sizes {
         let (n, v) = parse_size(s)?;
-        request.sizes.insert(n, v);
+        if request.sizes.insert(n.clone(), v).is_some() {
+            return Err(format!("--size {s}: `{n}` is given twice"));
+        }
     }
     for r in &options.ranges {
-        let (n, v) = parse_range(r)?;
-        request.values.insert(n, v);
+        let (n, mut v) = parse_range(r)?;
+        if request.sizes.contains_key(&n) {
+            return Err(format!("--range {r}: `{n}` is fixed by --size"));
+        }
+        // A value listed twice is one candidate, not two.
+        v.sort_unstable();
+        v.dedup();
+        if request.values.insert(n.clone(), v).is_some() {
+            return Err(format!("--range {r}: `{n}` is given twice"));
+        }
     }
     if let Some(path) = &options.space {
         let (_, space, spec) = load(path, options.space_name.as_deref())?.into_iter().next().expect("load returns at least one space");

@@ -216,3 +216,19 @@ fn readme_and_help_agree() {
     }
     assert!(checked >= 15, "the README's command table was not found ({checked} options checked)");
 }
+
+/// Requests that cannot mean anything are usage errors (exit 2, as clap's), not a verdict:
+/// `verify --points 0` said every leaf was unverified because Z3 found no point. A value a
+/// `tune --range` lists twice is one candidate.
+#[test]
+fn meaningless_counts_are_usage_errors_and_repeated_values_one_candidate() {
+    let out = metafork(&["verify", "--points", "0", "no-such-dir"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--points"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = metafork(&["tune", &example("dot.mf"), "--device", "h100", "--size", "n=4096", "--range", "B=1,1,64,1", "--estimates", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ranked: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut blocks: Vec<i64> = ranked.iter().map(|c| c["parameters"]["B"].as_i64().unwrap()).collect();
+    blocks.sort_unstable();
+    assert_eq!(blocks, [1, 64]);
+}

@@ -117,7 +117,10 @@ fn standalone_space_reports_counts() {
 #[test]
 fn bad_requests_get_clear_errors() {
     let dir = scratch("tune-errors");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--size", "n=128"], "--size n=128: `n` is given twice"),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "n=64,128"], "--range n=64,128: `n` is fixed by --size"),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "s=1,2", "--range", "s=4"], "--range s=4: `s` is given twice"),
         (&["tune", &example("matmul"), "--device", "h200"], "give the data size with --size: n=VALUE"),
         (&["tune", &example("matmul"), "--device", "h999", "--size", "n=64"], "unknown device `h999`"),
         (&["tune", &example("matmul"), "--size", "n=64"], "--device NAME is required"),
