@@ -41,6 +41,11 @@ enum Sym {
     Array { ty: ScalarType, rank: usize, is_const: bool },
 }
 
+/// The longest function name accepted: the files named after it (schedules `<name>_<k>`, their
+/// leaves `_leaf<N>`, a harness `_harness.cu`, the driver `metafork_run_<name>.cu`) stay within a
+/// file name's 255 bytes with room for 9999 schedules and ten million leaves.
+pub const MAX_FUNCTION_NAME: usize = 200;
+
 pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let mut kernels = Vec::new();
@@ -49,6 +54,10 @@ pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
     for f in &program.functions {
         if seen.insert(&f.name.name, f.name.span).is_some() {
             diags.push(Diagnostic::new(f.name.span, format!("function `{}` is defined twice", f.name.name), "second definition"));
+            continue;
+        }
+        if f.name.name.chars().count() > MAX_FUNCTION_NAME {
+            diags.push(Diagnostic::new(f.name.span, format!("function name of {} characters: the generated files are named after the function (`<name>_<schedule>_leaf<N>_harness.cu`), and a file name has at most 255 bytes", f.name.name.chars().count()), format!("at most {MAX_FUNCTION_NAME} characters")));
             continue;
         }
         let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), divisors: Vec::new(), expanded: BTreeMap::new(), data_params: BTreeSet::new(), function_names: &function_names };

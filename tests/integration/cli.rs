@@ -61,6 +61,20 @@ fn bad_input_exits_1_with_file_line_column() {
     assert!(err.contains("bad.mf:5:24: unknown identifier `b`"), "{err}");
     assert!(err.contains("a[i * B + j] = b;"), "the source line is shown: {err}");
     assert!(out.stdout.is_empty());
+    // A legal name too long to name files after (a helper's: 300 characters gave `gen` an
+    // internal error): refused at its place, by every command; 200 characters work.
+    for (length, ok) in [(300, false), (200, true)] {
+        let name = "k".repeat(length);
+        std::fs::write(&f, format!("void {name}(int n, int B, float a[n]) {{\n  assume(n >= 1 && B >= 1);\n  meta_schedule {{\n    meta_for (int v = 0; v < (n + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        if (v * B + u < n) a[v * B + u] = 0.0f;\n  }}\n}}\n")).unwrap();
+        let out = metafork(&["gen", "--emit-cuda", "--color", "never", f.to_str().unwrap(), "-o", dir.join("long").to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), ok, "{length}: {err}");
+        if !ok {
+            assert_eq!(out.status.code(), Some(1));
+            assert!(err.contains("bad.mf:1:6: function name of 300 characters") && !err.contains("internal error"), "{err}");
+            assert!(!dir.join("long").exists());
+        }
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 
