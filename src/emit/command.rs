@@ -120,7 +120,11 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
                             format!("schedule `{}` races as written: `{}` by {} and `{}` by {} touch `{array}{}` with nothing ordering them, at {}", schedule.name, first.1, first.0, second.1, second.0, subscripts(&element), values.join(", ")),
                             "one of the two accesses",
                         )
-                        .with_note("different iterations of the `meta_for` loops reach one element and one of them writes it: a dependence carried by a `meta_for`; make the loop that carries it a serial `for`, or, for a sum, write `+=` (a reduction)")
+                        .with_note(if summed(&schedule.body, &first.1) && first.1 == second.1 {
+                            "this `+=` was taken as each iteration's own element, since its subscripts name every `meta_for` counter, but the counters cancel and the iterations meet: write the subscript without them (as `s[0]`) and it is a sum across iterations (a reduction)"
+                        } else {
+                            "different iterations of the `meta_for` loops reach one element and one of them writes it: a dependence carried by a `meta_for`; make the loop that carries it a serial `for`, or, for a sum, write `+=` (a reduction)"
+                        })
                     }
                     Outcome::Fault(Fault::OutOfBounds { array, site, index, extents, who }) => {
                         let Some(at) = source_span(&schedule.body, &site) else { continue };
@@ -142,6 +146,18 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
 }
 
 /// The span of the first array access of `body` printed as `site`.
+/// Whether `site` is the target of a `+=` or `-=` in `body`.
+fn summed(body: &[crate::frontend::ast::Stmt], site: &str) -> bool {
+    use crate::frontend::ast::{AssignOp, StmtKind};
+    let mut found = false;
+    crate::strategy::walk::walk_stmts(body, &mut |s| {
+        if let StmtKind::Assign { target, op: AssignOp::Add | AssignOp::Sub, .. } = &s.kind {
+            found |= target.to_string() == site;
+        }
+    });
+    found
+}
+
 fn source_span(body: &[crate::frontend::ast::Stmt], site: &str) -> Option<crate::frontend::source::Span> {
     let mut found = None;
     for s in body {

@@ -11,13 +11,15 @@
 //! located error: no atomic operation does it, and the order of a product of floats matters.
 //!
 //! "Varies with a counter" is syntactic: a subscript names the counter, or a local whose
-//! definition (or any later assignment) names it; a serial loop's counter varies with no
+//! definition (or any later assignment) names it, through `+`, `-`, `*` (not by the literal 0),
+//! negation or casts only (under `/`, `%`, a comparison, a condition or a call a counter is
+//! folded: `s[i % 2]` and `s[i / B]` are reductions); a serial loop's counter varies with no
 //! `meta_for` counter, whatever its bounds (each thread runs through many of its values), and a
 //! local defined from an array element is taken to vary with nothing (a data-dependent subscript, as in a histogram, may
 //! collide: an atomic add is right for it). Erring towards a reduction costs speed, never
 //! correctness: an atomic add is correct wherever a plain `+=` is. The opposite case, a
-//! subscript that names every counter and still collides (`s[i / 2]`), stays a plain update, and
-//! `verify` reports the race with a witness.
+//! subscript whose counters cancel (`s[i - i]`), stays a plain update, and `gen` reports the
+//! race with its two threads.
 
 use super::ast::*;
 use super::diag::Diagnostic;
@@ -153,14 +155,38 @@ impl Walk<'_> {
         }
     }
 
+    /// The counters `x` varies with one to one: `None` when it reads data; otherwise the counters
+    /// that reach its value through `+`, `-`, a product by anything but the literal 0, a negation
+    /// or a cast. One under `/`, `%`, a comparison, a condition or a call is folded with others
+    /// (`i % 2`, `i / B`, `min(i, 1)` take one value for many `i`), so it selects no element of
+    /// its own.
     fn varies(&self, x: &Expr) -> Varies {
-        let mut out: Varies = Some(BTreeSet::new());
-        walk_expr(x, &mut |e| match &e.kind {
-            ExprKind::Var(n) => out = union(out.take(), self.lookup(n)),
-            ExprKind::Index { .. } => out = None,
+        let mut data = false;
+        walk_expr(x, &mut |e| data |= matches!(e.kind, ExprKind::Index { .. }));
+        if data {
+            return None;
+        }
+        let mut out = BTreeSet::new();
+        self.one_to_one(x, &mut out)?;
+        Some(out)
+    }
+
+    fn one_to_one(&self, x: &Expr, out: &mut BTreeSet<String>) -> Option<()> {
+        let zero = |e: &Expr| matches!(e.kind, ExprKind::Int(0));
+        match &x.kind {
+            ExprKind::Var(n) => out.extend(self.lookup(n)?),
+            ExprKind::Binary(BinOp::Add | BinOp::Sub, a, b) => {
+                self.one_to_one(a, out)?;
+                self.one_to_one(b, out)?;
+            }
+            ExprKind::Binary(BinOp::Mul, a, b) if !zero(a) && !zero(b) => {
+                self.one_to_one(a, out)?;
+                self.one_to_one(b, out)?;
+            }
+            ExprKind::Unary(UnOp::Neg, a) | ExprKind::Cast(_, a) => self.one_to_one(a, out)?,
             _ => {}
-        });
-        out
+        }
+        Some(())
     }
 }
 

@@ -399,3 +399,25 @@ fn tune_counts_same_address_atomic_adds() {
     }
     assert_ne!(ranked[0]["bound"], "atomics", "{}", ranked[0]);
 }
+
+/// A `+=` whose subscript folds its counters (`s[i % 2]`, `s[i * 0]`) is a reduction: several
+/// iterations meet at one element (a helper's: it was refused as a race, with the advice to write
+/// `+=`). A subscript whose counters cancel (`s[i - i]`) stays each iteration's own and is
+/// refused with its two threads and a note that says why this `+=` was not a sum.
+#[test]
+fn a_subscript_that_folds_its_counters_is_a_reduction() {
+    let program = |subscript: &str| format!("void fold(int n, int B, const float a[n], float s[2]) {{\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {{\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {{\n        int i = v * B + u;\n        if (i < n)\n          s[{subscript}] += a[i];\n      }}\n  }}\n}}\n");
+    for (name, subscript) in [("fold_rem", "i % 2"), ("fold_zero", "i * 0")] {
+        let (out, stdout) = gen_and_verify(name, &program(subscript));
+        assert!(proved_all(&stdout), "{name}: {stdout}");
+        assert!(leaf_files(&out).iter().any(|(_, text)| text.contains("atomicAdd(&s[")), "{name}: the kernels add atomically");
+    }
+    let dir = scratch("reduction-fold-cancel");
+    let source = dir.join("cancel.mf");
+    std::fs::write(&source, program("i - i")).unwrap();
+    let g = metafork(&["gen", "--color", "never", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    assert_eq!(g.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&g.stderr);
+    assert!(err.contains("cancel.mf:9:11: schedule `fold` races as written") && err.contains("the counters cancel"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
