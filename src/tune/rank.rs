@@ -133,6 +133,12 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             return Err(format!("`{name}` = {value} does not fit `int`, the type of `{name}` in `{}`", function.name));
         }
     }
+    // The sizes alone may already make the program's own arithmetic undefined (`n * n * n` in
+    // `int`): nothing measured there would mean anything.
+    if let Some(why) = super::overflow::first_overflow(function, &request.sizes) {
+        let sizes: Vec<String> = request.sizes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        return Err(format!("at {}, {why}: the program is undefined at these sizes", sizes.join(", ")));
+    }
     let block_vars: BTreeSet<String> = tree.nodes[0].code.block.iter().flat_map(|p| p.vars()).map(|v| v.name().to_string()).collect();
     let mut enumeration = BTreeMap::new();
     let mut domains = Vec::new();
@@ -158,8 +164,14 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let compiled: Vec<crate::dispatch::CompiledLeaf> = dispatcher.kernels.iter().map(|k| request.compiled.get(k).copied().unwrap_or_default()).collect();
     let mut chosen: Vec<usize> = Vec::new();
     let mut failure = None;
+    let mut overflow: Option<String> = None;
     let mut filter = |row: &[i64]| {
         let point: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
+        // A configuration where the program's host arithmetic overflows is no configuration.
+        if let Some(why) = super::overflow::first_overflow(function, &point) {
+            overflow.get_or_insert_with(|| format!("{why} at {}", point.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")));
+            return false;
+        }
         match dispatcher.select(&limits, &compiled, &point) {
             Ok(Selection::Leaf(i)) => {
                 chosen.push(i);
@@ -178,6 +190,11 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     }
     if let Some(why) = admissible.stopped {
         return Err(why);
+    }
+    if admissible.len() == 0 {
+        if let Some(why) = overflow {
+            return Err(format!("no configuration keeps the program's arithmetic defined at these sizes (first: {why})"));
+        }
     }
     // Each leaf's access patterns, once.
     let backend = constraints::solver::Backend::default();

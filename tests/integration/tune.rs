@@ -498,3 +498,31 @@ fn each_schedule_gets_a_harness_built_by_the_printed_command() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Sizes at which the program's own host arithmetic overflows its C types are refused (a
+/// helper's: `tune` ranked `x[n * n * n]` at n = 2000 as 8e9 elements while the harness's `int`
+/// product wrapped to nothing, and every configuration "matched"). Where only some
+/// configurations overflow (`(n + B - 1) / B` near INT_MAX), those are not admissible.
+#[test]
+fn sizes_that_overflow_the_programs_arithmetic_are_refused() {
+    let dir = scratch("tune-overflow");
+    std::fs::write(dir.join("cube.mf"), "void cube(int n, int B, const float x[n * n * n], float s[1]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n * n * n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n * n * n) s[0] += x[i];\n      }\n  }\n}\n").unwrap();
+    let out = metafork(&dir, &["tune", "cube.mf", "--device", "h100", "--size", "n=2000", "--estimates", "-o", "t.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at n = 2000, `g` = `(n * n * n + B - 1) / B`: `n * n * n` overflows `int`"), "{err}");
+    assert!(!dir.join("t.yaml").exists());
+    let out = metafork(&dir, &["tune", "cube.mf", "--device", "h100", "--size", "n=1000", "--estimates", "--json"]);
+    assert!(out.status.success(), "n = 1000 fits: {}", String::from_utf8_lossy(&out.stderr));
+    let out = metafork(&dir, &["tune", &example("dot"), "--device", "h100", "--size", "n=2147483647", "--estimates"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no configuration keeps the program's arithmetic defined"), "{}", String::from_utf8_lossy(&out.stderr));
+    let count = |n: &str| -> usize {
+        let out = metafork(&dir, &["tune", &example("dot"), "--device", "h100", "--size", n, "--estimates", "--json"]);
+        assert!(out.status.success(), "{n}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap().len()
+    };
+    let (near, far) = (count("n=2147483000"), count("n=4096"));
+    assert!(0 < near && near < far, "the block sizes for which n + B - 1 overflows are left out: {near} of {far}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
