@@ -29,9 +29,10 @@ unverified or unfinished (Z3 unknown, a construct the model cannot express, --ti
 nests (the MetaFork language), keeps machine parameters (registers, shared memory, threads per \
 block) and program parameters (block sizes, granularity) as symbols, and builds kernels that \
 stay correct for every value the constraints allow.\n\nStart with `metafork parse FILE` to see \
-how a program is understood: which scalars are data parameters (they size arrays) and which are \
-program parameters (everything else), the facts, and how each schedule maps to the grid and \
-thread block.",
+how a program is understood: which integer scalars are program parameters (block sizes and \
+granularities, which `tune` chooses) and which are data parameters (every other one, given at run \
+time: the sizes of arrays, a time-step count), the facts, and how each schedule maps to the grid \
+and thread block.",
     after_long_help = EXIT_CODES
 )]
 pub struct Cli {
@@ -60,8 +61,10 @@ pub enum ColorChoice {
 pub enum Command {
     /// Parse and check a MetaFork file, then print its kernels as YAML.
     ///
-    /// For each kernel function: `data_parameters` (integer scalars that size arrays),
-    /// `program_parameters` (every other integer scalar), `values` (floating scalars),
+    /// For each kernel function: `program_parameters` (the integer scalars that size a thread
+    /// loop or divide a grid or serial loop's extent: block sizes and granularities, which `tune`
+    /// chooses), `data_parameters` (every other integer scalar, given at run time: array sizes, a
+    /// time-step count, an integer coefficient), `values` (floating scalars),
     /// `arrays` (element type and extents as polynomials), `derived` scalars, `facts`
     /// (each `assume`/`assert` conjunct, with its polynomial constraint when it has one), and
     /// `schedules` (the grid and block loops with the index each maps to). Errors are printed
