@@ -286,39 +286,40 @@ static std::vector<double> metafork_accurate_magnitude[2][METAFORK_REDUCED];
 static std::vector<double> metafork_accurate_terms[2][METAFORK_REDUCED];
 static void metafork_accurate_add(const void *metafork_at, double metafork_current, double metafork_term) {
   const char *metafork_p = (const char *)metafork_at;
-  int w = metafork_accurate_which;
-  for (int j = 0; j < METAFORK_REDUCED; j++) {
-    metafork_array &a = metafork_arrays[metafork_reduced[j]];
-    const char *metafork_base = (const char *)a.scratch;
-    if (!metafork_base || metafork_p < metafork_base || metafork_p >= metafork_base + a.bytes) continue;
-    size_t i = (size_t)(metafork_p - metafork_base) / a.elem;
-    if (metafork_accurate_terms[w][j][i] == 0) {
-      metafork_accurate_sum[w][j][i] = metafork_current;
-      metafork_accurate_magnitude[w][j][i] = fabs(metafork_current);
+  int metafork_w = metafork_accurate_which;
+  for (int metafork_j = 0; metafork_j < METAFORK_REDUCED; metafork_j++) {
+    metafork_array &metafork_a = metafork_arrays[metafork_reduced[metafork_j]];
+    const char *metafork_base = (const char *)metafork_a.scratch;
+    if (!metafork_base || metafork_p < metafork_base || metafork_p >= metafork_base + metafork_a.bytes) continue;
+    size_t metafork_i = (size_t)(metafork_p - metafork_base) / metafork_a.elem;
+    if (metafork_accurate_terms[metafork_w][metafork_j][metafork_i] == 0) {
+      metafork_accurate_sum[metafork_w][metafork_j][metafork_i] = metafork_current;
+      metafork_accurate_magnitude[metafork_w][metafork_j][metafork_i] = fabs(metafork_current);
     }
-    metafork_accurate_sum[w][j][i] += metafork_term;
-    metafork_accurate_magnitude[w][j][i] += fabs(metafork_term);
-    metafork_accurate_terms[w][j][i] += 1;
+    metafork_accurate_sum[metafork_w][metafork_j][metafork_i] += metafork_term;
+    metafork_accurate_magnitude[metafork_w][metafork_j][metafork_i] += fabs(metafork_term);
+    metafork_accurate_terms[metafork_w][metafork_j][metafork_i] += 1;
     return;
   }
 }
 #define METAFORK_REDUCE(t, v) do { if (!metafork_accurate_run) (t) += (v); else metafork_accurate_add(&(t), (double)(t), (double)(v)); } while (0)
 
-/* Index of array k among the reduced ones, or -1. */
-static int metafork_reduced_slot(size_t k) {
-  for (int j = 0; j < METAFORK_REDUCED; j++) if (metafork_reduced[j] == (int)k) return j;
+/* Index of array `metafork_k` among the reduced ones, or -1. */
+static int metafork_reduced_slot(size_t metafork_k) {
+  for (int metafork_j = 0; metafork_j < METAFORK_REDUCED; metafork_j++) if (metafork_reduced[metafork_j] == (int)metafork_k) return metafork_j;
   return -1;
 }
 
-/* Whether `got` may be element i of reduced slot j (copy w) with answer `want`: within rtol of
-   the accurate sum, or within twice the rounding bound of any order of its terms of the answer. */
-static bool metafork_reduction_matches(int w, int j, size_t i, int elem, double got, double want, double rtol) {
-  if (metafork_accurate_terms[w][j].empty() || metafork_accurate_terms[w][j][i] == 0) return false;
-  double z = metafork_accurate_sum[w][j][i];
-  if (fabs(got - z) <= rtol * std::max(1.0, fabs(z))) return true;
-  double m = (metafork_accurate_terms[w][j][i] + 1) * (elem == 4 ? 5.9604644775390625e-8 : 1.1102230246251565e-16);
-  if (!(m < 1)) return std::isfinite(got) || !std::isfinite(want);
-  return fabs(got - want) <= rtol * std::max(1.0, fabs(want)) + 2 * m / (1 - m) * metafork_accurate_magnitude[w][j][i];
+/* Whether `metafork_got` may be element `metafork_i` of reduced slot `metafork_j` (copy
+   `metafork_w`) with answer `metafork_want`: within rtol of the accurate sum, or within twice
+   the rounding bound of any order of its terms of the answer. */
+static bool metafork_reduction_matches(int metafork_w, int metafork_j, size_t metafork_i, int metafork_elem, double metafork_got, double metafork_want, double metafork_rtol) {
+  if (metafork_accurate_terms[metafork_w][metafork_j].empty() || metafork_accurate_terms[metafork_w][metafork_j][metafork_i] == 0) return false;
+  double metafork_z = metafork_accurate_sum[metafork_w][metafork_j][metafork_i];
+  if (fabs(metafork_got - metafork_z) <= metafork_rtol * std::max(1.0, fabs(metafork_z))) return true;
+  double metafork_m = (metafork_accurate_terms[metafork_w][metafork_j][metafork_i] + 1) * (metafork_elem == 4 ? 5.9604644775390625e-8 : 1.1102230246251565e-16);
+  if (!(metafork_m < 1)) return std::isfinite(metafork_got) || !std::isfinite(metafork_want);
+  return fabs(metafork_got - metafork_want) <= metafork_rtol * std::max(1.0, fabs(metafork_want)) + 2 * metafork_m / (1 - metafork_m) * metafork_accurate_magnitude[metafork_w][metafork_j][metafork_i];
 }
 "#;
 
@@ -328,14 +329,14 @@ const SERIAL: &str = r#"static int metafork_serial(const int *metafork_v, bool m
   int metafork_which = metafork_into_answer ? 0 : 1;
   int metafork_status = metafork_serial_run(metafork_v, metafork_which);
   if (metafork_status != 0) return metafork_status;
-  for (int j = 0; j < METAFORK_REDUCED; j++) {
-    metafork_array &a = metafork_arrays[metafork_reduced[j]];
-    metafork_accurate_sum[metafork_which][j].assign(a.bytes / a.elem, 0.0);
-    metafork_accurate_magnitude[metafork_which][j].assign(a.bytes / a.elem, 0.0);
-    metafork_accurate_terms[metafork_which][j].assign(a.bytes / a.elem, 0.0);
+  for (int metafork_j = 0; metafork_j < METAFORK_REDUCED; metafork_j++) {
+    metafork_array &metafork_a = metafork_arrays[metafork_reduced[metafork_j]];
+    metafork_accurate_sum[metafork_which][metafork_j].assign(metafork_a.bytes / metafork_a.elem, 0.0);
+    metafork_accurate_magnitude[metafork_which][metafork_j].assign(metafork_a.bytes / metafork_a.elem, 0.0);
+    metafork_accurate_terms[metafork_which][metafork_j].assign(metafork_a.bytes / metafork_a.elem, 0.0);
   }
-  for (size_t k = 0; k < metafork_arrays.size(); k++)
-    if (!metafork_arrays[k].scratch) metafork_arrays[k].scratch = metafork_allocate(metafork_arrays[k].bytes);
+  for (size_t metafork_k = 0; metafork_k < metafork_arrays.size(); metafork_k++)
+    if (!metafork_arrays[metafork_k].scratch) metafork_arrays[metafork_k].scratch = metafork_allocate(metafork_arrays[metafork_k].bytes);
   metafork_accurate_which = metafork_which;
   metafork_accurate_run = true;
   metafork_serial_run(metafork_v, 2);
