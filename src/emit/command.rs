@@ -145,7 +145,6 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
     Ok(())
 }
 
-/// The span of the first array access of `body` printed as `site`.
 /// Whether `site` is the target of a `+=` or `-=` in `body`.
 fn summed(body: &[crate::frontend::ast::Stmt], site: &str) -> bool {
     use crate::frontend::ast::{AssignOp, StmtKind};
@@ -158,6 +157,7 @@ fn summed(body: &[crate::frontend::ast::Stmt], site: &str) -> bool {
     found
 }
 
+/// The span of the first array access of `body` printed as `site`.
 fn source_span(body: &[crate::frontend::ast::Stmt], site: &str) -> Option<crate::frontend::source::Span> {
     let mut found = None;
     for s in body {
