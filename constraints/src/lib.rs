@@ -7,6 +7,8 @@
 //!   variable's domain);
 //! - [`relax`]: exact pre-checks before Z3 (a contradiction in the linear relaxation, a
 //!   solution among simple points), each a proof;
+//! - [`search`]: a seeded search for an integer point, tried when Z3 does not decide a query
+//!   quickly (a point found is checked exactly, so it too is a proof);
 //! - [`solver`]: the Z3 back end (`check`, `implies`, `simplify`, `sample`, and an incremental
 //!   [`solver::PathSolver`] for push/pop along a tree path). Z3's `unknown` is always reported as
 //!   such, never folded into sat or unsat;
@@ -20,6 +22,7 @@ pub mod device;
 pub mod parse;
 pub mod poly;
 pub mod relax;
+pub mod search;
 pub mod solver;
 pub mod system;
 pub mod var;

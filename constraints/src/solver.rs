@@ -41,6 +41,21 @@ pub const WALL_CAP_MIN_MS: u64 = 2_000;
 /// half and twice its nominal limit, and its answer the same on every machine.
 pub const RLIMIT_PER_MS: u32 = 1_500;
 
+/// The limit of [`Backend`]'s first, short Z3 run on a query (milliseconds, as resource
+/// units). Most queries are decided in about a millisecond; the verifier's satisfiable ones
+/// with many division equalities took Z3 up to seconds, and a seeded search finds their
+/// points in microseconds (`bench/RESULTS.md`, "Points for slow satisfiable queries").
+pub const QUICK_MS: u32 = 20;
+
+/// The wall-clock cap of that first run: Z3's nonlinear search can stall without spending its
+/// resource units, and a stalled first run only delays the exact searches that follow it
+/// (so the cap, though it depends on the machine, changes no answer's kind).
+pub const QUICK_WALL_MS: u64 = 250;
+
+/// The seed of [`crate::search::find`] for the back end's queries: fixed, so that every run
+/// of a program gets the same models.
+const SEARCH_SEED: u64 = 0x6d65_7461_666f_726b;
+
 /// A satisfying assignment. `approximate` lists variables whose value Z3 gave as an algebraic
 /// (irrational) number, here rounded to 30 decimal digits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,11 +208,10 @@ fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<B
     (left == 0).then_some(point)
 }
 
-/// The answer of [`crate::relax`]'s exact checks on `system` and `extra`, where they give
-/// one: unsat when the linear relaxation is contradictory, sat with a point that solves the
-/// system (a simple point, or one [`linear_repair`] reaches from it). `None` when neither
-/// settles it, and always once the time budget is spent (every answer is then unknown, as
-/// the budget promises).
+/// The answer of [`crate::relax`]'s cheap exact checks on `system` and `extra`, where they
+/// give one: unsat when the linear relaxation is contradictory, sat with a simple point that
+/// solves the system. `None` when neither settles it, and always once the time budget is spent
+/// (every answer is then unknown, as the budget promises).
 fn pre_checked(system: &System, extra: Option<&Constraint>) -> Option<CheckResult> {
     if crate::budget::expired() {
         return None;
@@ -205,19 +219,23 @@ fn pre_checked(system: &System, extra: Option<&Constraint>) -> Option<CheckResul
     if crate::relax::refutes(system, extra) {
         return Some(CheckResult::Unsat);
     }
-    match extra {
-        None => simply_solved(system),
-        Some(c) => simply_solved(&system.clone().with(c.clone())),
-    }
+    let point = match extra {
+        None => crate::relax::guess(system),
+        Some(c) => crate::relax::guess(&system.clone().with(c.clone())),
+    };
+    point.map(|values| CheckResult::Sat(Model { values, approximate: BTreeSet::new() }))
 }
 
-/// Sat with a simple point of `system`, or the first one moved onto the constraints it fails.
-fn simply_solved(system: &System) -> Option<CheckResult> {
+/// A point of `system` that [`linear_repair`] reaches from one of the simple points: exact,
+/// and costlier than a Z3 query that decides quickly (about 10 ms of exact arithmetic on a
+/// verifier query when it fails), so it is tried only on the queries Z3 does not decide under
+/// [`QUICK_MS`].
+fn repaired(system: &System) -> Option<CheckResult> {
     // Repair from every candidate, not just the first: a variable at its lower bound can break
     // a disequality (`(s - 1) % 4 != 0` at `s = 1`) that the next candidate keeps, and Z3's
     // nonlinear integer search on such a system ran for a minute without spending its
     // resource limit.
-    let point = crate::relax::guess(system).or_else(|| crate::relax::candidates(system).iter().find_map(|seed| linear_repair(system, seed)));
+    let point = crate::relax::candidates(system).iter().find_map(|seed| linear_repair(system, seed));
     point.map(|values| CheckResult::Sat(Model { values, approximate: BTreeSet::new() }))
 }
 
@@ -303,9 +321,13 @@ impl Backend {
     }
 
     fn path(&self, system: &System) -> PathSolver {
+        self.path_limited(system, self.timeout_ms)
+    }
+
+    fn path_limited(&self, system: &System, timeout_ms: u32) -> PathSolver {
         let integer = system.vars().iter().all(|v| system.domain(v).is_integer())
             && system.constraints().iter().all(|c| c.poly().terms().all(|(_, k)| k.is_integer()));
-        let mut ps = if integer { PathSolver::integer(system.domains(), self.timeout_ms) } else { PathSolver::new(system.domains(), self.timeout_ms) };
+        let mut ps = if integer { PathSolver::integer(system.domains(), timeout_ms) } else { PathSolver::new(system.domains(), timeout_ms) };
         for c in system.constraints() {
             ps.assert(c);
         }
@@ -315,6 +337,32 @@ impl Backend {
     fn run(&self, ps: &mut PathSolver) -> CheckResult {
         self.queries.set(self.queries.get() + 1);
         ps.check()
+    }
+
+    /// The seeded search for a point first ([`crate::search`], microseconds); then Z3 under a
+    /// short limit ([`QUICK_MS`], and a wall-clock cap of [`QUICK_WALL_MS`]); a system that
+    /// does not decide is repaired towards a point from each simple one ([`repaired`]), then
+    /// given Z3's whole limit. Each Z3 run counts as a query. The answer's kind is Z3's
+    /// wherever Z3 decides the system within its whole limit (a point found is an exact proof
+    /// of sat); only which model comes back can change.
+    fn decide(&self, system: &System) -> CheckResult {
+        // Once the budget is spent every answer is unknown, found points included.
+        let open = || !crate::budget::expired();
+        if let Some(values) = open().then(|| crate::search::find(system, SEARCH_SEED)).flatten() {
+            return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
+        }
+        if self.timeout_ms > QUICK_MS {
+            let mut quick = self.path_limited(system, QUICK_MS).with_wall_cap(std::time::Duration::from_millis(QUICK_WALL_MS));
+            match self.run(&mut quick) {
+                CheckResult::Unknown(_) if open() => {}
+                answer => return answer,
+            }
+        }
+        if let Some(answer) = open().then(|| repaired(system)).flatten() {
+            return answer;
+        }
+        let mut ps = self.path(system);
+        self.run(&mut ps)
     }
 
     /// Like [`Backend::check`], but first tries `witness` (a model of a related system, such as
@@ -359,22 +407,21 @@ impl Backend {
             return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
         }
         // `check`'s pre-checks, less the refutation just tried.
-        if let Some(answer) = open.then(|| simply_solved(system)).flatten() {
-            return answer;
+        if let Some(values) = open.then(|| crate::relax::guess(system)).flatten() {
+            return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
         }
-        let mut ps = self.path(system);
-        self.run(&mut ps)
+        self.decide(system)
     }
 
     /// Sat, unsat or unknown. The exact pre-checks of [`crate::relax`] answer first where they
-    /// can (a contradiction in the linear relaxation; a solution among a few simple points):
-    /// neither is a query; Z3 decides the rest.
+    /// can (a contradiction in the linear relaxation; a solution among a few simple points),
+    /// then [`Backend::decide`]'s order: a seeded search for a point, Z3 briefly, a repair
+    /// towards a point, Z3 with its whole limit. Only Z3's runs are queries.
     pub fn check(&self, system: &System) -> CheckResult {
         if let Some(answer) = pre_checked(system, None) {
             return answer;
         }
-        let mut ps = self.path(system);
-        self.run(&mut ps)
+        self.decide(system)
     }
 
     /// Whether `system` has no solution over the reals (each integer variable real, its bounds
@@ -416,11 +463,7 @@ impl Backend {
         let negation = c.negate();
         let answer = match pre_checked(system, Some(&negation)) {
             Some(answer) => answer,
-            None => {
-                let mut ps = self.path(system);
-                ps.assert(&negation);
-                self.run(&mut ps)
-            }
+            None => self.decide(&system.clone().with(negation)),
         };
         let answer = match answer {
             CheckResult::Unsat => Implication::Proved,
