@@ -116,6 +116,8 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
             if options.schedule.as_ref().is_some_and(|s| *s != schedule.name) {
                 continue;
             }
+            // The request's mistakes are reported before the tree is built (seconds).
+            super::rank::check_request(function, &request).map_err(|e| format!("{}: {e}", schedule.name))?;
             let kernel = crate::kernel::Kernel::from_schedule(function, schedule).map_err(|e| format!("{}: {e}", schedule.name))?;
             let tree = crate::tree::build(function, kernel, &backend).map_err(|e| format!("{}: {e}", schedule.name))?;
             let mut request = request.clone();

@@ -114,16 +114,20 @@ pub fn block_candidates(device: &DeviceProfile) -> Vec<i64> {
 /// The default values of any other program parameter (a granularity).
 pub const GRANULARITY_CANDIDATES: [i64; 6] = [1, 2, 4, 8, 16, 32];
 
-pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, request: &Request, progress: Option<&mut dyn FnMut(f64)>) -> Result<Tuned, String> {
-    let dispatcher = Dispatcher::new(function, tree)?;
+/// Whether `request` can be tuned for `function`, from the function alone (before any tree is
+/// built, so that a mistyped option fails at once): every data size given, every name an
+/// integer parameter, every value within its C type, and the sizes not overflowing the
+/// program's own arithmetic.
+pub fn check_request(function: &KernelFunction, request: &Request) -> Result<(), String> {
+    let params: Vec<String> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()).map(|p| p.name.clone()).collect();
     let data: BTreeSet<String> = function.data_parameters().into_iter().collect();
     let missing: Vec<&String> = data.iter().filter(|d| !request.sizes.contains_key(*d)).collect();
     if !missing.is_empty() {
         return Err(format!("give the data size{} with --size: {}", if missing.len() > 1 { "s" } else { "" }, missing.iter().map(|m| format!("{m}=VALUE")).collect::<Vec<_>>().join(" ")));
     }
     for name in request.sizes.keys().chain(request.values.keys()) {
-        if !dispatcher.params.contains(name) {
-            return Err(format!("`{name}` is not an integer parameter of `{}` (its parameters: {})", function.name, dispatcher.params.join(", ")));
+        if !params.contains(name) {
+            return Err(format!("`{name}` is not an integer parameter of `{}` (its parameters: {})", function.name, params.join(", ")));
         }
     }
     // A value must fit the parameter's C type: the kernel computes with it in that type.
@@ -139,6 +143,12 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let sizes: Vec<String> = request.sizes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
         return Err(format!("at {}, {why}: the program is undefined at these sizes", sizes.join(", ")));
     }
+    Ok(())
+}
+
+pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, request: &Request, progress: Option<&mut dyn FnMut(f64)>) -> Result<Tuned, String> {
+    let dispatcher = Dispatcher::new(function, tree)?;
+    check_request(function, request)?;
     let block_vars: BTreeSet<String> = tree.nodes[0].code.block.iter().flat_map(|p| p.vars()).map(|v| v.name().to_string()).collect();
     let mut enumeration = BTreeMap::new();
     let mut domains = Vec::new();
