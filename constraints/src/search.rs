@@ -450,6 +450,21 @@ mod tests {
         assert!(find(&system, 1).is_none());
     }
 
+    /// Coefficients past `i128`, and products that overflow it: no point and no panic; a
+    /// system without variables is decided by its constants.
+    #[test]
+    fn overflow_and_constant_systems_are_handled() {
+        let mut huge = parse_system("1 <= x, 100000000000000000000000000000000000000000*x <= 7").unwrap();
+        huge.set_domain(Var::new("x"), Domain::integer());
+        assert!(find(&huge, 5).is_none());
+        let mut wide = parse_system("1 <= x, 1 <= y, x^9*y^9 == 1000000000000000000000000000000000000").unwrap();
+        for v in wide.vars() {
+            wide.set_domain(v, Domain::integer());
+        }
+        assert!(find(&wide, 5).is_none_or(|p| wide.holds_at(&p) == Ok(true)));
+        assert!(find(&System::new(), 1).is_some());
+    }
+
     #[test]
     fn a_point_respects_divisibility_and_domains() {
         let mut system = parse_system("3 <= k, k % 5 == 0, k*k <= 400").unwrap();
