@@ -38,7 +38,7 @@ impl FactSet {
     /// integer operations.
     pub fn of(function: &KernelFunction) -> Result<FactSet, String> {
         let derived: BTreeMap<String, Expr> = function.derived.iter().map(|d| (d.name.clone(), d.value.clone())).collect();
-        let params: Vec<String> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()).map(|p| p.name.clone()).collect();
+        let params: Vec<String> = function.integer_parameters();
         let resolve = |v: &str| match params.iter().position(|p| p == v) {
             Some(i) => Ok(Resolved::Slot(i)),
             None => derived.get(v).map(|d| Resolved::Expr(d.clone())).ok_or_else(|| format!("`{v}` is not an integer parameter")),

@@ -125,7 +125,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(function: &KernelFunction, tree: &Tree) -> Result<Dispatcher, String> {
         let facts = FactSet::of(function)?;
-        let params: Vec<String> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()).map(|p| p.name.clone()).collect();
+        let params: Vec<String> = function.integer_parameters();
         let m = &tree.machine;
         let machine = m.all().map(Var::new);
         let mut rules = Vec::new();

@@ -146,6 +146,12 @@ impl KernelFunction {
         self.names_with(Role::DataParameter)
     }
 
+    /// The integer scalars a launch is keyed by (data and program parameters, in declaration
+    /// order): what the dispatcher and the tuner take values for.
+    pub fn integer_parameters(&self) -> Vec<String> {
+        self.params.iter().filter(|p| p.role != Role::Array && p.ty.is_integer()).map(|p| p.name.clone()).collect()
+    }
+
     pub fn program_parameters(&self) -> Vec<String> {
         self.names_with(Role::ProgramParameter)
     }

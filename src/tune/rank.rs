@@ -119,7 +119,7 @@ pub const GRANULARITY_CANDIDATES: [i64; 6] = [1, 2, 4, 8, 16, 32];
 /// integer parameter, every value within its C type, and the sizes not overflowing the
 /// program's own arithmetic.
 pub fn check_request(function: &KernelFunction, request: &Request) -> Result<(), String> {
-    let params: Vec<String> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()).map(|p| p.name.clone()).collect();
+    let params: Vec<String> = function.integer_parameters();
     let data: BTreeSet<String> = function.data_parameters().into_iter().collect();
     let missing: Vec<&String> = data.iter().filter(|d| !request.sizes.contains_key(*d)).collect();
     if !missing.is_empty() {

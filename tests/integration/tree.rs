@@ -121,8 +121,8 @@ fn machine_symbols_never_clash_with_program_symbols() {
 }
 
 /// `gen` twice per example gives the same bytes; every emitted `.cu` compiles with nvcc for
-/// three architectures (one translation unit per example holding all its files, so the host
-/// side is compiled once) and on its own (`nvcc -cuda`: each file is a whole translation unit,
+/// three architectures (one translation unit holding every example's files, so the CUDA
+/// headers and the host side are compiled once) and on its own (`nvcc -cuda`: each file is a whole translation unit,
 /// needing nothing another file defines).
 #[test]
 fn gen_is_deterministic_and_every_leaf_compiles_with_nvcc() {
