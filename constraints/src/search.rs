@@ -151,29 +151,24 @@ fn row(c: &Constraint, index: &BTreeMap<&Var, usize>) -> Option<Row> {
 /// variable other than `free`, or `free` at a higher power.
 fn linear_in(row: &Row, values: &[Option<i128>], free: Option<usize>) -> Option<(i128, i128)> {
     let (mut a, mut b) = (0i128, 0i128);
-    for (c, factors) in &row.terms {
-        let mut product = *c;
-        let mut has_free = false;
-        for &(v, e) in factors {
-            if Some(v) == free {
-                if e != 1 {
-                    return None;
-                }
-                has_free = true;
-                continue;
-            }
-            let x = values[v]?;
-            for _ in 0..e {
-                product = product.checked_mul(x)?;
-            }
-        }
-        if has_free {
-            a = a.checked_add(product)?;
-        } else {
-            b = b.checked_add(product)?;
+    for (k, factors) in &row.terms {
+        match factors.iter().find(|&&(u, _)| Some(u) == free) {
+            Some(&(_, 1)) => a = a.checked_add(product(*k, factors, values, &[free?])?)?,
+            Some(_) => return None,
+            None => b = b.checked_add(product(*k, factors, values, &[])?)?,
         }
     }
     Some((a, b))
+}
+
+/// `k` times the factors of a term whose variables are not in `skip`, at `values`; `None` on
+/// overflow or an unassigned variable.
+fn product(k: i128, factors: &[(usize, u32)], values: &[Option<i128>], skip: &[usize]) -> Option<i128> {
+    let mut p = k;
+    for &(u, e) in factors.iter().filter(|(u, _)| !skip.contains(u)) {
+        p = p.checked_mul(values[u]?.checked_pow(e)?)?;
+    }
+    Some(p)
 }
 
 fn holds(row: &Row, values: &[Option<i128>]) -> bool {
@@ -194,8 +189,9 @@ fn interval(c: &Compiled, values: &[Option<i128>], v: usize) -> Option<(Option<i
             Rel::Lt => -1,
             Rel::Le => 0,
             Rel::Eq if a != 0 => {
-                let x = (-b).checked_div(a)?;
-                if a.checked_mul(x)? != -b {
+                let minus_b = b.checked_neg()?;
+                let x = minus_b.checked_div(a)?;
+                if a.checked_mul(x)? != minus_b {
                     return None;
                 }
                 lo = Some(lo.map_or(x, |l| l.max(x)));
@@ -206,11 +202,11 @@ fn interval(c: &Compiled, values: &[Option<i128>], v: usize) -> Option<(Option<i
         };
         let rhs = limit.checked_sub(b)?;
         if a > 0 {
-            let h = rhs.div_euclid(a);
+            let h = rhs.checked_div_euclid(a)?;
             hi = Some(hi.map_or(h, |x| x.min(h)));
         } else if a < 0 {
             // v >= ceil(rhs / a) = -floor(rhs / -a) for negative a.
-            let l = -rhs.div_euclid(-a);
+            let l = rhs.checked_div_euclid(a.checked_neg()?)?.checked_neg()?;
             lo = Some(lo.map_or(l, |x| x.max(l)));
         } else if rhs < 0 {
             return None;
@@ -317,13 +313,14 @@ fn propagated(c: &Compiled, values: &[Option<i128>]) -> Option<Option<(usize, i1
                 if a == 0 {
                     continue;
                 }
-                if b % a != 0 {
+                let minus_b = b.checked_neg()?;
+                if minus_b.checked_rem(a)? != 0 {
                     return None;
                 }
-                return Some(Some((v, -b / a)));
+                return Some(Some((v, minus_b.checked_div(a)?)));
             }
             (Some(&u), Some(&w), None) if quotient.is_none() => {
-                let (Some((a_u, _)), Some((a_w, _))) = (coefficient(row, values, u, w), coefficient(row, values, w, u)) else { continue };
+                let (Some(a_u), Some(a_w)) = (coefficient(row, values, u, w), coefficient(row, values, w, u)) else { continue };
                 let (q, a_q, a_r) = if a_u.abs() > a_w.abs() { (u, a_u, a_w) } else { (w, a_w, a_u) };
                 if a_r == 0 || a_q.abs() <= a_r.abs() {
                     continue;
@@ -332,8 +329,9 @@ fn propagated(c: &Compiled, values: &[Option<i128>]) -> Option<Option<(usize, i1
                 // Only where the other variable is bounded on both sides and lands inside
                 // (a remainder's `0 <= r < d`), not for a dividend such as `q*d + r == n`'s `n`.
                 let r = if q == u { w } else { u };
-                let Some(x) = (-b).checked_div_euclid(a_q) else { continue };
-                let Some(left) = (-b).checked_sub(a_q * x) else { continue };
+                let Some(minus_b) = b.checked_neg() else { continue };
+                let Some(x) = minus_b.checked_div_euclid(a_q) else { continue };
+                let Some(left) = a_q.checked_mul(x).and_then(|p| minus_b.checked_sub(p)) else { continue };
                 let Some((Some(lo), Some(hi))) = interval(c, values, r) else { continue };
                 if left % a_r != 0 || !(lo..=hi).contains(&(left / a_r)) {
                     continue;
@@ -348,43 +346,22 @@ fn propagated(c: &Compiled, values: &[Option<i128>]) -> Option<Option<(usize, i1
 
 /// The coefficient of `v` in `row` at `values`, with `other` also unassigned; `None` unless
 /// `row` is linear in `v` and `v`'s coefficient does not involve `other`.
-fn coefficient(row: &Row, values: &[Option<i128>], v: usize, other: usize) -> Option<(i128, ())> {
+fn coefficient(row: &Row, values: &[Option<i128>], v: usize, other: usize) -> Option<i128> {
     let mut a = 0i128;
-    for (k, factors) in &row.terms {
-        if !factors.iter().any(|&(u, _)| u == v) {
-            continue;
+    for (k, factors) in row.terms.iter().filter(|(_, f)| f.iter().any(|&(u, _)| u == v)) {
+        if factors.iter().any(|&(u, e)| u == other || (u == v && e != 1)) {
+            return None;
         }
-        let mut product = *k;
-        for &(u, e) in factors {
-            if u == v {
-                if e != 1 {
-                    return None;
-                }
-                continue;
-            }
-            if u == other {
-                return None;
-            }
-            for _ in 0..e {
-                product = product.checked_mul(values[u]?)?;
-            }
-        }
-        a = a.checked_add(product)?;
+        a = a.checked_add(product(*k, factors, values, &[v])?)?;
     }
-    Some((a, ()))
+    Some(a)
 }
 
 /// The sum of `row`'s terms that involve neither `u` nor `w`, at `values`.
 fn rest(row: &Row, values: &[Option<i128>], u: usize, w: usize) -> Option<i128> {
     let mut b = 0i128;
     for (k, factors) in row.terms.iter().filter(|(_, f)| !f.iter().any(|&(x, _)| x == u || x == w)) {
-        let mut product = *k;
-        for &(x, e) in factors {
-            for _ in 0..e {
-                product = product.checked_mul(values[x]?)?;
-            }
-        }
-        b = b.checked_add(product)?;
+        b = b.checked_add(product(*k, factors, values, &[])?)?;
     }
     Some(b)
 }
@@ -408,6 +385,9 @@ mod tests {
             };
             system.add(c);
         }
+        for v in system.vars() {
+            system.set_domain(v, Domain::integer());
+        }
         Ok(system)
     }
 
@@ -416,10 +396,7 @@ mod tests {
         // A digit that can reach its radix: threads y*ub1 + x of a block of B0*ub1, with the
         // grid size as a quotient of n.
         let text = "1 <= n, 1 <= B0, 1 <= ub1, B0 % 4 == 0, B0 % 8 != 0, 0 <= tx, tx + 1 <= ub1, 0 <= ty, ty + 1 <= B0, B0 <= ty*ub1 + tx, q*B0 + r == n, 0 <= r, r < B0, 0 <= q, q == dim0, 0 < dim0";
-        let mut system = parse_system(text).unwrap();
-        for v in system.vars() {
-            system.set_domain(v, Domain::integer());
-        }
+        let system = parse_system(text).unwrap();
         let point = find(&system, 7).expect("a point exists: B0 = 4, ub1 = 2, ty = 2");
         assert_eq!(system.holds_at(&point), Ok(true));
     }
@@ -430,10 +407,7 @@ mod tests {
     #[test]
     fn the_back_end_answers_a_slow_satisfiable_query_without_z3() {
         let text = "0 < dim0, 0 <= t, t < dim0, 0 <= it, it < q1, it*ub1*B0 + ty*ub1 + tx < B0^2, 0 <= by*B0 + q2, by*B0 + q2 < n, 0 <= t*B0 + r2, t*B0 + r2 < n, 0 <= r2, r2 + 1 <= B0, B0 <= ty*ub1 + tx, 0 <= ty*ub1, ty*ub1 + ub1 <= ub1*B0, 1 <= n, 1 <= B0, 1 <= ub1, 1 <= s, B0 <= s*ub1, 1 <= R, 1 <= Z_B, 1 <= T_B, 1 <= R_B, 4*s*ub1*B0 + 4*B0^2 <= Z_B, 32 <= R, ub1*B0 <= T_B, 32*ub1*B0 <= R_B, s == 8, 45 <= R, 45*ub1*B0 <= R_B, B0 % 8 != 0, B0 % 4 == 0, R < 53, q3*B0 + r3 == n, 0 <= r3, r3 < B0, 0 <= q3, q3 == dim0, q4*s*ub1 + r4 == n, 0 <= r4, r4 < s*ub1, 0 <= q4, q4 == dim1, 0 <= tx, tx + 1 <= ub1, 0 <= bx, bx + 1 <= dim1, 0 <= ty, ty + 1 <= B0, 0 <= by, by + 1 <= dim0, q1*ub1*B0 + r1 + 1 == ub1*B0 + B0^2, 0 <= r1, r1 < ub1*B0, 0 <= q1, it*ub1*B0 + ty*ub1 + tx == q2*B0 + r2, r2 < B0, 0 <= q2, q5*ub1*B0 + r5 + 1 == 2*ub1*B0, 0 <= r5, r5 < ub1*B0, 0 <= q5";
-        let mut system = parse_system(text).unwrap();
-        for v in system.vars() {
-            system.set_domain(v, Domain::integer());
-        }
+        let system = parse_system(text).unwrap();
         let backend = crate::solver::Backend::new(2_000);
         let crate::solver::CheckResult::Sat(model) = backend.check(&system) else { panic!("expected sat") };
         assert_eq!(system.holds_at(&model.values), Ok(true));
@@ -443,10 +417,7 @@ mod tests {
 
     #[test]
     fn finds_nothing_in_an_unsatisfiable_system() {
-        let mut system = parse_system("1 <= x, x*y == 7, y <= 0").unwrap();
-        for v in system.vars() {
-            system.set_domain(v, Domain::integer());
-        }
+        let system = parse_system("1 <= x, x*y == 7, y <= 0").unwrap();
         assert!(find(&system, 1).is_none());
     }
 
@@ -454,13 +425,9 @@ mod tests {
     /// system without variables is decided by its constants.
     #[test]
     fn overflow_and_constant_systems_are_handled() {
-        let mut huge = parse_system("1 <= x, 100000000000000000000000000000000000000000*x <= 7").unwrap();
-        huge.set_domain(Var::new("x"), Domain::integer());
+        let huge = parse_system("1 <= x, 100000000000000000000000000000000000000000*x <= 7").unwrap();
         assert!(find(&huge, 5).is_none());
-        let mut wide = parse_system("1 <= x, 1 <= y, x^9*y^9 == 1000000000000000000000000000000000000").unwrap();
-        for v in wide.vars() {
-            wide.set_domain(v, Domain::integer());
-        }
+        let wide = parse_system("1 <= x, 1 <= y, x^9*y^9 == 1000000000000000000000000000000000000").unwrap();
         assert!(find(&wide, 5).is_none_or(|p| wide.holds_at(&p) == Ok(true)));
         assert!(find(&System::new(), 1).is_some());
     }
