@@ -37,9 +37,11 @@ fn emitted_examples_compile_with_nvcc_for_three_architectures() {
         }
     }
     let Some(nvcc) = nvcc() else { return };
-    // One translation unit including every file, for the three architectures: the CUDA
-    // headers are parsed once instead of once per file (each leaf file on its own is checked by
-    // `tree::gen_is_deterministic_and_every_leaf_compiles_with_nvcc`).
+    // Each file on its own through nvcc's front end (host and device code checked, nothing
+    // taken from another file), then one translation unit including every file compiled in
+    // full for the three architectures: the CUDA headers are parsed once, not once per file.
+    let alone = Command::new(&nvcc).args(["-ptx", "-fdevice-syntax-only", "-arch=sm_90", "-odir"]).arg(&out).args(&sources).output().unwrap();
+    assert!(alone.status.success(), "a file does not compile on its own:\n{}", String::from_utf8_lossy(&alone.stderr));
     let unit: String = sources.iter().map(|p| format!("#include \"{}\"\n", p.display())).collect();
     let unit_path = out.join("metafork_test_unit.cu");
     std::fs::write(&unit_path, unit).unwrap();
