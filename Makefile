@@ -60,8 +60,10 @@ bench-sass: setup
 # leaf kernel at two sizes against the serial program, compute-sanitizer, the tuner against an
 # exhaustive sweep, matmul against cuBLAS) and runs it when this machine has a GPU; elsewhere,
 # copy the folder to a GPU machine and run `bash gpu-check/run.sh` there (nvcc, python3).
+# GPU_CHECK_DEVICE: the device profile the tuner ranks with (h100, h200, a100, ... or a file).
+GPU_CHECK_DEVICE ?= h100
 gpu-check: build
-	cargo bench --bench gpu_check -- $(CURDIR)/gpu-check
+	GPU_CHECK_DEVICE=$(GPU_CHECK_DEVICE) cargo bench --bench gpu_check -- $(CURDIR)/gpu-check
 	@if nvidia-smi -L >/dev/null 2>&1; then bash gpu-check/run.sh; else echo "No GPU here: run 'bash gpu-check/run.sh' on a GPU machine; it writes gpu-check/results.md"; fi
 
 # Search-space construction against Kernel Tuner's times (bench/tuning-spaces.yaml).

@@ -5,7 +5,9 @@
 //! - `programs/<name>/`: every distinct leaf kernel of each example and PolyBench program, and
 //!   `check*.cu`, each kernel at two sizes against the serial program (`metafork::gpucheck`);
 //! - `tune/<name>/`: `metafork tune --emit-harness` for a few programs at realistic sizes on the
-//!   h100 profile (the harness holds every admissible configuration; run.sh times them all, then
+//!   device profile named by `GPU_CHECK_DEVICE` (default `h100`; written to `tune/profile.txt`
+//!   for the report), since the GPU that will run them is known only when a machine is lent
+//!   (the harness holds every admissible configuration; run.sh times them all, then
 //!   runs the default search, the model's top 10 and a local search): the model's first choice
 //!   against the exhaustive sweep;
 //! - `run.sh`, `report.py`, `cublas.py` (from `bench/gpu_check/`): build, run, sanitize, and
@@ -75,10 +77,13 @@ fn main() {
     std::fs::write(out.join("PREPARED.md"), &summary).unwrap();
     let bin = root.join("target/release/metafork");
     assert!(bin.is_file(), "{} is missing: `make gpu-check` builds it", bin.display());
+    let profile = std::env::var("GPU_CHECK_DEVICE").unwrap_or_else(|_| "h100".into());
+    std::fs::create_dir_all(out.join("tune")).unwrap();
+    std::fs::write(out.join("tune/profile.txt"), format!("{profile}\n")).unwrap();
     for (name, source, sizes) in TUNED {
         let dir = out.join("tune").join(name);
         let mut cmd = Command::new(&bin);
-        cmd.args(["tune", "--device", "h100", "--top", "10"]).arg(root.join(source));
+        cmd.args(["tune", "--device", &profile, "--top", "10"]).arg(root.join(source));
         for s in sizes {
             cmd.args(["--size", s]);
         }

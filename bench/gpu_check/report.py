@@ -64,7 +64,8 @@ for exe in sorted(san):
 print()
 
 # 3. The model's first choice against the exhaustive sweep.
-print("## Tuning: the model's first choice against every admissible configuration (h100 profile)\n")
+profile = open("tune/profile.txt").read().strip() if os.path.exists("tune/profile.txt") else "h100"
+print(f"## Tuning: the model's first choice against every admissible configuration ({profile} profile)\n")
 print("| program | sizes | configurations timed | model's #1 (ms) | fastest (ms) | fastest's model rank | #1 / fastest | mismatches | other answers | launch failures | search: timed | search: found (ms) | found / fastest |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 row = re.compile(r"^(\d+)\s+(\S+)\s+(.*?)\s+([0-9.]+)\s+(matches|MISMATCH|OTHER ANSWER)")
@@ -81,8 +82,8 @@ def timings(path):
     return timed, failed
 
 best_of = {}
-for d in sorted(glob.glob("tune/*")):
-    name = os.path.basename(d)
+for d in sorted(glob.glob("tune/*/")):
+    name = os.path.basename(d.rstrip("/"))
     sizes = open(os.path.join(d, "sizes.txt")).read().strip() if os.path.exists(os.path.join(d, "sizes.txt")) else ""
     harnesses = sorted(glob.glob(os.path.join(d, "harness-*.txt")))
     if not harnesses:

@@ -94,7 +94,7 @@ timeout 120 python3 cublas.py "${n:-2048}" > logs/cublas.txt 2>&1 || echo "cubla
 echo "[4/5] tuning harnesses ($(date +%T))"
 TUNE_S=${TUNE_S:-500}
 SEARCH_S=$(( TUNE_S < 300 ? TUNE_S : 300 ))
-tune_dirs=$(ls -d tune/*)
+tune_dirs=$(ls -d tune/*/)
 if [ -n "${TUNE:-}" ]; then tune_dirs=$(for name in $TUNE; do echo "tune/$name"; done); fi
 # One harness per schedule (`<schedule>_harness.cu` with its `<schedule>_leaf*.cu`), all built
 # first, JOBS at a time, then timed one at a time (they would disturb each other's timings). The
