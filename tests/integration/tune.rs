@@ -117,7 +117,8 @@ fn standalone_space_reports_counts() {
 #[test]
 fn bad_requests_get_clear_errors() {
     let dir = scratch("tune-errors");
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
+        (&["tune", &example("jacobi2d"), "--device", "h200", "--size", "N=2"], "at N = 2, the program's assume `N >= 3` does not hold"),
         (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--size", "n=128"], "--size n=128: `n` is given twice"),
         (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "n=64,128"], "--range n=64,128: `n` is fixed by --size"),
         (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "s=1,2", "--range", "s=4"], "--range s=4: `s` is given twice"),
