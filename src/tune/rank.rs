@@ -140,43 +140,26 @@ pub fn check_request(function: &KernelFunction, request: &Request) -> Result<(),
     // The sizes alone may already make the program's own arithmetic undefined (`n * n * n` in
     // `int`): nothing measured there would mean anything.
     if let Some(why) = super::overflow::first_overflow(function, &request.sizes) {
-        let sizes: Vec<String> = request.sizes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        return Err(format!("at {}, {why}: the program is undefined at these sizes", sizes.join(", ")));
+        return Err(format!("at {}, {why}: the program is undefined at these sizes", sizes_text(&request.sizes)));
     }
     // A fact that the sizes alone decide, and that fails there, leaves nothing to tune: say
-    // which one instead of reporting an empty space.
-    if let Some((fact, kind)) = fact_the_sizes_break(function, &request.sizes) {
-        let sizes: Vec<String> = request.sizes.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-        return Err(format!("at {}, the program's {kind} `{fact}` does not hold: no configuration can run there", sizes.join(", ")));
+    // which one instead of reporting an empty space. (Facts that cannot be checked at run time
+    // are the dispatcher's error, reported when it is built.)
+    let facts = crate::dispatch::facts::FactSet::of(function).ok();
+    if let Some(fact) = facts.as_ref().and_then(|f| f.first_failing_where_known(&request.sizes)) {
+        let kind = match fact.kind {
+            crate::frontend::model::FactKind::Assume => "assume",
+            crate::frontend::model::FactKind::Assert => "assert",
+            crate::frontend::model::FactKind::Defined => "arithmetic",
+        };
+        return Err(format!("at {}, the program's {kind} `{}` does not hold: no configuration can run there", sizes_text(&request.sizes), fact.text));
     }
     Ok(())
 }
 
-/// The first conjunct of the program's facts whose variables the sizes all fix (through
-/// derived scalars too) and that is false there, with the kind of fact it is.
-fn fact_the_sizes_break(function: &KernelFunction, sizes: &BTreeMap<String, i64>) -> Option<(String, &'static str)> {
-    use crate::cexpr::{Code, Resolved};
-    use crate::frontend::model::FactKind;
-    let names: Vec<&String> = sizes.keys().collect();
-    let slots: Vec<i64> = sizes.values().copied().collect();
-    let slot = |v: &str| -> Result<Resolved, String> {
-        if let Some(i) = names.iter().position(|n| *n == v) {
-            return Ok(Resolved::Slot(i));
-        }
-        match function.derived.iter().find(|d| d.name == v) {
-            Some(d) => Ok(Resolved::Expr(d.value.clone())),
-            None => Err(format!("`{v}` is not fixed")),
-        }
-    };
-    function.facts.iter().find_map(|f| {
-        let code = Code::compile(&f.condition, &slot).ok()?;
-        let kind = match f.kind {
-            FactKind::Assume => "assume",
-            FactKind::Assert => "assert",
-            FactKind::Defined => "arithmetic (a divisor is not zero)",
-        };
-        (code.eval(&slots).unwrap_or(0) == 0).then(|| (f.condition.to_string(), kind))
-    })
+/// `n = 64, m = 32`: the sizes as an error message names them.
+fn sizes_text(sizes: &BTreeMap<String, i64>) -> String {
+    sizes.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")
 }
 
 pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, request: &Request, progress: Option<&mut dyn FnMut(f64)>) -> Result<Tuned, String> {
