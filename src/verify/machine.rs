@@ -119,6 +119,10 @@ pub enum Fault {
     OutsideFacts(String),
     /// After a launch, the kernel's memory differs from the serial code's.
     Mismatch(Difference),
+    /// Integer division or remainder by zero: undefined in CUDA, a defect of the code run.
+    Arithmetic(String),
+    /// The engine could not go on (its step budget, a value it cannot compute): no defect
+    /// seen, none ruled out.
     Error(String),
 }
 
@@ -170,7 +174,7 @@ impl Fault {
             Fault::OutOfBounds { .. } => Some("out of bounds"),
             Fault::Race { .. } => Some("race"),
             Fault::BarrierDivergence { .. } => Some("barrier divergence"),
-            Fault::Mismatch(_) => Some("mismatch"),
+            Fault::Mismatch(_) | Fault::Arithmetic(_) => Some("mismatch"),
             _ => None,
         }
     }
@@ -194,7 +198,7 @@ impl std::fmt::Display for Fault {
             Fault::BarrierDivergence { block, detail } => write!(f, "barrier divergence in block ({},{},{}): {detail}", block[0], block[1], block[2]),
             Fault::OutsideFacts(t) => write!(f, "`{t}` does not hold"),
             Fault::Mismatch(d) => d.fmt(f),
-            Fault::Error(m) => f.write_str(m),
+            Fault::Error(m) | Fault::Arithmetic(m) => f.write_str(m),
         }
     }
 }
@@ -503,7 +507,7 @@ enum Stop {
 }
 
 fn arith(r: Result<Value, &'static str>) -> Result<Value, Fault> {
-    r.map_err(|m| Fault::Error(m.to_string()))
+    r.map_err(|m| Fault::Arithmetic(m.to_string()))
 }
 
 /// `old op= v` (for `=`, just `v`).

@@ -88,7 +88,12 @@ impl LeafReport {
             let at = params.join(", ");
             return match &f.outcome {
                 Outcome::Mismatch(d) => Status::Defect("mismatch", format!("{d} (at {at})")),
-                Outcome::Fault(x) => Status::Defect(x.defect().unwrap_or("mismatch"), format!("{x} (at {at})")),
+                Outcome::Fault(x) => match x.defect() {
+                    Some(defect) => Status::Defect(defect, format!("{x} (at {at})")),
+                    // The engine stopped (its step budget, a value it could not compute): no
+                    // wrong answer was seen, and none was ruled out.
+                    None => Status::Unverified(format!("the kernel's run at {at} stopped: {x}")),
+                },
                 _ => Status::Unverified(format!("the point {at} could not be run")),
             };
         }
@@ -326,4 +331,40 @@ pub fn render(reports: &[LeafReport]) -> String {
         _ => "; some leaves unverified",
     }));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machine::Fault;
+
+    fn failed_with(fault: Fault) -> Status {
+        let point: BTreeMap<String, i64> = [("n".to_string(), 3)].into();
+        let report = LeafReport {
+            schedule: "s".into(),
+            leaf: 1,
+            kernel: "s_leaf1".into(),
+            statik: StaticResult { verdict: Verdict::Proved, queries: 0 },
+            points: 1,
+            failure: Some(PointFailure { point, outcome: Outcome::Fault(fault) }),
+            sampling: None,
+            unreachable: false,
+        };
+        report.status()
+    }
+
+    /// A kernel run the engine could not finish (its step budget) saw no wrong answer: the
+    /// leaf is unverified, not a defect (a held-out conv2d leaf was once reported as a
+    /// "mismatch" for it). Division by zero, undefined in CUDA, stays a defect.
+    #[test]
+    fn an_engine_stop_is_unverified_and_division_by_zero_a_defect() {
+        match failed_with(Fault::Error("the run exceeded its step budget".into())) {
+            Status::Unverified(why) => assert!(why.contains("step budget") && why.contains("n=3"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        match failed_with(Fault::Arithmetic("integer division by zero".into())) {
+            Status::Defect("mismatch", why) => assert!(why.contains("division by zero"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
