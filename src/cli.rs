@@ -18,7 +18,8 @@ pub const EXIT_CODES: &str = "Exit status: 0 success (verify: every leaf proved)
 file, line and column; an unreadable or unwritable file; a bad value, profile or wisdom file, with the line at \
 fault); 2 usage error; 3 a defect found by verify (a race, barrier divergence, an out-of-bounds access, a \
 mismatch with the serial program, or a file in the directory that is not what the source generates); 4 \
-unverified or unfinished (Z3 unknown, a construct the model cannot express, --time-limit spent).";
+unverified or unfinished (Z3 unknown, a construct the model cannot express, a differential run \
+stopped by its step budget, --time-limit spent).";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -148,7 +149,7 @@ pub enum Command {
     /// constraints), 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
     /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, with a
     /// witness, or a file that differs), 4 when something stays unverified (Z3 unknown, a
-    /// construct the model cannot express).
+    /// construct the model cannot express, a kernel's CPU run stopped by its step budget).
     Verify {
         /// A directory written by `metafork gen --emit-cuda`.
         dir: PathBuf,
