@@ -178,6 +178,11 @@ fn table(t: &Tuned, top: usize) -> String {
         if enumerated.is_empty() { "none".into() } else { enumerated.join(", ") },
         t.registers_from
     );
+    let out = if t.idle > 0 {
+        out + &format!("  {} more run no thread block at these sizes (a grid extent is 0): not listed\n", t.idle)
+    } else {
+        out
+    };
     if t.admissible.is_empty() {
         return out + "  no configuration is admissible on this device for these sizes\n";
     }

@@ -8,7 +8,9 @@
 //! powers of two 1..32. The program's facts are the space's restrictions (checked as soon as
 //! their parameters are bound); the final filter is leaf selection
 //! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
-//! estimates. Where the device profile gives its bandwidth and clock, configurations are
+//! estimates. A configuration whose launch runs no block at the sizes (a grid extent of 0) is
+//! left out and counted ([`Tuned::idle`]): it computes nothing. Where the device profile gives
+//! its bandwidth and clock, configurations are
 //! ranked by the data-movement model's time ([`crate::perf::movement`]: flops, global bytes and
 //! shared passes per launch against the device's rates, with occupancy hiding latency), the
 //! score being the best time over each one's. Otherwise the score is the occupancy of the selected leaf ([`super::occupancy`]) from its
@@ -87,6 +89,10 @@ pub struct Tuned {
     pub registers_from: String,
     pub candidates: u64,
     pub admissible: Vec<Config>,
+    /// Admissible configurations left out because their launch runs no block at these sizes
+    /// (a grid extent is 0, as `N / (B1*s)` with `B1*s > N`): they compute nothing, and a
+    /// time of 0 would rank them first.
+    pub idle: usize,
 }
 
 /// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]).
@@ -235,6 +241,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         });
     }
     let mut configs = Vec::with_capacity(admissible.len());
+    let mut idle = 0;
     for (i, &leaf) in chosen.iter().enumerate() {
         let row = admissible.row(i);
         let rule = dispatcher.rules.iter().find(|r| matches!(&r.outcome, Outcome::Kernel { index, .. } if *index == leaf)).expect("a selected leaf has a rule");
@@ -244,6 +251,11 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let registers = u32::try_from(compiled[leaf].registers).ok().filter(|r| *r > 0).unwrap_or(rule.registers);
         let occ = occupancy(device, registers.into(), shared.max(0) as u64, threads.max(0) as u64);
         let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
+        let runs_nothing = patterns.get(&dispatcher.kernels[leaf]).and_then(|(_, _, _, code)| crate::perf::movement::launch_shape(function, code, &named)).is_some_and(|(grid, _)| grid.iter().any(|g| *g <= 0));
+        if runs_nothing {
+            idle += 1;
+            continue;
+        }
         let (memory, branches, estimate) = match patterns.get(&dispatcher.kernels[leaf]) {
             Some((p, b, block, code)) => {
                 let dims: Vec<i64> = block.iter().map(&value).collect();
@@ -277,5 +289,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle })
 }
