@@ -18,10 +18,11 @@ source_of() {
 }
 echo "| sweep | device | joined | Spearman | fastest's model rank | #1 / fastest | top 10 / fastest |"
 echo "|---|---|---|---|---|---|---|"
-for tsv in bench/measured/*/tune-*.tsv bench/measured/*/run*/tune/*/all.tsv ; do
+for tsv in bench/measured/*/tune-*.tsv bench/measured/*/run*/tune/*/all.tsv bench/measured/*/*-all.tsv ; do
   [ -f "$tsv" ] || continue
   case $tsv in
     */tune/*/all.tsv) name=$(basename "$(dirname "$tsv")") ;;
+    *-all.tsv) name=$(basename "$tsv" -all.tsv) ;;
     *) name=$(basename "$tsv" .tsv); name=${name#tune-} ;;
   esac
   case $name in *coarsened*) continue ;; esac

@@ -18,9 +18,17 @@
 # tune/),
 # TUNE_S (seconds for each harness's --all run, default 500; its search gets 300 or TUNE_S,
 # whichever is less; both append to their cache as candidates finish, so a stopped run keeps
-# what it measured).
+# what it measured), SAVE_TO=DIR (also pack results.md, logs/ and every tuning cache and
+# output into DIR/gpu-check-results.tgz, one file: a device runner that returns only what a
+# command leaves in one folder, and only so many files, loses the rest).
 set -u
 cd "$(dirname "$0")"
+save_results() {
+  if [ -n "${SAVE_TO:-}" ]; then
+    tar czf "$SAVE_TO/gpu-check-results.tgz" results.md logs $(ls tune/profile.txt tune/*/*.tsv tune/*/*.txt tune/*/*.yaml 2>/dev/null) \
+      && echo "results packed into $SAVE_TO/gpu-check-results.tgz"
+  fi
+}
 export ARCH=${ARCH:-native}
 JOBS=${JOBS:-$(nproc)}
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then rm -rf logs; fi
@@ -84,6 +92,7 @@ if [ "${QUICK:-0}" = 1 ]; then
   echo "[5/5] report, parts 1-2 only ($(date +%T))"
   python3 report.py > results.md
   cat results.md
+  save_results
   exit 0
 fi
 
@@ -122,3 +131,4 @@ done
 echo "[5/5] report ($(date +%T))"
 python3 report.py > results.md
 cat results.md
+save_results
