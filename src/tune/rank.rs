@@ -95,11 +95,13 @@ pub struct Tuned {
     pub idle: usize,
 }
 
-/// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]).
-fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, point: &BTreeMap<String, i64>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
+/// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]), launched
+/// as `shape` (grid, block: [`crate::perf::movement::launch_shape`]).
+#[allow(clippy::too_many_arguments)]
+fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, point: &BTreeMap<String, i64>, shape: Option<([i64; 3], [i64; 3])>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
     use crate::perf::movement;
     let work = movement::work_per_thread(function, code, point)?;
-    let (grid, block) = movement::launch_shape(function, code, point)?;
+    let (grid, block) = shape?;
     let blocks: f64 = grid.iter().map(|g| *g as f64).product();
     let threads = blocks * block.iter().map(|b| *b as f64).product::<f64>();
     let double = code.params.iter().any(|p| matches!(p.kind, crate::kernel::KernelParamKind::Array { elem: crate::frontend::ast::ScalarType::Double, .. }));
@@ -251,18 +253,19 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let registers = u32::try_from(compiled[leaf].registers).ok().filter(|r| *r > 0).unwrap_or(rule.registers);
         let occ = occupancy(device, registers.into(), shared.max(0) as u64, threads.max(0) as u64);
         let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
-        let runs_nothing = patterns.get(&dispatcher.kernels[leaf]).and_then(|(_, _, _, code)| crate::perf::movement::launch_shape(function, code, &named)).is_some_and(|(grid, _)| grid.iter().any(|g| *g <= 0));
-        if runs_nothing {
+        let model = patterns.get(&dispatcher.kernels[leaf]);
+        let shape = model.and_then(|(_, _, _, code)| crate::perf::movement::launch_shape(function, code, &named));
+        if shape.is_some_and(|(grid, _)| grid.iter().any(|g| *g <= 0)) {
             idle += 1;
             continue;
         }
-        let (memory, branches, estimate) = match patterns.get(&dispatcher.kernels[leaf]) {
+        let (memory, branches, estimate) = match model {
             Some((p, b, block, code)) => {
                 let dims: Vec<i64> = block.iter().map(&value).collect();
                 let block = [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1));
                 let memory = crate::perf::efficiency(p, &named, block);
                 let branches = crate::perf::branch_efficiency(b, &named, block);
-                (memory, branches, time_estimate(function, code, &named, device, occ, memory, branches))
+                (memory, branches, time_estimate(function, code, &named, shape, device, occ, memory, branches))
             }
             None => (crate::perf::Efficiency { coalescing: 1.0, banks: 1.0, traffic: 1.0 }, 1.0, None),
         };
