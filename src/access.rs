@@ -355,6 +355,14 @@ impl<'b> Collector<'b> {
                 self.record(Access { array: array.name.clone(), indices: idx, write: false, atomic: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
+            // `&&` and `||` evaluate their right operand only when the left one is true
+            // (false): its accesses happen under that guard, as C and CUDA define them.
+            ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+                self.expr_accesses(a, env, guards);
+                let mut g = guards.to_vec();
+                g.extend(self.condition(a, *op == BinOp::And, env, guards));
+                self.expr_accesses(b, env, &g);
+            }
             ExprKind::Binary(_, a, b) => {
                 self.expr_accesses(a, env, guards);
                 self.expr_accesses(b, env, guards);

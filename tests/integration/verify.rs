@@ -166,6 +166,25 @@ fn negative_subscript() {
     caught(&f, &t, &first_leaf(&t), "out of bounds");
 }
 
+/// `&&` and `||` evaluate their right operand only when the left one allows it: a read
+/// guarded by `i < n &&` is in bounds in every leaf; the same read behind `i < n ||` happens
+/// exactly when `i >= n`, and is caught.
+#[test]
+fn short_circuit_operands_are_guarded_by_the_left_operand() {
+    let guarded = "void f(int n, int B, const float x[n], float y[n]) { assume(n >= 1 && B >= 1); int g = (n + B - 1) / B;
+      meta_schedule { meta_for (int v = 0; v < g; v++) meta_for (int u = 0; u < B; u++) { int i = v * B + u; if (i < n && x[i] > 0.0f) y[i] = x[i]; if (!(i >= n || x[i] <= 0.0f)) y[i] = 2.0f * x[i]; } } }";
+    let (f, t) = tree_of(guarded);
+    let b = backend();
+    for leaf in kernel_leaves(&t) {
+        let r = check(&f, &leaf.staged, &leaf.correctness_constraints(&t.machine), &b);
+        assert!(matches!(r.verdict, Verdict::Proved), "leaf {}: {:?}", leaf.id, r.verdict);
+    }
+    let (f, t) = tree_of("void f(int n, int B, const float x[n], float y[n]) { assume(n >= 1 && B >= 1); int g = (n + B - 1) / B;
+      meta_schedule { meta_for (int v = 0; v < g; v++) meta_for (int u = 0; u < B; u++) { int i = v * B + u; float t = 0.0f; if (i < n || x[i] > 0.0f) t = 1.0f; if (i < n) y[i] = t; } } }");
+    let w = caught(&f, &t, &first_leaf(&t), "out of bounds");
+    assert!(w.detail.contains("x[i]"), "{w}");
+}
+
 #[test]
 fn neighbour_reads_an_element_another_thread_writes() {
     let (f, t) = tree_of("void f(int N, int B, float a[N]) { assume(N >= 2 && B >= 1); int d = (N - 1) / B;
