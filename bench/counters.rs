@@ -10,7 +10,11 @@
 //! 2026-11-26) holds programs another helper wrote to exercise per-thread arrays and
 //! statements outside schedules, likewise never used to change the model; a third
 //! (`examples/reductions/`, 2026-11-26) reductions across threads, written by a helper who had
-//! not seen the block reduction. Prints a Markdown table per kernel, then per
+//! not seen the block reduction. `examples/design-red/` (2026-11-27) was written for design:
+//! the block-reduced `double` sums and small atomic kernels report-3 showed the model lacked;
+//! `examples/reductions-2/` (report-4), written at the same time by another helper who saw
+//! neither the model nor that folder, reports on them. `COUNTERS_PARTS=design,report-4`
+//! measures only the parts named. Prints a Markdown table per kernel, then per
 //! part and architecture the number of programs and kernels, the mean and maximum absolute
 //! relative error, and the worst kernel. Needs nvcc on PATH (`make setup`).
 
@@ -22,7 +26,13 @@ use std::path::Path;
 use std::time::Instant;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 4] = [("design", &["examples", "examples/polybench"]), ("report", &["examples/heldout"]), ("report-2", &["examples/language"]), ("report-3", &["examples/reductions"])];
+const PARTS: [(&str, &[&str]); 5] = [
+    ("design", &["examples", "examples/polybench", "examples/design-red"]),
+    ("report", &["examples/heldout"]),
+    ("report-2", &["examples/language"]),
+    ("report-3", &["examples/reductions"]),
+    ("report-4", &["examples/reductions-2"]),
+];
 
 struct Row {
     part: &'static str,
@@ -52,7 +62,9 @@ fn main() {
     let mut program_count: BTreeMap<&str, usize> = BTreeMap::new();
     println!("| part | program | leaf kernel | estimate sm_75 / 80 / 90 | ptxas sm_75 | ptxas sm_80 | ptxas sm_90 | error sm_90 |");
     println!("|---|---|---|---|---|---|---|---|");
-    for (part, dirs) in PARTS {
+    let wanted: Option<Vec<String>> = std::env::var("COUNTERS_PARTS").ok().map(|v| v.split(',').map(str::to_string).collect());
+    let parts: Vec<(&str, &[&str])> = PARTS.iter().copied().filter(|(part, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == part))).collect();
+    for &(part, dirs) in &parts {
         for path in programs(root, dirs) {
             let shown = path.strip_prefix(root).unwrap().display().to_string();
             let text = std::fs::read_to_string(&path).unwrap();
@@ -84,7 +96,7 @@ fn main() {
     println!();
     println!("| part | architecture | programs | leaf kernels | mean abs. error | max abs. error | worst kernel |");
     println!("|---|---|---|---|---|---|---|");
-    for (part, _) in PARTS {
+    for &(part, _) in &parts {
         let here: Vec<&Row> = rows.iter().filter(|r| r.part == part).collect();
         if here.is_empty() {
             println!("| {part} | - | 0 | 0 | - | - | - |");

@@ -31,15 +31,21 @@ INSTRUCTIONS = {
     "mul.lo.s64": ("s64", "mul.lo.s64 %q, %a, %b;", "cvt.rn.f32.s64 %out, %q;"),
     "div.s64": ("s64", "div.s64 %q, %a, %b;", "cvt.rn.f32.s64 %out, %q;"),
     "rem.s64": ("s64", "rem.s64 %q, %a, %b;", "cvt.rn.f32.s64 %out, %q;"),
+    "sqrt.rn.f32": ("f32", "sqrt.rn.f32 %q, %a;", "mov.f32 %out, %q;"),
+    "mul.rn.f64": ("f64", "mul.rn.f64 %q, %a, %b;", "cvt.rn.f32.f64 %out, %q;"),
+    "div.rn.f64": ("f64", "div.rn.f64 %q, %a, %b;", "cvt.rn.f32.f64 %out, %q;"),
+    "sqrt.rn.f64": ("f64", "sqrt.rn.f64 %q, %a;", "cvt.rn.f32.f64 %out, %q;"),
+    "rcp.rn.f64": ("f64", "rcp.rn.f64 %q, %a;", "cvt.rn.f32.f64 %out, %q;"),
 }
 BASELINE = {"div.rn.f32": "mul.rn.f32", "div.s32": "mul.lo.s32", "rem.s32": "mul.lo.s32",
-            "div.s64": "mul.lo.s64", "rem.s64": "mul.lo.s64"}
+            "div.s64": "mul.lo.s64", "rem.s64": "mul.lo.s64", "sqrt.rn.f32": "mul.rn.f32",
+            "div.rn.f64": "mul.rn.f64", "sqrt.rn.f64": "mul.rn.f64", "rcp.rn.f64": "mul.rn.f64"}
 
 
 def kernel(held: int, instruction: str) -> str:
     ty, op, convert = INSTRUCTIONS[instruction]
-    reg = {"f32": ".f32", "s32": ".b32", "s64": ".b64"}[ty]
-    size = {"f32": 4, "s32": 4, "s64": 8}[ty]
+    reg = {"f32": ".f32", "s32": ".b32", "s64": ".b64", "f64": ".f64"}[ty]
+    size = {"f32": 4, "s32": 4, "s64": 8, "f64": 8}[ty]
     lines = [
         f".version 8.0\n.target {ARCH}\n.address_size 64\n",
         ".visible .entry k(.param .u64 pa, .param .u64 pb)\n{",

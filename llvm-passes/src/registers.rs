@@ -41,6 +41,17 @@
 //! to most kernels estimated at 32 for sm_90). A loop whose latch carries
 //! `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits `.pragma "nounroll"` for
 //! it, and ptxas honours it.
+//!
+//! Early loads in a loop kept rolled: ptxas does not unroll such a loop, but it still issues
+//! the loads of its body early to cover their latency, ahead of the stores and arithmetic
+//! between them, where it may (loads of kernel arguments the function never writes: the
+//! `const T *__restrict__` arrays), again only up to the occupancy-free budget. A strategy's
+//! unrolled copies (four copies, each a load then a store) are such a body: ptxas holds the
+//! four loads' values at once (SASS of `vecadd`'s unrolled leaf: 32 registers at sm_90, where
+//! one copy at a time would need 17). The body's blocks are taken in order as one sequence
+//! ([`Region::hoisted_peak`]); the same budget bounds it ([`RegisterEstimate::for_architecture`]).
+//! A phi reads one incoming value per path, so uniform values merged by a phi count as the
+//! widest of them at the phi, not their sum.
 
 use crate::cfg::{innermost_loops, Cfg};
 use crate::uniform::{is_tracked, key, recomputable_values, uniform_values_in, value_operands, Key};
@@ -88,8 +99,9 @@ pub struct RegisterEstimate {
     pub max_live_predicates: u32,
     /// An innermost loop ptxas unrolls remains after the pipeline.
     pub unrolled_loop: bool,
-    /// What the copies of that loop hold (its overlapped copies plus [`FIXED_COST`]) before the
-    /// occupancy-free budget bounds it; 0 without such a loop.
+    /// What ptxas's latency hiding would hold (plus [`FIXED_COST`]) before the occupancy-free
+    /// budget bounds it: the overlapped copies of a loop it unrolls, or the loads it issues
+    /// early in a loop it keeps rolled ([`Region::hoisted_peak`]); 0 without such a loop.
     pub unrolled_demand: u32,
     /// The kernel's `maxnreg` cap when it has one (register pressure, level 3): `registers`
     /// is then at most the cap, and `uncapped` is what the model estimates without it.
@@ -104,7 +116,7 @@ impl RegisterEstimate {
     pub fn for_architecture(&self, arch: &str) -> u32 {
         let budget = occupancy_free_registers(arch).unwrap_or(OCCUPANCY_FREE_REGISTERS_SM90);
         let mut r = self.max_live_words + FIXED_COST;
-        if self.unrolled_loop {
+        if self.unrolled_demand > 0 {
             r = r.max(self.unrolled_demand.min(budget));
         }
         self.cap.map_or(r, |c| r.min(c))
@@ -168,13 +180,16 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             width.insert(key(r), width_of(r));
         }
     }
+    // A phi reads one incoming value on each path (a copy at the end of that predecessor),
+    // so it holds the widest of them, not their sum.
     let uniform_operand_words = |i: &InstructionValue| -> u32 {
         let mut seen = HashSet::new();
-        value_operands(i)
-            .into_iter()
-            .filter(|vr| uniform.contains(&key(*vr)) && seen.insert(key(*vr)))
-            .map(|vr| width_of(vr).0)
-            .sum()
+        let words = value_operands(i).into_iter().filter(|vr| uniform.contains(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
+        if i.get_opcode() == InstructionOpcode::Phi {
+            words.max().unwrap_or(0)
+        } else {
+            words.sum()
+        }
     };
     for bb in blocks {
         let instrs: Vec<InstructionValue> = bb.get_instructions().collect();
@@ -282,7 +297,12 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>]| -> (u32, u32, u32) {
         let rematerialised_words = |i: &InstructionValue| -> u32 {
             let mut seen = HashSet::new();
-            value_operands(i).into_iter().filter(|vr| rematerialised.contains(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0).sum()
+            let words = value_operands(i).into_iter().filter(|vr| rematerialised.contains(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
+            if i.get_opcode() == InstructionOpcode::Phi {
+                words.max().unwrap_or(0) // one incoming value per path, as for uniform ones
+            } else {
+                words.sum()
+            }
         };
         let sum_in = |set: &HashSet<Key>| {
             set.iter().filter(|k| !rematerialised.contains(k)).fold((0u32, 0u32), |(w, p), k| {
@@ -339,10 +359,28 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         let (_, live_out) = dataflow(&kill);
         counted = peak(&through_loops, &live_out);
     }
-    let (max_w, max_p, unrolled_peak) = counted;
+    let (max_w, max_p, mut unrolled_peak) = counted;
+    // Loops ptxas may not unroll (`#pragma unroll 1`) whose body is straight-line or guarded
+    // code (the copies a strategy unrolled, or a merged block's iterations): ptxas still issues
+    // the body's loads early, ahead of the arithmetic and stores between them, up to what
+    // costs no occupancy ([`hoisted_peak`]).
+    let kept_rolled: Vec<HashSet<usize>> = innermost_loops(succs)
+        .into_iter()
+        .filter(|body| guarded_only(body, succs) && body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled)))
+        .collect();
+    if !kept_rolled.is_empty() {
+        let read_only = read_only_objects(function);
+        let hoistable = |i: &InstructionValue| i.get_opcode() == InstructionOpcode::Load && read_only.contains(&key(underlying_object(i)));
+        for body in &kept_rolled {
+            let region = Region { body, cfg: &cfg, info: &info, live_out: &held_live_out };
+            let hoisted = region.hoisted_peak(&hoistable, &|k| !uniform.contains(k), &|k| width.get(k).copied().unwrap_or((0, 0)).0, &|i| uniform_operand_words(i) + expansion_temporaries(i));
+            unrolled_peak = unrolled_peak.max(hoisted);
+        }
+    }
     let unrolled_loop = !unrolled.is_empty();
+    let latency_hiding = unrolled_loop || !kept_rolled.is_empty();
     let mut registers = max_w + FIXED_COST;
-    if unrolled_loop {
+    if latency_hiding {
         registers = registers.max((unrolled_peak + FIXED_COST).min(OCCUPANCY_FREE_REGISTERS_SM90));
     }
     RegisterEstimate {
@@ -350,10 +388,113 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         max_live_words: max_w,
         max_live_predicates: max_p,
         unrolled_loop,
-        unrolled_demand: if unrolled_loop { unrolled_peak + FIXED_COST } else { 0 },
+        unrolled_demand: if latency_hiding { unrolled_peak + FIXED_COST } else { 0 },
         cap: None,
         uncapped: registers,
     }
+}
+
+/// A loop body of the function (its blocks, liveness as [`estimate`] computed it).
+struct Region<'a, 'ctx> {
+    body: &'a HashSet<usize>,
+    cfg: &'a Cfg<'ctx>,
+    info: &'a [BlockInfo<'ctx>],
+    live_out: &'a [HashSet<Key>],
+}
+
+impl<'ctx> Region<'_, 'ctx> {
+    /// The most words live in one iteration of the body when its blocks run in order as one
+    /// sequence (ptxas predicates guarded code) and the loads `hoistable` marks are issued
+    /// first ([`schedule_with`]). What is live at the end is what the latches hold for the next
+    /// iteration (invariants, carried values). `tracked` says which values take vector
+    /// registers, `words` their width, `at` what an instruction reads beyond them.
+    fn hoisted_peak(
+        &self,
+        hoistable: &dyn Fn(&InstructionValue<'ctx>) -> bool,
+        tracked: &dyn Fn(&Key) -> bool,
+        words: &dyn Fn(&Key) -> u32,
+        at: &dyn Fn(&InstructionValue<'ctx>) -> u32,
+    ) -> u32 {
+        let mut order: Vec<usize> = self.body.iter().copied().collect();
+        order.sort_unstable(); // LLVM's block order: structured code's order of execution
+        let header = self.cfg.back_edges.iter().find(|(latch, h)| self.body.contains(latch) && self.body.contains(h)).map(|&(_, h)| h);
+        let mut live: HashSet<Key> = HashSet::new();
+        for &(latch, h) in &self.cfg.back_edges {
+            if Some(h) == header && self.body.contains(&latch) {
+                live.extend(self.live_out[latch].iter().filter(|k| tracked(k)).copied());
+            }
+        }
+        let sequence: Vec<InstructionValue<'ctx>> = order.iter().flat_map(|&b| self.info[b].instrs.iter().copied()).collect();
+        let header_phis: HashSet<Key> = header
+            .map(|h| self.info[h].instrs.iter().filter(|i| i.get_opcode() == InstructionOpcode::Phi).map(|i| key(i.as_value_ref())).collect())
+            .unwrap_or_default();
+        let is_header_phi = |i: &InstructionValue<'ctx>| header_phis.contains(&key(i.as_value_ref()));
+        let ordered = schedule_with(&sequence, &is_header_phi, hoistable);
+        let sum = |set: &HashSet<Key>| -> u32 { set.iter().map(|k| words(k)).sum() };
+        let mut peak = sum(&live);
+        for i in ordered.iter().rev() {
+            let r = key(i.as_value_ref());
+            if tracked(&r) && words(&r) > 0 {
+                live.insert(r);
+            }
+            peak = peak.max(sum(&live) + at(i));
+            live.remove(&r);
+            if !is_header_phi(i) {
+                for v in value_operands(i) {
+                    let k = key(v);
+                    if is_tracked(v) && tracked(&k) {
+                        live.insert(k);
+                    }
+                }
+            }
+            peak = peak.max(sum(&live));
+        }
+        peak
+    }
+}
+
+/// The object a load's or store's address points into: its pointer operand with address
+/// arithmetic and casts (`getelementptr`, `bitcast`, `addrspacecast`) looked through.
+fn underlying_object(i: &InstructionValue<'_>) -> LLVMValueRef {
+    use inkwell::llvm_sys::core::{LLVMGetOperand, LLVMIsAAddrSpaceCastInst, LLVMIsABitCastInst, LLVMIsAGetElementPtrInst};
+    let pointer = match i.get_opcode() {
+        InstructionOpcode::Store => 1,
+        _ => 0,
+    };
+    // SAFETY: `i` is a live load or store; operands are read, never kept past the function.
+    unsafe {
+        let mut v = LLVMGetOperand(i.as_value_ref(), pointer);
+        while !v.is_null() && (!LLVMIsAGetElementPtrInst(v).is_null() || !LLVMIsABitCastInst(v).is_null() || !LLVMIsAAddrSpaceCastInst(v).is_null()) {
+            v = LLVMGetOperand(v, 0);
+        }
+        v
+    }
+}
+
+/// The kernel arguments the function loads from and never stores to or updates atomically:
+/// the read-only arrays (`const T *__restrict__` in the emitted CUDA), whose loads nvcc and
+/// ptxas may move ahead of any store.
+fn read_only_objects(function: FunctionValue<'_>) -> HashSet<Key> {
+    let mut loaded = HashSet::new();
+    let mut written = HashSet::new();
+    for bb in function.get_basic_block_iter() {
+        for i in bb.get_instructions() {
+            match i.get_opcode() {
+                InstructionOpcode::Load => {
+                    loaded.insert(key(underlying_object(&i)));
+                }
+                InstructionOpcode::Store | InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg => {
+                    written.insert(key(underlying_object(&i)));
+                }
+                // Intrinsics read special registers, compute, or synchronise; any other call
+                // (or a memory intrinsic) may write anything.
+                InstructionOpcode::Call if callee_name(&i).is_none_or(|n| !n.starts_with("llvm.") || n.starts_with("llvm.mem")) => return HashSet::new(),
+                _ => {}
+            }
+        }
+    }
+    let arguments: HashSet<Key> = function.get_param_iter().map(|p| key(p.as_value_ref())).collect();
+    loaded.into_iter().filter(|k| arguments.contains(k) && !written.contains(k)).collect()
 }
 
 /// The register count above which the compilers rematerialise (see [`estimate`]): chosen on
@@ -380,7 +521,35 @@ fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
         SDiv | UDiv | SRem | URem if wide => 9,
         SDiv | UDiv => 6,
         SRem | URem => 4,
+        // `llvm.sqrt` becomes `sqrt.rn.f64` (a subroutine) or `sqrt.rn.f32` (an expansion).
+        Call if is_sqrt_call(i) => {
+            if wide {
+                8
+            } else {
+                3
+            }
+        }
         _ => 0,
+    }
+}
+
+/// Whether `i` calls the `llvm.sqrt` intrinsic (any width).
+fn is_sqrt_call(i: &InstructionValue<'_>) -> bool {
+    callee_name(i).is_some_and(|n| n.starts_with("llvm.sqrt."))
+}
+
+/// The name of the function a call instruction calls (`None` for an indirect call).
+fn callee_name(i: &InstructionValue<'_>) -> Option<String> {
+    use inkwell::llvm_sys::core::{LLVMGetCalledValue, LLVMGetValueName2};
+    // SAFETY: `i` is a live call instruction; the callee's name is copied, never kept.
+    unsafe {
+        let callee = LLVMGetCalledValue(i.as_value_ref());
+        if callee.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let name = LLVMGetValueName2(callee, &mut len);
+        (!name.is_null()).then(|| String::from_utf8_lossy(std::slice::from_raw_parts(name as *const u8, len)).into_owned())
     }
 }
 
@@ -391,10 +560,24 @@ fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
 /// it); then the remaining pure values (used by later blocks only), then the terminator.
 /// Only pure values move, and only later, so the order is a legal schedule.
 fn schedule<'ctx>(instrs: &[InstructionValue<'ctx>]) -> Vec<InstructionValue<'ctx>> {
+    schedule_with(instrs, &|i| i.get_opcode() == InstructionOpcode::Phi, &|_| false)
+}
+
+/// [`schedule`] over a sequence of instructions `first` marks the top of (the phis of a block,
+/// or of a loop header when the sequence is a loop body's blocks in order; other phis are
+/// placed after their operands, as selects), with the loads `hoisted` marks placed right after
+/// those, each preceded by the arithmetic its address needs: the order ptxas's scheduler gives
+/// independent loads when it issues them early to cover their latency.
+fn schedule_with<'ctx>(
+    instrs: &[InstructionValue<'ctx>],
+    first: &dyn Fn(&InstructionValue<'ctx>) -> bool,
+    hoisted: &dyn Fn(&InstructionValue<'ctx>) -> bool,
+) -> Vec<InstructionValue<'ctx>> {
     struct Placer<'a, 'ctx> {
         instrs: &'a [InstructionValue<'ctx>],
         position: HashMap<Key, usize>,
         placed: Vec<bool>,
+        is_first: Vec<bool>,
         order: Vec<InstructionValue<'ctx>>,
     }
     impl<'ctx> Placer<'_, 'ctx> {
@@ -404,7 +587,7 @@ fn schedule<'ctx>(instrs: &[InstructionValue<'ctx>]) -> Vec<InstructionValue<'ct
             }
             self.placed[n] = true;
             let i = self.instrs[n];
-            if i.get_opcode() != InstructionOpcode::Phi {
+            if !self.is_first[n] {
                 for k in 0..i.get_num_operands() {
                     if let Some(Operand::Value(v)) = i.get_operand(k) {
                         if let Some(&m) = self.position.get(&key(v.as_value_ref())) {
@@ -428,15 +611,16 @@ fn schedule<'ctx>(instrs: &[InstructionValue<'ctx>]) -> Vec<InstructionValue<'ct
         instrs,
         position,
         placed: vec![false; instrs.len()],
+        is_first: instrs.iter().map(first).collect(),
         order: Vec::with_capacity(instrs.len()),
     };
     let last = instrs.len().saturating_sub(1);
-    let stages: [&dyn Fn(InstructionOpcode) -> bool; 2] = [&|op| op == Phi, &|op| {
-        matches!(op, Load | Store | Call | Fence | AtomicRMW | AtomicCmpXchg)
+    let stages: [&dyn Fn(&InstructionValue<'ctx>) -> bool; 3] = [first, hoisted, &|i| {
+        matches!(i.get_opcode(), Load | Store | Call | Fence | AtomicRMW | AtomicCmpXchg)
     }];
     for stage in stages {
         for n in 0..last {
-            if stage(instrs[n].get_opcode()) {
+            if stage(&instrs[n]) {
                 placer.place(n);
             }
         }

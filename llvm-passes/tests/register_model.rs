@@ -1,6 +1,7 @@
 //! The register model's refinements, each on a pair of kernels that differ only in what the
 //! refinement is about: uniform argument arithmetic, ptxas's expansion of precise and 64-bit
-//! division, arithmetic sinking to its first use, and the copies of a loop ptxas unrolls.
+//! division, arithmetic sinking to its first use, the copies of a loop ptxas unrolls, the
+//! early loads of a loop it keeps rolled, phis of uniform values and square roots.
 
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
@@ -168,6 +169,35 @@ declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
     )
 }
 
+/// A loop body of `copies` copies of `into[k*B + tid + j] = 2 * a[k*B + tid + j]`, each
+/// copy's load after the previous copy's store (a strategy's unrolled copies).
+fn copies_kernel(copies: usize, into: &str) -> String {
+    let mut body = String::new();
+    for j in 0..copies {
+        body += &format!("  %i{j} = add i32 %base, {j}\n  %w{j} = sext i32 %i{j} to i64\n  %p{j} = getelementptr float, ptr addrspace(1) %a, i64 %w{j}\n  %x{j} = load float, ptr addrspace(1) %p{j}\n  %y{j} = fmul float %x{j}, 2.0\n  %q{j} = getelementptr float, ptr addrspace(1) %{into}, i64 %w{j}\n  store float %y{j}, ptr addrspace(1) %q{j}\n");
+    }
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b, i32 %n, i32 %B) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  br label %body
+body:
+  %k = phi i32 [ 0, %entry ], [ %next, %body ]
+  %kB = mul i32 %k, %B
+  %base = add i32 %kB, %t
+{body}  %next = add i32 %k, 1
+  %done = icmp eq i32 %next, %n
+  br i1 %done, label %exit, label %body
+exit:
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+"#
+    )
+}
+
 #[test]
 fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_free_budget() {
     use llvm_passes::registers::{FIXED_COST, OCCUPANCY_FREE_REGISTERS_SM90};
@@ -196,8 +226,86 @@ fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_fr
         assert_eq!(e.for_architecture("sm_80"), e.registers, "{e:?}");
     }
     assert!(large.for_architecture("sm_75") > OCCUPANCY_FREE_REGISTERS_SM90, "{large:?}");
+    // Kept rolled, eight loads of the read-only `a` per iteration (a strategy's unrolled
+    // copies): ptxas issues them before the sum, so all eight are live at once.
+    let rolled = |kernel: String| {
+        estimate_ir(&(kernel.replace("br i1 %done, label %exit, label %body", "br i1 %done, label %exit, label %body, !llvm.loop !0")
+            + "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.unroll.disable\"}\n"))
+    };
+    let sequential = rolled(copies_kernel(8, "b"));
+    let hoisted = sequential.clone();
+    assert!(hoisted.registers >= hoisted.max_live_words + FIXED_COST + 6, "{hoisted:?}");
+    assert!(hoisted.registers <= OCCUPANCY_FREE_REGISTERS_SM90, "{hoisted:?}");
+    // If the loop also stores into `a`, the loads may not pass the stores: nothing is hoisted.
+    let written = rolled(copies_kernel(8, "a"));
+    assert_eq!(written.registers, written.max_live_words + FIXED_COST, "{written:?}");
     assert!(large.for_architecture("sm_75") <= 64);
     assert_eq!(small.for_architecture("sm_75"), small.registers);
     assert_eq!(disabled.for_architecture("sm_75"), disabled.registers);
     assert_eq!(llvm_passes::registers::occupancy_free_registers("sm_86"), Some(42));
+}
+
+/// A phi chooses one incoming value per path: five uniform addresses (kernel argument plus
+/// constant) merged by a phi count as one 64-bit address at the phi, not five.
+#[test]
+fn a_phi_of_uniform_values_holds_one_of_them() {
+    let mut arms = String::new();
+    let mut incoming = Vec::new();
+    for j in 0..5 {
+        arms += &format!("c{j}:\n  %q{j} = getelementptr i8, ptr addrspace(1) %bins, i64 {}\n  br label %join\n", 4 * j);
+        incoming.push(format!("[ %q{j}, %c{j} ]"));
+    }
+    let ir = format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) readonly %code, ptr addrspace(1) %bins) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %w = sext i32 %t to i64
+  %p = getelementptr i32, ptr addrspace(1) %code, i64 %w
+  %c = load i32, ptr addrspace(1) %p
+  switch i32 %c, label %c4 [ i32 0, label %c0
+                             i32 1, label %c1
+                             i32 2, label %c2
+                             i32 3, label %c3 ]
+{arms}join:
+  %at = phi ptr addrspace(1) {}
+  %old = atomicrmw add ptr addrspace(1) %at, i32 1 monotonic
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+"#,
+        incoming.join(", ")
+    );
+    let e = estimate_ir(&ir);
+    // The phi's 64-bit result, and one 64-bit incoming value read at it.
+    assert!(e.max_live_words <= 4, "{e:?}");
+}
+
+/// `llvm.sqrt.f64` becomes `sqrt.rn.f64`, which ptxas expands with a subroutine holding
+/// registers of its own (`make bench-expansions`); a multiply does not.
+#[test]
+fn a_double_square_root_holds_its_expansion() {
+    let kernel = |op: &str| {
+        format!(
+            r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %w = sext i32 %t to i64
+  %p = getelementptr double, ptr addrspace(1) %a, i64 %w
+  %x = load double, ptr addrspace(1) %p
+  {op}
+  store double %y, ptr addrspace(1) %p
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare double @llvm.sqrt.f64(double)
+"#
+        )
+    };
+    let root = estimate_ir(&kernel("%y = call double @llvm.sqrt.f64(double %x)"));
+    let multiply = estimate_ir(&kernel("%y = fmul double %x, %x"));
+    assert_eq!(root.max_live_words, multiply.max_live_words + 8, "{root:?} against {multiply:?}");
 }
