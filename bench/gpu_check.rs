@@ -54,7 +54,7 @@ fn main() {
     }
     std::fs::create_dir_all(out.join("programs")).unwrap();
     let mut sources: Vec<(Option<&str>, PathBuf)> = Vec::new();
-    for (prefix, dir) in [(None, "examples"), (Some("polybench"), "examples/polybench"), (Some("language"), "examples/language"), (Some("reductions"), "examples/reductions")] {
+    for (prefix, dir) in [(None, "examples"), (Some("polybench"), "examples/polybench"), (Some("language"), "examples/language"), (Some("reductions"), "examples/reductions"), (Some("design-red"), "examples/design-red"), (Some("reductions-2"), "examples/reductions-2")] {
         let mut found: Vec<PathBuf> = std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
         found.sort();
         sources.extend(found.into_iter().map(|p| (prefix, p)));
