@@ -180,17 +180,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             width.insert(key(r), width_of(r));
         }
     }
-    // A phi reads one incoming value on each path (a copy at the end of that predecessor),
-    // so it holds the widest of them, not their sum.
-    let uniform_operand_words = |i: &InstructionValue| -> u32 {
-        let mut seen = HashSet::new();
-        let words = value_operands(i).into_iter().filter(|vr| uniform.contains(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
-        if i.get_opcode() == InstructionOpcode::Phi {
-            words.max().unwrap_or(0)
-        } else {
-            words.sum()
-        }
-    };
+    let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| uniform.contains(k)) };
     for bb in blocks {
         let instrs: Vec<InstructionValue> = bb.get_instructions().collect();
         let mut upward = HashSet::new();
@@ -295,15 +285,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // The peak words (and predicates) and the unrolled loops' peak, given the values
     // rematerialised and the liveness that goes with it.
     let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>]| -> (u32, u32, u32) {
-        let rematerialised_words = |i: &InstructionValue| -> u32 {
-            let mut seen = HashSet::new();
-            let words = value_operands(i).into_iter().filter(|vr| rematerialised.contains(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
-            if i.get_opcode() == InstructionOpcode::Phi {
-                words.max().unwrap_or(0) // one incoming value per path, as for uniform ones
-            } else {
-                words.sum()
-            }
-        };
+        let rematerialised_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| rematerialised.contains(k)) };
         let sum_in = |set: &HashSet<Key>| {
             set.iter().filter(|k| !rematerialised.contains(k)).fold((0u32, 0u32), |(w, p), k| {
                 let (a, b) = width.get(k).copied().unwrap_or((0, 0));
@@ -363,7 +345,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // Loops ptxas may not unroll (`#pragma unroll 1`) whose body is straight-line or guarded
     // code (the copies a strategy unrolled, or a merged block's iterations): ptxas still issues
     // the body's loads early, ahead of the arithmetic and stores between them, up to what
-    // costs no occupancy ([`hoisted_peak`]).
+    // costs no occupancy ([`Region::hoisted_peak`]).
     let kept_rolled: Vec<HashSet<usize>> = innermost_loops(succs)
         .into_iter()
         .filter(|body| guarded_only(body, succs) && body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled)))
@@ -391,6 +373,19 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         unrolled_demand: if latency_hiding { unrolled_peak + FIXED_COST } else { 0 },
         cap: None,
         uncapped: registers,
+    }
+}
+
+/// The words of the distinct operands of `i` that `counted` selects, read at `i`. A phi reads
+/// one incoming value on each path (a copy at the end of that predecessor), so it holds the
+/// widest of them, not their sum.
+fn words_read(i: &InstructionValue<'_>, counted: &dyn Fn(&Key) -> bool) -> u32 {
+    let mut seen = HashSet::new();
+    let words = value_operands(i).into_iter().filter(|vr| counted(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
+    if i.get_opcode() == InstructionOpcode::Phi {
+        words.max().unwrap_or(0)
+    } else {
+        words.sum()
     }
 }
 
