@@ -63,6 +63,10 @@ fn main() {
     println!("| part | program | leaf kernel | estimate sm_75 / 80 / 90 | ptxas sm_75 | ptxas sm_80 | ptxas sm_90 | error sm_90 |");
     println!("|---|---|---|---|---|---|---|---|");
     let wanted: Option<Vec<String>> = std::env::var("COUNTERS_PARTS").ok().map(|v| v.split(',').map(str::to_string).collect());
+    if let Some(unknown) = wanted.iter().flatten().find(|w| !PARTS.iter().any(|(part, _)| part == w)) {
+        eprintln!("COUNTERS_PARTS names `{unknown}`, not a part; the parts: {}", PARTS.map(|(part, _)| part).join(", "));
+        std::process::exit(2);
+    }
     let parts: Vec<(&str, &[&str])> = PARTS.iter().copied().filter(|(part, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == part))).collect();
     for &(part, dirs) in &parts {
         for path in programs(root, dirs) {
