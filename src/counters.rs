@@ -59,9 +59,39 @@ impl Counters {
 }
 
 /// Register estimates by the IR they were made from, for the whole process (a pure function
-/// of the IR: the pipeline and the model are fixed).
-fn estimates() -> std::sync::MutexGuard<'static, std::collections::HashMap<String, registers::RegisterEstimate>> {
-    static ESTIMATES: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, registers::RegisterEstimate>>> = std::sync::OnceLock::new();
+/// of the IR: the pipeline and the model are fixed). Bounded by the IR text it holds: a
+/// long-lived process (the fuzzer, a tool embedding the library) builds thousands of trees, and
+/// an unbounded memo grew by about 70 KB per program (bench/RESULTS.md, eleventh session); past
+/// [`MEMO_BYTES`] it starts over, which costs only re-counting.
+#[derive(Default)]
+struct EstimateMemo {
+    by_ir: std::collections::HashMap<String, registers::RegisterEstimate>,
+    ir_bytes: usize,
+}
+
+/// The most IR text the memo keeps (a tree's distinct IR is a few hundred KB at most).
+const MEMO_BYTES: usize = 16 << 20;
+
+impl EstimateMemo {
+    fn get(&self, ir: &str) -> Option<registers::RegisterEstimate> {
+        self.by_ir.get(ir).cloned()
+    }
+
+    fn insert(&mut self, ir: String, estimate: registers::RegisterEstimate) {
+        if self.ir_bytes + ir.len() > MEMO_BYTES {
+            self.by_ir.clear();
+            self.ir_bytes = 0;
+        }
+        let bytes = ir.len();
+        // Two threads may count the same IR at once: its text is held, and counted, once.
+        if self.by_ir.insert(ir, estimate).is_none() {
+            self.ir_bytes += bytes;
+        }
+    }
+}
+
+fn estimates() -> std::sync::MutexGuard<'static, EstimateMemo> {
+    static ESTIMATES: std::sync::OnceLock<std::sync::Mutex<EstimateMemo>> = std::sync::OnceLock::new();
     ESTIMATES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -77,7 +107,7 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     // Codes that differ as kernels (flags, strategy results) often lower to the same IR, and
     // the estimate is a function of the IR: the pipeline (2-4 ms) runs once per distinct IR.
     let lowered = module.print_to_string().to_string();
-    let known = ptxas_archs.is_empty().then(|| estimates().get(&lowered).cloned()).flatten();
+    let known = ptxas_archs.is_empty().then(|| estimates().get(&lowered)).flatten();
     if known.is_none() {
         pipeline::optimize(&module)?;
         target::verify(&module).map_err(|e| format!("IR invalid after the pipeline: {e}"))?;
@@ -124,4 +154,29 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
         ptxas: truth,
         nvcc: via_nvcc,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn an_estimate(registers: u32) -> registers::RegisterEstimate {
+        registers::RegisterEstimate { registers, max_live_words: registers, max_live_predicates: 0, unrolled_loop: false, unrolled_demand: 0, cap: None, uncapped: registers }
+    }
+
+    #[test]
+    fn the_estimate_memo_holds_at_most_its_bound_of_ir_text() {
+        let mut memo = EstimateMemo::default();
+        let ir_of = |i: usize| format!("{i:08}{}", "x".repeat(1 << 20));
+        for i in 0..40 {
+            memo.insert(ir_of(i), an_estimate(i as u32));
+            assert!(memo.ir_bytes <= MEMO_BYTES, "after {i} inserts the memo holds {} bytes", memo.ir_bytes);
+            assert_eq!(memo.ir_bytes, memo.by_ir.keys().map(String::len).sum::<usize>());
+            assert_eq!(memo.get(&ir_of(i)), Some(an_estimate(i as u32)), "the newest entry is always kept");
+        }
+        // The same IR again is held, and counted, once.
+        let before = memo.ir_bytes;
+        memo.insert(ir_of(39), an_estimate(39));
+        assert_eq!(memo.ir_bytes, before);
+    }
 }
