@@ -64,6 +64,10 @@ pub struct LeafReport {
     /// No parameter values satisfy the program's facts and the leaf's constraints (Z3): the
     /// dispatcher never selects the leaf, so there is nothing to run.
     pub unreachable: bool,
+    /// The time budget (`--time-limit`) ran out by the end of the leaf's checks: its queries
+    /// then answer unknown at once, so whatever left the leaf unverified (no point found, a
+    /// subscript the collector could not model) is, first of all, the budget.
+    pub budget_spent: bool,
 }
 
 /// The verdict on one leaf, as `verify` reports it.
@@ -80,6 +84,16 @@ pub enum Status {
 
 impl LeafReport {
     pub fn status(&self) -> Status {
+        match self.status_seen() {
+            Status::Unverified(why) if self.budget_spent && !why.contains(constraints::budget::REASON) => {
+                Status::Unverified(format!("{} during the leaf's checks (raise --time-limit); what they saw: {why}", constraints::budget::REASON))
+            }
+            status => status,
+        }
+    }
+
+    /// The verdict from what the checks saw, the budget aside.
+    fn status_seen(&self) -> Status {
         if let Verdict::Defect(w) = &self.statik.verdict {
             return Status::Defect(w.defect, w.to_string());
         }
@@ -210,6 +224,7 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         points: run,
         failure,
         unreachable,
+        budget_spent: constraints::budget::expired(),
         // With no point run, why the points were unusable comes first (the schedule never
         // runs there, the program stops before it), then how few there were.
         sampling: match (run, unusable) {
@@ -349,6 +364,7 @@ mod tests {
             failure: Some(PointFailure { point, outcome: Outcome::Fault(fault) }),
             sampling: None,
             unreachable: false,
+            budget_spent: false,
         };
         report.status()
     }
@@ -366,5 +382,53 @@ mod tests {
             Status::Defect("mismatch", why) => assert!(why.contains("division by zero"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn sampled_nothing(statik: Verdict, budget_spent: bool) -> Status {
+        LeafReport {
+            schedule: "s".into(),
+            leaf: 1,
+            kernel: "s_leaf1".into(),
+            statik: StaticResult { verdict: statik, queries: 0 },
+            points: 0,
+            failure: None,
+            sampling: Some("Z3 found no small parameter point in the leaf's constraints".into()),
+            unreachable: false,
+            budget_spent,
+        }
+        .status()
+    }
+
+    /// Once the time budget is spent every query answers unknown at once, so a leaf checked
+    /// after it finds no point and may see a subscript it cannot model: `verify --time-limit 6`
+    /// on matmul called 81 leaves' regions empty of small points. The budget is named first.
+    #[test]
+    fn a_leaf_left_unverified_after_the_budget_ran_out_names_the_budget() {
+        match sampled_nothing(Verdict::Proved, true) {
+            Status::Unverified(why) => assert!(why.starts_with(constraints::budget::REASON) && why.contains("--time-limit") && why.contains("no small parameter point"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        match sampled_nothing(Verdict::Unverified("subscript 1 of `a[$g0][$g1]` is not modelled".into()), true) {
+            Status::Unverified(why) => assert!(why.starts_with(constraints::budget::REASON) && why.contains("not modelled"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Without the budget spent, the reason stands alone; a reason that is the budget's
+        // already is not repeated; a defect found stays a defect.
+        assert_eq!(sampled_nothing(Verdict::Proved, false), Status::Unverified("Z3 found no small parameter point in the leaf's constraints".into()));
+        let budget = format!("Z3 could not decide a query ({})", constraints::budget::REASON);
+        assert_eq!(sampled_nothing(Verdict::Unverified(budget.clone()), true), Status::Unverified(budget));
+        let point: BTreeMap<String, i64> = [("n".to_string(), 3)].into();
+        let defect = LeafReport {
+            schedule: "s".into(),
+            leaf: 1,
+            kernel: "s_leaf1".into(),
+            statik: StaticResult { verdict: Verdict::Proved, queries: 0 },
+            points: 1,
+            failure: Some(PointFailure { point, outcome: Outcome::Fault(Fault::Arithmetic("integer division by zero".into())) }),
+            sampling: None,
+            unreachable: false,
+            budget_spent: true,
+        };
+        assert!(matches!(defect.status(), Status::Defect("mismatch", _)), "{:?}", defect.status());
     }
 }
