@@ -2,7 +2,8 @@
 //! `Unknown(`[`REASON`]`)` at once (never sat or unsat), and long loops that ask
 //! [`expired`] stop, so a phase that would run for too long ends with a verdict ("unverified:
 //! budget") instead of a hang. No deadline is set unless a caller sets one (the command line
-//! does, from `--time-limit`).
+//! does, from `--time-limit`). A piece of work may get a share of what is left
+//! ([`with_share`]): on its thread the budget then ends at the share's end, or sooner.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -25,10 +26,30 @@ pub fn set(limit: Option<Duration>) {
     DEADLINE_NS.store(ns, Ordering::Relaxed);
 }
 
-/// Whether the deadline has passed.
+thread_local! {
+    /// Nanoseconds after [`origin`] at which this thread's share ends; `u64::MAX`: none.
+    static SHARE_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+}
+
+/// Whether the deadline, or this thread's share of the budget, has passed.
 pub fn expired() -> bool {
-    let ns = DEADLINE_NS.load(Ordering::Relaxed);
+    let ns = DEADLINE_NS.load(Ordering::Relaxed).min(SHARE_NS.with(|s| s.get()));
     ns != u64::MAX && origin().elapsed().as_nanos() >= u128::from(ns)
+}
+
+/// Runs `work` with this thread's budget ending `share` from now at the latest (the process's
+/// deadline still holds): one piece of work among many (a leaf's checks) that must not spend
+/// what the others need. The thread's earlier share is restored after, even on a panic.
+pub fn with_share<R>(share: Duration, work: impl FnOnce() -> R) -> R {
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SHARE_NS.with(|s| s.set(self.0));
+        }
+    }
+    let end = (origin().elapsed() + share).as_nanos().min(u128::from(u64::MAX - 1)) as u64;
+    let _restore = Restore(SHARE_NS.with(|s| s.replace(end.min(s.get()))));
+    work()
 }
 
 /// The time left, `None` without a deadline.

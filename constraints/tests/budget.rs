@@ -27,4 +27,15 @@ fn a_spent_budget_makes_every_query_unknown_never_sat_or_unsat() {
     assert!(b.check(&sat).is_sat());
     budget::set(Some(Duration::from_secs(3600)));
     assert!(!budget::expired() && budget::remaining().unwrap() > Duration::from_secs(3500));
+    // A share ends the budget sooner on its own thread, for its work only; a longer share
+    // nested in it does not extend it.
+    budget::with_share(Duration::ZERO, || {
+        assert!(budget::expired());
+        assert!(matches!(b.check(&sat), CheckResult::Unknown(r) if r == budget::REASON));
+        assert!(!std::thread::spawn(budget::expired).join().unwrap(), "another thread keeps the whole budget");
+        budget::with_share(Duration::from_secs(60), || assert!(budget::expired()));
+    });
+    assert!(!budget::expired());
+    assert!(b.check(&sat).is_sat());
+    budget::with_share(Duration::from_secs(60), || assert!(!budget::expired()));
 }

@@ -29,7 +29,8 @@ fn differs(message: String) -> Failure {
 /// Verify the trees and print the report; `Err` carries the exit status when not 0.
 pub fn report(trees: &[(&KernelFunction, Tree)], options: Options, json: bool) -> Result<(), Failure> {
     let backend = Backend::new(super::QUERY_TIMEOUT_MS);
-    let total: usize = trees.iter().map(|(_, t)| t.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)).count()).sum();
+    let leaves = |tree: &Tree| tree.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)).count();
+    let total: usize = trees.iter().map(|(_, t)| leaves(t)).sum();
     let bar = std::sync::Mutex::new((command::Progress::new("verify"), 0usize));
     let tick = || {
         if let Ok(mut b) = bar.lock() {
@@ -41,8 +42,9 @@ pub fn report(trees: &[(&KernelFunction, Tree)], options: Options, json: bool) -
         }
     };
     let mut reports = Vec::new();
-    for (function, tree) in trees {
-        reports.extend(verify_tree_reporting(function, tree, &backend, options, &tick).map_err(unusable)?);
+    for (k, (function, tree)) in trees.iter().enumerate() {
+        let later_leaves = trees[k + 1..].iter().map(|(_, t)| leaves(t)).sum();
+        reports.extend(verify_tree_reporting(function, tree, &backend, Options { later_leaves, ..options }, &tick).map_err(unusable)?);
     }
     drop(bar);
     command::print(&if json { super::render_json(&reports) } else { render(&reports) })?;
