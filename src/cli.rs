@@ -149,7 +149,9 @@ pub enum Command {
     /// constraints), 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
     /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, with a
     /// witness, or a file that differs), 4 when something stays unverified (Z3 unknown, a
-    /// construct the model cannot express, a kernel's CPU run stopped by its step budget).
+    /// construct the model cannot express, a kernel's CPU run stopped by its step budget, or a
+    /// leaf's share of --time-limit spent: each leaf may take the time left over the leaves still
+    /// to check, per core, so one costly leaf cannot leave the others unchecked).
     Verify {
         /// A directory written by `metafork gen --emit-cuda`.
         dir: PathBuf,
