@@ -164,9 +164,7 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
     });
     let proofs: HashMap<&str, &StaticResult> = kernels.iter().map(|(k, _)| *k).zip(&general).collect();
     let jobs: Vec<(&crate::tree::Node, &str)> = leaves.iter().copied().zip(keys.iter().map(String::as_str)).collect();
-    let left = std::sync::atomic::AtomicUsize::new(jobs.len() + options.later_leaves);
-    let workers = workers_for(jobs.len());
-    let reports = parallel_map(&jobs, backend, |own, (leaf, key)| {
+    let check_leaf = |own: &Backend, leaf: &crate::tree::Node, key: &str, left: &std::sync::atomic::AtomicUsize, workers: usize| {
         let check = || {
             let general = proofs[key];
             let statik = match general.verdict {
@@ -180,9 +178,26 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
             None => check(),
         };
         left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        report
+    };
+    let left = std::sync::atomic::AtomicUsize::new(jobs.len() + options.later_leaves);
+    let mut reports = parallel_map(&jobs, backend, |own, (leaf, key)| {
+        let report = check_leaf(own, leaf, key, &left, workers_for(jobs.len()));
         done();
         report
     });
+    // A second pass for the leaves that ran out of their share alone, with what the cheaper
+    // leaves left unused: a fair share must not leave a costly leaf unchecked while the
+    // budget is mostly unspent.
+    let short: Vec<usize> = (0..reports.len()).filter(|&i| matches!(&reports[i], Ok(r) if r.budget_spent && matches!(r.status(), Status::Unverified(_)))).collect();
+    if !short.is_empty() && !constraints::budget::expired() {
+        let again: Vec<(usize, (&crate::tree::Node, &str))> = short.iter().map(|&i| (i, jobs[i])).collect();
+        let left = std::sync::atomic::AtomicUsize::new(again.len() + options.later_leaves);
+        let retried = parallel_map(&again, backend, |own, (_, (leaf, key))| check_leaf(own, leaf, key, &left, workers_for(again.len())));
+        for ((i, _), report) in again.iter().zip(retried) {
+            reports[*i] = report;
+        }
+    }
     reports.into_iter().collect()
 }
 
