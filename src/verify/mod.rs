@@ -180,9 +180,9 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
         left.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         report
     };
-    let left = std::sync::atomic::AtomicUsize::new(jobs.len() + options.later_leaves);
+    let (left, workers) = (std::sync::atomic::AtomicUsize::new(jobs.len() + options.later_leaves), workers_for(jobs.len()));
     let mut reports = parallel_map(&jobs, backend, |own, (leaf, key)| {
-        let report = check_leaf(own, leaf, key, &left, workers_for(jobs.len()));
+        let report = check_leaf(own, leaf, key, &left, workers);
         done();
         report
     });
@@ -192,8 +192,8 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
     let short: Vec<usize> = (0..reports.len()).filter(|&i| matches!(&reports[i], Ok(r) if r.budget_spent && matches!(r.status(), Status::Unverified(_)))).collect();
     if !short.is_empty() && !constraints::budget::expired() {
         let again: Vec<(usize, (&crate::tree::Node, &str))> = short.iter().map(|&i| (i, jobs[i])).collect();
-        let left = std::sync::atomic::AtomicUsize::new(again.len() + options.later_leaves);
-        let retried = parallel_map(&again, backend, |own, (_, (leaf, key))| check_leaf(own, leaf, key, &left, workers_for(again.len())));
+        let (left, workers) = (std::sync::atomic::AtomicUsize::new(again.len() + options.later_leaves), workers_for(again.len()));
+        let retried = parallel_map(&again, backend, |own, (_, (leaf, key))| check_leaf(own, leaf, key, &left, workers));
         for ((i, _), report) in again.iter().zip(retried) {
             reports[*i] = report;
         }
