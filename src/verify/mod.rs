@@ -395,20 +395,25 @@ mod tests {
     use super::*;
     use machine::Fault;
 
-    fn failed_with(fault: Fault) -> Status {
+    /// A leaf's report whose static checks found `statik`, with `failure` at `n = 3` (one point
+    /// run) or, without one, no point run and `sampling` saying why.
+    fn report(statik: Verdict, failure: Option<Fault>, sampling: Option<&str>, budget_spent: bool) -> LeafReport {
         let point: BTreeMap<String, i64> = [("n".to_string(), 3)].into();
-        let report = LeafReport {
+        LeafReport {
             schedule: "s".into(),
             leaf: 1,
             kernel: "s_leaf1".into(),
-            statik: StaticResult { verdict: Verdict::Proved, queries: 0 },
-            points: 1,
-            failure: Some(PointFailure { point, outcome: Outcome::Fault(fault) }),
-            sampling: None,
+            statik: StaticResult { verdict: statik, queries: 0 },
+            points: usize::from(failure.is_some()),
+            failure: failure.map(|fault| PointFailure { point, outcome: Outcome::Fault(fault) }),
+            sampling: sampling.map(str::to_string),
             unreachable: false,
-            budget_spent: false,
-        };
-        report.status()
+            budget_spent,
+        }
+    }
+
+    fn failed_with(fault: Fault) -> Status {
+        report(Verdict::Proved, Some(fault), None, false).status()
     }
 
     /// A kernel run the engine could not finish (its step budget) saw no wrong answer: the
@@ -427,18 +432,7 @@ mod tests {
     }
 
     fn sampled_nothing(statik: Verdict, budget_spent: bool) -> Status {
-        LeafReport {
-            schedule: "s".into(),
-            leaf: 1,
-            kernel: "s_leaf1".into(),
-            statik: StaticResult { verdict: statik, queries: 0 },
-            points: 0,
-            failure: None,
-            sampling: Some("Z3 found no small parameter point in the leaf's constraints".into()),
-            unreachable: false,
-            budget_spent,
-        }
-        .status()
+        report(statik, None, Some("Z3 found no small parameter point in the leaf's constraints"), budget_spent).status()
     }
 
     /// Once the time budget is spent every query answers unknown at once, so a leaf checked
@@ -459,18 +453,7 @@ mod tests {
         assert_eq!(sampled_nothing(Verdict::Proved, false), Status::Unverified("Z3 found no small parameter point in the leaf's constraints".into()));
         let budget = format!("Z3 could not decide a query ({})", constraints::budget::REASON);
         assert_eq!(sampled_nothing(Verdict::Unverified(budget.clone()), true), Status::Unverified(budget));
-        let point: BTreeMap<String, i64> = [("n".to_string(), 3)].into();
-        let defect = LeafReport {
-            schedule: "s".into(),
-            leaf: 1,
-            kernel: "s_leaf1".into(),
-            statik: StaticResult { verdict: Verdict::Proved, queries: 0 },
-            points: 1,
-            failure: Some(PointFailure { point, outcome: Outcome::Fault(Fault::Arithmetic("integer division by zero".into())) }),
-            sampling: None,
-            unreachable: false,
-            budget_spent: true,
-        };
+        let defect = report(Verdict::Proved, Some(Fault::Arithmetic("integer division by zero".into())), None, true);
         assert!(matches!(defect.status(), Status::Defect("mismatch", _)), "{:?}", defect.status());
     }
 
