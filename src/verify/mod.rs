@@ -91,6 +91,15 @@ impl LeafReport {
             Status::Unverified(why) if self.budget_spent && !why.contains(constraints::budget::REASON) => {
                 Status::Unverified(format!("{} during the leaf's checks (raise --time-limit); what they saw: {why}", constraints::budget::REASON))
             }
+            // Fewer points than asked, or some not run, with the budget spent: the sampler's
+            // queries may have stopped answering, so the region is not known to hold no more.
+            Status::Proved if self.budget_spent && self.sampling.is_some() => Status::Unverified(format!(
+                "{} during the leaf's checks (raise --time-limit); {} point{} matched the serial program before it ran out ({})",
+                constraints::budget::REASON,
+                self.points,
+                if self.points == 1 { "" } else { "s" },
+                self.sampling.as_deref().unwrap_or_default()
+            )),
             status => status,
         }
     }
@@ -453,6 +462,15 @@ mod tests {
         assert_eq!(sampled_nothing(Verdict::Proved, false), Status::Unverified("Z3 found no small parameter point in the leaf's constraints".into()));
         let budget = format!("Z3 could not decide a query ({})", constraints::budget::REASON);
         assert_eq!(sampled_nothing(Verdict::Unverified(budget.clone()), true), Status::Unverified(budget));
+        // Fewer points than asked with the budget spent: not known to be all the region holds.
+        let mut few = report(Verdict::Proved, None, Some("only 2 distinct small parameter points found in the leaf's region, of 8 asked"), true);
+        few.points = 2;
+        match few.status() {
+            Status::Unverified(why) => assert!(why.starts_with(constraints::budget::REASON) && why.contains("2 points matched") && why.contains("of 8 asked"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        few.budget_spent = false;
+        assert_eq!(few.status(), Status::Proved);
         let defect = report(Verdict::Proved, Some(Fault::Arithmetic("integer division by zero".into())), None, true);
         assert!(matches!(defect.status(), Status::Defect("mismatch", _)), "{:?}", defect.status());
     }
