@@ -21,6 +21,10 @@ pub(super) struct Builder<'a> {
     pub(super) reduced: HashMap<String, Option<Kernel>>,
     /// Register-blocked code by (code, factor).
     pub(super) blocked: HashMap<(String, i64), Option<Kernel>>,
+    /// The granularity parameter a code's blockable loop runs to, by the code's body,
+    /// parameters and host loops: the independence proof behind it was a quarter of matmul's
+    /// `gen` when asked again at every settled node.
+    pub(super) granularity: HashMap<String, Option<String>>,
     /// The root system: the context in which accesses are modelled for the performance counters.
     pub(super) root: System,
     /// Performance conditions by (code that runs, counter).
@@ -102,7 +106,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         }
     }
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), granularity: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
     // Everything runs on this thread, in one order: Z3 contexts working on other threads at
     // the same time change this one's models (and so the number of queries the tree reports)
     // from run to run; a speculative granularity reduction on a second thread made `gen`'s

@@ -36,7 +36,7 @@ impl Builder<'_> {
             return self.infeasible(id);
         };
         let node = self.nodes[id].clone();
-        let Some(g) = crate::strategy::block::granularity_of(self.function, &node.code, self.backend)? else {
+        let Some(g) = self.granularity_of(&node.code)? else {
             return self.infeasible(id);
         };
         let is_k = Constraint::eq(&Poly::var(&g), &Poly::int(k));

@@ -59,7 +59,7 @@ impl Builder<'_> {
             return self.settle(id);
         };
         let node = self.nodes[id].clone();
-        let Some(g) = crate::strategy::block::granularity_of(self.function, &node.code, self.backend)? else {
+        let Some(g) = self.granularity_of(&node.code)? else {
             strip(self);
             return self.settle(id);
         };
@@ -90,6 +90,19 @@ impl Builder<'_> {
     }
 
     /// `code` register-blocked by `k` ([`crate::strategy::block::block`]), memoised by code.
+    /// [`crate::strategy::block::granularity_of`], remembered by what it reads of the code (its
+    /// body, parameters and host loops: the flags the tree sets on the code, unrolling,
+    /// register caps, CSE, do not change which loop is the granularity's).
+    pub(super) fn granularity_of(&mut self, code: &Kernel) -> Result<Option<String>, String> {
+        let key = format!("{:?}", (&code.body, &code.params, &code.host_loops));
+        if let Some(g) = self.granularity.get(&key) {
+            return Ok(g.clone());
+        }
+        let g = crate::strategy::block::granularity_of(self.function, code, self.backend)?;
+        self.granularity.insert(key, g.clone());
+        Ok(g)
+    }
+
     pub(super) fn blocked_code(&mut self, code: &Kernel, k: i64) -> Result<Option<Kernel>, String> {
         let key = (format!("{code:?}"), k);
         if let Some(b) = self.blocked.get(&key) {
