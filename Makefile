@@ -2,8 +2,9 @@
 # (set-up, then every test of the workspace, with a real nvcc/ptxas required).
 SHELL := /bin/bash
 CUDA_BIN := $(CURDIR)/.toolchain/cuda/nvidia/cu13/bin
+SASS_BIN := $(CURDIR)/.toolchain/sass/nvidia/cu13/bin
 export LLVM_SYS_191_PREFIX := /usr/lib/llvm-19
-export PATH := $(CUDA_BIN):$(HOME)/.cargo/bin:$(PATH)
+export PATH := $(CUDA_BIN):$(SASS_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
@@ -50,11 +51,10 @@ bench-polybench: build
 
 # The machine code of each program's top-ranked kernel at sm_90 (issue 27.5): hot-loop
 # instructions, FMA share, loads per FMA, 64-bit integer operations; cuobjdump and nvdisasm
-# come as NVIDIA's pip wheels (see ../shared/toolchain.md), installed into .toolchain/sass.
-SASS_BIN := $(CURDIR)/.toolchain/sass/nvidia/cu13/bin
+# come as NVIDIA's pip wheels (see ../shared/toolchain.md), installed into .toolchain/sass
+# by `make setup`.
 bench-sass: setup
-	@test -x $(SASS_BIN)/cuobjdump || python3 -m pip install -q --disable-pip-version-check --no-deps --target .toolchain/sass nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37
-	PATH=$(SASS_BIN):$$PATH cargo bench --bench sass
+	cargo bench --bench sass
 
 # The generated kernels on a real GPU (issue 27.6): prepares gpu-check/ here (every distinct
 # leaf kernel at two sizes against the serial program, compute-sanitizer, the tuner against an

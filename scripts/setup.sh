@@ -36,5 +36,17 @@ if [ ! -x "$CUDA_DIR/nvidia/cu13/bin/nvcc" ] || [ ! -x "$CUDA_DIR/nvidia/cu13/bi
   python3 -m pip install -q --disable-pip-version-check --no-deps --target "$tmp" "${CUDA_WHEELS[@]}"
   mv "$tmp" "$CUDA_DIR"
 fi
+# cuobjdump and nvdisasm: the tests read the machine code of a register-blocked kernel
+# (issue 27.5's targets), `make bench-sass` that of every program's top-ranked one.
+SASS_DIR=.toolchain/sass
+if [ ! -x "$SASS_DIR/nvidia/cu13/bin/cuobjdump" ] || [ ! -x "$SASS_DIR/nvidia/cu13/bin/nvdisasm" ]; then
+  echo "setup: installing cuobjdump and nvdisasm ($CUDA_VERSION) into $SASS_DIR"
+  rm -rf "$SASS_DIR"
+  tmp="$SASS_DIR.tmp.$$"
+  rm -rf "$tmp"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$tmp" \
+    nvidia-cuda-cuobjdump==$CUDA_VERSION nvidia-cuda-nvdisasm==$CUDA_VERSION
+  mv "$tmp" "$SASS_DIR"
+fi
 "$CUDA_DIR/nvidia/cu13/bin/nvcc" --version | tail -n 2
 echo "setup: done"

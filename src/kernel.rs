@@ -66,6 +66,12 @@ pub struct Kernel {
     /// Bank-conflict strategy: every staged tile of two or more dimensions gets one unused
     /// element at the end of each row, so a column's elements fall in different banks.
     pub pad_shared: bool,
+    /// Transposed tiles (`strategy::caching`'s column-by-column storage) keep their columns
+    /// unpadded: the refusal of shared memory (`tree::Strategy::UnpadColumns`).
+    pub unpadded_columns: bool,
+    /// Set by staging on the code that runs: some tile is stored column by column with its
+    /// columns padded (what `unpadded_columns` would save).
+    pub padded_columns: bool,
     /// Arrays to stage in shared memory (the schedule's `cache(...)`). The kernel form stays
     /// logical: `strategy::caching::stage` builds the code with tiles, loads and write-backs.
     pub cache: Vec<String>,
@@ -168,7 +174,7 @@ impl Kernel {
             body = vec![Stmt { kind: StmtKind::For(l), span: Span::default() }];
         }
         prologue.extend(body);
-        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, cache: schedule.cache.clone(), unroll: None, block_reduce: false, merged: false, assumptions: Vec::new(), between: schedule.between.len() })
+        Ok(Kernel { name: schedule.name.clone(), params, shared: Vec::new(), grid, block, body: prologue, host_loops: schedule.host_loops.clone(), no_unroll: false, narrow_index: false, max_registers: None, cse: 0, pad_shared: false, unpadded_columns: false, padded_columns: false, cache: schedule.cache.clone(), unroll: None, block_reduce: false, merged: false, assumptions: Vec::new(), between: schedule.between.len() })
     }
 
     /// Threads per block: the product of the block extents.

@@ -334,6 +334,24 @@ fn params_list(kernel: &Kernel) -> String {
         .join(", ")
 }
 
+/// The code's assumptions that an integer parameter is a multiple of `m` (a coarsened block's
+/// `B0 % 8 == 0`, [`Kernel::assumptions`]), as (parameter, m). The code is only the program
+/// where they hold: the launch checks them, and the kernel states them to nvcc
+/// (`__builtin_assume`), which then knows addresses such as `z*B0 + 8*ty` in a transposed tile
+/// 16-byte aligned and reads a thread's four neighbours with one load (bench/RESULTS.md,
+/// "Contiguous micro-tiles"). Only single parameters: a product could overflow `int` in the test.
+pub fn assumed_multiples(kernel: &Kernel) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = Vec::new();
+    for c in &kernel.assumptions {
+        let (constraints::Rel::Dvd(m), Some(v)) = (c.rel(), c.poly().as_var()) else { continue };
+        let integer_param = kernel.params.iter().any(|p| p.name == v.name() && matches!(&p.kind, KernelParamKind::Scalar(t) if t.is_integer()));
+        if integer_param && !out.iter().any(|(n, k)| n == v.name() && *k == m) {
+            out.push((v.name().to_string(), m));
+        }
+    }
+    out
+}
+
 /// `name` of the shared-memory layout variable holding the byte offset after array `i`.
 fn emit_shared_layout(out: &mut String, kernel: &Kernel, c: &Cify, pad: &str) -> Result<(), String> {
     if kernel.shared.is_empty() {
@@ -369,6 +387,9 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));
+    for (name, m) in assumed_multiples(kernel) {
+        let _ = writeln!(out, "  __builtin_assume({} % {m} == 0);  // the launch checks it", c_ident(&name));
+    }
     emit_shared_layout(out, kernel, &c, "  ")?;
     for s in &without_unused_locals(&kernel.body) {
         c.stmt(s, 1, out)?;
@@ -561,6 +582,9 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
             let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
         }
         let _ = writeln!(out, "  {} {} = {};", d.ty, c_ident(&d.name), spelled(&d.value));
+    }
+    for (name, m) in assumed_multiples(kernel) {
+        let _ = writeln!(out, "  if ({} % {m} != 0) return cudaErrorInvalidValue;  // the code assumes it", c_ident(&name));
     }
     let dims = ["x", "y", "z"];
     let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or("1".into(), |e| format!("(long)({})", spelled(e)))).collect();

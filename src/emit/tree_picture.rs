@@ -68,6 +68,7 @@ fn short(s: Strategy) -> &'static str {
         Strategy::ReduceCse => "less CSE",
         Strategy::ReduceRegisterPressure3 => "cap registers",
         Strategy::DropCaching => "no caching",
+        Strategy::UnpadColumns => "unpadded columns",
         Strategy::CacheInSharedMemory => "cache",
         Strategy::EliminateCommonSubexpressions => "CSE",
         Strategy::PadSharedRows => "pad rows",

@@ -1,7 +1,10 @@
 //! Thread coarsening along `threadIdx.y` (issue 27.1's 2-D micro-tiles): each thread of a
-//! block `K` times shorter along `y` does the work of `K` threads of the original block, rows
-//! `y`, `y + B/K`, ..., `y + (K-1)*B/K` of a block of extent `B`, one after the other, their
-//! statements jammed position by position (`block::jam`). After register blocking along the
+//! block `K` times shorter along `y` does the work of `K` neighbouring threads of the original
+//! block, rows `K*y`, `K*y + 1`, ..., `K*y + K - 1` of a block of extent `B`, one after the
+//! other, their statements jammed position by position (`block::jam`). Neighbouring rows let
+//! a transposed shared tile (`caching::plan`) hand a thread its `K` operands side by side, in
+//! 16-byte loads, where rows `B/K` apart cost an address computation each (bench/RESULTS.md,
+//! "Contiguous micro-tiles"). After register blocking along the
 //! granularity loop (outputs along one dimension), this gives each thread outputs along both:
 //! an operand the copies share (matrix multiplication's `b` element) is read once for `K`
 //! multiply-adds, and each copy's own operand (its `a` element) once for the granularity's.
@@ -13,8 +16,9 @@
 //! there the new block's threads, times the `K` copies, are exactly the old block's threads,
 //! and every copy computes what its thread computed, because the iterations of a `meta_for`
 //! are independent (no two touch an element one of them writes), so any interleaving that keeps
-//! each copy's own order (jamming does) leaves the same memory. Copy `j` reads the counter as
-//! `counter + j * (B / K)`; the locals the per-thread body declares are renamed per copy. The
+//! each copy's own order (jamming does) leaves the same memory. The counter's declaration
+//! `lo + threadIdx.y` becomes `lo + threadIdx.y * K`, and copy `j` reads it as `counter + j`;
+//! the locals the per-thread body declares are renamed per copy. The
 //! block's extent is the polynomial `B/K`, with a rational coefficient, printed as `(B) / K`
 //! (`emit::cuda::poly_expr_as`), exact under the condition. `None` where the form does not
 //! fit or `K < 2`.
@@ -67,17 +71,22 @@ pub fn coarsen(kernel: &Kernel, k: i64) -> Option<Coarsened> {
     if reads != 1 {
         return None;
     }
-    let rows = bin(BinOp::Div, crate::emit::cuda::poly_expr_as(&extent, ScalarType::Int).ok()?, e(ExprKind::Int(k)));
     let copy = |items: &[Stmt]| -> Vec<Stmt> {
         let copies: Vec<Vec<Stmt>> = (0..k)
             .map(|j| {
-                let row = bin(BinOp::Add, e(ExprKind::Var(counter.clone())), bin(BinOp::Mul, e(ExprKind::Int(j)), rows.clone()));
+                let row = bin(BinOp::Add, e(ExprKind::Var(counter.clone())), e(ExprKind::Int(j)));
                 copy_with(items, j, &|v| (v == counter && j > 0).then(|| row.kind.clone()))
             })
             .collect();
         jam(copies)
     };
     let mut out = kernel.clone();
+    // The counter steps by `K` per thread: `lo + threadIdx.y` becomes `lo + threadIdx.y * K`.
+    let declared = out.body[..prologue].iter_mut().find_map(|s| match &mut s.kind {
+        StmtKind::Decl { vars, .. } if vars.len() == 1 && vars[0].name.name == counter => Some(&mut vars[0].init),
+        _ => None,
+    })?;
+    map_thread_y(declared, k);
     if kernel.between == 0 {
         let rest = out.body.split_off(prologue);
         out.body.extend(copy(&rest));
@@ -89,6 +98,15 @@ pub fn coarsen(kernel: &Kernel, k: i64) -> Option<Coarsened> {
     let condition = Constraint::divides(u32::try_from(k).ok()?, &extent);
     out.assumptions.push(condition.clone());
     Some(Coarsened { kernel: out, condition })
+}
+
+/// `threadIdx.y` in the counter's initialiser (`threadIdx.y` or `lo + threadIdx.y`) times `k`.
+fn map_thread_y(init: &mut Expr, k: i64) {
+    let thread_y = match &mut init.kind {
+        ExprKind::Binary(BinOp::Add, _, b) => b.as_mut(),
+        _ => init,
+    };
+    *thread_y = bin(BinOp::Mul, thread_y.clone(), e(ExprKind::Int(k)));
 }
 
 /// `threadIdx.y` or `lo + threadIdx.y`.

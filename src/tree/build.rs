@@ -352,6 +352,7 @@ impl Builder<'_> {
                 (code.max_registers.is_none() && node.counters.registers > REGISTER_CAP).then(|| Kernel { max_registers: Some(REGISTER_CAP), ..code.clone() })
             }
             Strategy::DropCaching => (!node.cached.is_empty()).then(|| Kernel { cache: Vec::new(), ..code.clone() }),
+            Strategy::UnpadColumns => (!code.unpadded_columns && node.staged.padded_columns).then(|| Kernel { unpadded_columns: true, ..code.clone() }),
             Strategy::PadSharedRows => (!code.pad_shared && !node.cached.is_empty()).then(|| Kernel { pad_shared: true, ..code.clone() }),
             Strategy::Interchange => crate::strategy::interchange::interchange(code),
             Strategy::DropBlockReduce => code.block_reduce.then(|| Kernel { block_reduce: false, ..code.clone() }),

@@ -151,6 +151,9 @@ pub enum Strategy {
     ReduceRegisterPressure3,
     /// Give up caching in shared memory: the arrays of `cache(...)` are read from global memory.
     DropCaching,
+    /// Store transposed shared tiles' columns without their bank-conflict padding
+    /// (`Kernel::unpadded_columns`): less shared memory, the same code otherwise.
+    UnpadColumns,
     /// Caching in shared memory, applied at the root to the arrays the schedule names in
     /// `cache(...)` (the source's hint); refusing its shared memory leads to `DropCaching`.
     CacheInSharedMemory,
@@ -198,11 +201,12 @@ impl Strategy {
     /// The strategies a refusal may apply, in the order tried: cheapest in performance first.
     /// (The published level 2, 32-bit index arithmetic of the shared tiles, is no choice here:
     /// every staged code has it, see `strategy::narrow`.)
-    pub const ALL: [Strategy; 9] = [
+    pub const ALL: [Strategy; 10] = [
         Strategy::ReduceRegisterPressure1,
         Strategy::ReduceGranularity,
         Strategy::ReduceCse,
         Strategy::ReduceRegisterPressure3,
+        Strategy::UnpadColumns,
         Strategy::DropCaching,
         Strategy::DropBlockReduce,
         Strategy::PadSharedRows,
@@ -217,6 +221,7 @@ impl Strategy {
             Strategy::ReduceCse => "reduce common sub-expression elimination by a level",
             Strategy::ReduceRegisterPressure3 => "reduce register pressure (level 3: cap registers, spill the rest)",
             Strategy::DropCaching => "do not cache in shared memory",
+            Strategy::UnpadColumns => "store transposed shared tiles' columns unpadded",
             Strategy::CacheInSharedMemory => "cache in shared memory",
             Strategy::EliminateCommonSubexpressions => "common sub-expression elimination",
             Strategy::PadSharedRows => "pad shared tiles' rows by one element",
@@ -237,7 +242,7 @@ impl Strategy {
         match self {
             Strategy::ReduceRegisterPressure1 | Strategy::ReduceCse | Strategy::ReduceRegisterPressure3 => registers,
             Strategy::ReduceGranularity => registers || c == Counter::SharedMemory,
-            Strategy::DropCaching => c == Counter::SharedMemory,
+            Strategy::DropCaching | Strategy::UnpadColumns => c == Counter::SharedMemory,
             // The partial sums cost shared memory, and registers (taken only where the
             // estimate drops, as for every register strategy).
             Strategy::DropBlockReduce => registers || c == Counter::SharedMemory,

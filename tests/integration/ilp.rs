@@ -543,6 +543,35 @@ fn coarsening_blocked_code_gives_two_dimensional_micro_tiles() {
     let fmas = hot.lines().filter(|l| l.contains(" += ") && l.contains(" * ")).count();
     let shared_reads = hot.matches("_tile").count();
     assert_eq!((fmas, shared_reads), (64, 16), "8 + 8 shared reads feed 64 multiply-adds: {hot}");
+    // A thread's rows are neighbours (`8*ty + i`), and the `a` tile is stored column by column
+    // (columns padded by 4), so its 8 reads per step are neighbours too; the code states
+    // `B0 % 8 == 0` to nvcc, and the launch checks it.
+    let a_reads: Vec<&str> = hot.match_indices("a_tile0[").map(|(i, _)| &hot[i + 8..i + 8 + hot[i + 8..].find(']').unwrap()]).collect();
+    assert_eq!(a_reads.len(), 8, "{hot}");
+    for (i, r) in a_reads.iter().enumerate().skip(1) {
+        assert_eq!(*r, format!("{} + {i}", a_reads[0]), "read {i} of `a` is the first's neighbour: {a_reads:?}");
+    }
+    assert!(cuda.contains("a_tile0[metafork_e % B0 * (B0 + 4) + metafork_e / B0] = a["), "transposed `a` tile, padded columns:\n{cuda}");
+    // `b`'s tiles are read across the lanes (`b_tile[z*ub1 + tx]`): stored row by row.
+    assert!(cuda.contains("b_tile0[metafork_e] = b["), "`b` tiles as they were:\n{cuda}");
+    assert!(cuda.contains("  __builtin_assume(B0 % 8 == 0);") && cuda.contains("  if (B0 % 8 != 0) return cudaErrorInvalidValue;"), "{cuda}");
+    // Issue 27.5's targets in the machine code (sm_90): >= 70% FFMA in the hot loop, <= 0.25
+    // shared loads per FFMA, no 64-bit integer operation.
+    if let (Some(nvcc), Some(cuobjdump)) = (common::nvcc(), common::cuobjdump()) {
+        let dir = common::scratch("micro-tile-sass");
+        std::fs::write(dir.join("k.cu"), &cuda).unwrap();
+        let o = std::process::Command::new(nvcc).args(["-cubin", "-O3", "-arch=sm_90", "-o"]).arg(dir.join("k.cubin")).arg(dir.join("k.cu")).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = std::process::Command::new(cuobjdump).arg("-sass").arg(dir.join("k.cubin")).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let sass = metafork::sass::parse(&String::from_utf8_lossy(&o.stdout));
+        let loop_ = metafork::sass::hot_loop(&sass["matmul_coarsened"]).expect("a hot loop");
+        let m = metafork::sass::mix(loop_);
+        assert_eq!(m.fma, 64, "{m:?}");
+        assert!(m.fma * 100 >= 70 * m.instructions, "FFMA share {} of {}", m.fma, m.instructions);
+        assert!(m.shared_loads * 4 <= m.fma && m.wide_integer_ops == 0, "{m:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     // Real registers, no spill.
     let counted = metafork::counters::count_with_cuda(Some(&f), &k, &["sm_90".to_string()]).unwrap();
     let nvcc = &counted.nvcc["sm_90"];

@@ -192,7 +192,13 @@ impl Frame<'_> {
         };
         // Element e of the tile sits at e in the slot, or, with rows padded by one, at
         // e + e / W (W the row's length): (e / W)*(W + 1) + e % W.
+        // Transposed, element (e / W, e % W) sits at (e % W)*H + e / W (H the stored column's
+        // length).
         let at = match (t.padded, t.extents.last()) {
+            _ if t.transposed => {
+                let w = poly_expr(&t.extents[1])?;
+                bin(BinOp::Add, bin(BinOp::Mul, bin(BinOp::Rem, var("$e"), w.clone()), poly_expr(&t.storage_extents()[0])?), bin(BinOp::Div, var("$e"), w))
+            }
             (true, Some(w)) => bin(BinOp::Add, var("$e"), bin(BinOp::Div, var("$e"), poly_expr(w)?)),
             _ => var("$e"),
         };

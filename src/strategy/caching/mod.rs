@@ -113,6 +113,7 @@ pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> R
     let mut out = plain.clone();
     frame.replace_scope(&mut out.body, staged_scope);
     out.shared = slots.arrays.clone();
+    out.padded_columns = plans.iter().any(|p| p.tiles.iter().any(|t| t.column_pad > 0));
     let cached: Vec<String> = kernel.cache.iter().filter(|a| plans.iter().any(|p| p.tiles.iter().any(|t| t.array == **a))).cloned().collect();
     Ok(Staged { kernel: out, cached, refused })
 }

@@ -31,6 +31,11 @@ pub(super) struct Tile {
     pub(super) accesses: Vec<TileAccess>,
     /// Rows one element longer than the tile (the bank-conflict strategy, `Kernel::pad_shared`).
     pub(super) padded: bool,
+    /// A two-dimensional tile stored column by column (see [`reads_down_columns`]).
+    pub(super) transposed: bool,
+    /// Elements a transposed tile's columns are padded by ([`COLUMN_PAD`], or 0 under
+    /// `Kernel::unpadded_columns`).
+    pub(super) column_pad: i64,
 }
 
 impl Tile {
@@ -38,9 +43,14 @@ impl Tile {
     pub(super) fn elements(&self) -> Poly {
         self.extents.iter().fold(Poly::one(), |a, x| a * x)
     }
-    /// The extents as stored: the last one a row's length, padded or not.
+    /// The extents as stored: the last one a row's length, padded or not (transposed: the
+    /// first one a column's length, padded by [`COLUMN_PAD`]).
     pub(super) fn storage_extents(&self) -> Vec<Poly> {
         let mut e = self.extents.clone();
+        if self.transposed {
+            e[0] = &e[0] + &Poly::int(self.column_pad);
+            return e;
+        }
         if self.padded {
             if let Some(last) = e.last_mut() {
                 *last = &*last + &Poly::one();
@@ -52,9 +62,13 @@ impl Tile {
     pub(super) fn storage(&self) -> Poly {
         self.storage_extents().iter().fold(Poly::one(), |a, x| a * x)
     }
-    /// The row-major position in the slot of local coordinates.
+    /// The position in the slot of local coordinates: row-major, or column-major when
+    /// transposed.
     pub(super) fn position_of(&self, coords: &[Poly]) -> Poly {
         let extents = self.storage_extents();
+        if self.transposed {
+            return &coords[1] * &extents[0] + &coords[0];
+        }
         let mut pos = Poly::zero();
         for (d, c) in coords.iter().enumerate() {
             pos = pos * &extents[d] + c;
@@ -64,7 +78,7 @@ impl Tile {
     pub(super) fn read(&self) -> bool {
         self.accesses.iter().any(|a| !a.write)
     }
-    /// The row-major position in the tile of an access.
+    /// The position in the tile of an access.
     pub(super) fn position(&self, acc: &TileAccess) -> Poly {
         self.position_of(&acc.offset)
     }
@@ -171,9 +185,14 @@ impl Frame<'_> {
                 .map(|(span, parts, index, write, _)| TileAccess { span, offset: (0..rank).map(|d| &parts[d] - &lo[d]).collect(), index, write })
                 .collect();
             let padded = self.kernel.pad_shared && rank >= 2;
-            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, footprint, accesses, padded });
+            tiles.push(Tile { array: array.to_string(), elem, modulus, origin, extents, footprint, accesses, padded, transposed: false, column_pad: 0 });
         }
-        Ok(merge_adjacent(tiles))
+        let mut tiles = merge_adjacent(tiles);
+        for t in &mut tiles {
+            t.transposed = reads_down_columns(t, local);
+            t.column_pad = if t.transposed && !self.kernel.unpadded_columns { COLUMN_PAD } else { 0 };
+        }
+        Ok(tiles)
     }
 
     /// The union of the accesses' guarded ranges in one dimension: the least lower bound and
@@ -409,10 +428,46 @@ fn merge_adjacent(mut tiles: Vec<Tile>) -> Vec<Tile> {
     }
 }
 
+/// Elements a transposed tile's columns are padded by. The loads read the array row by row, so
+/// consecutive threads store a column's length apart: with columns of `B0 = 128` elements all 32
+/// lanes of a warp would hit one bank (32-way conflicts). Four more spread them over 8 banks
+/// (4-way) and keep each column's start 16-byte aligned where the length is a multiple of 4,
+/// as the two 16-byte reads of a micro-tile's `a` column need. Where the padding's shared
+/// memory is refused, the tree stores the columns unpadded (`tree::Strategy::UnpadColumns`).
+pub(super) const COLUMN_PAD: i64 = 4;
+
+/// Whether a two-dimensional tile is better stored column by column: every lane of a warp row
+/// reads the same elements (no access reads `threadIdx.x`), and the tile's reads lie at
+/// constant distances from each other down a column but not along a row. Matrix
+/// multiplication's `a` tile read by a thread's 8 x 8 micro-tile, `a[8*ty + i][z]` for `i` in
+/// 0..8, is then 8 neighbours (two 16-byte loads, `emit::cuda`'s aligned tiles) where rows
+/// put them `B0` apart (8 address computations per step; bench/RESULTS.md, "Contiguous
+/// micro-tiles"). The loads still read the array row by row (coalesced), and store each
+/// element at its column-major place.
+fn reads_down_columns(t: &Tile, local: &Locality) -> bool {
+    if t.extents.len() != 2 || t.modulus.is_some() || t.padded {
+        return false;
+    }
+    let lane = thread_var(0);
+    let lane_free = |p: &Poly| p.vars().iter().all(|v| v.name() != lane && !local.aux.contains_key(v.name()));
+    if !t.accesses.iter().all(|a| a.offset.iter().all(lane_free)) {
+        return false;
+    }
+    let reads: Vec<&TileAccess> = t.accesses.iter().filter(|a| !a.write).collect();
+    let [first, rest @ ..] = reads.as_slice() else { return false };
+    if rest.is_empty() {
+        return false;
+    }
+    let constant_apart = |position: &dyn Fn(&TileAccess) -> Poly| rest.iter().all(|a| (position(a) - position(first)).as_constant().is_some());
+    let down = |a: &TileAccess| &a.offset[1] * &t.extents[0] + &a.offset[0];
+    let along = |a: &TileAccess| &a.offset[0] * &t.extents[1] + &a.offset[1];
+    constant_apart(&down) && !constant_apart(&along)
+}
+
 /// `first` then `second` along one dimension, when they lie end to end there (see
 /// [`merge_adjacent`]).
 fn merged(first: &Tile, second: &Tile) -> Option<Tile> {
-    if first.array != second.array || first.modulus.is_some() || second.modulus.is_some() || first.padded != second.padded || first.extents.len() != second.extents.len() {
+    if first.array != second.array || first.modulus.is_some() || second.modulus.is_some() || first.padded != second.padded || first.transposed != second.transposed || first.extents.len() != second.extents.len() {
         return None;
     }
     let rank = first.extents.len();

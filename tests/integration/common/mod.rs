@@ -75,6 +75,18 @@ pub fn nvcc() -> Option<std::path::PathBuf> {
     found
 }
 
+/// `cuobjdump` (NVIDIA's pip wheel, which `make setup` installs into .toolchain/sass), or
+/// `None` (a failure under `make test`).
+pub fn cuobjdump() -> Option<std::path::PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("cuobjdump")).find(|p| p.is_file()));
+    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".toolchain/sass/nvidia/cu13/bin/cuobjdump");
+    let found = on_path.or_else(|| installed.is_file().then_some(installed));
+    if found.is_none() && tools_required() {
+        panic!("METAFORK_REQUIRE_NVCC=1 but `cuobjdump` is not on PATH nor in .toolchain/sass (run `make setup`)");
+    }
+    found
+}
+
 /// The system C++ compiler (`c++`, `g++` or `clang++`), or `None` (a failure under `make test`).
 pub fn cxx() -> Option<std::path::PathBuf> {
     let which = |name: &str| std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()));
