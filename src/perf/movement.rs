@@ -58,6 +58,9 @@ pub const ATOMIC_CYCLES: f64 = 3.5;
 pub struct Work {
     pub flops: f64,
     pub global_bytes: f64,
+    /// Shared-memory passes: each access its first warp's bank ways where the caller knows
+    /// them ([`work_per_thread_with_ways`]: a transposed tile's loads conflict 4 ways, once
+    /// per element loaded, its reads not at all, 8 per multiply-add step), else 1.
     pub shared_accesses: f64,
     /// Atomic adds to global memory, each divided by the elements of the array it adds to (all
     /// threads' adds spread evenly over them); a branch only one thread of a block dimension
@@ -85,6 +88,8 @@ struct Counter<'k> {
     /// Element type of every array (parameters and tiles).
     elems: HashMap<&'k str, ScalarType>,
     shared: Vec<&'k str>,
+    /// Bank ways by access text (see [`Work::shared_accesses`]).
+    ways: &'k HashMap<String, f64>,
     /// Scalar types of names (a name declared with two types counts as the wider float).
     floats: HashMap<String, bool>,
     block: [i64; 3],
@@ -99,7 +104,8 @@ struct Counter<'k> {
 impl Counter<'_> {
     /// A counter for evaluating launch extents and derived scalars only.
     fn bare() -> Counter<'static> {
-        Counter { elems: HashMap::new(), shared: Vec::new(), floats: HashMap::new(), block: [1; 3], grid: [1; 3], elements: HashMap::new(), thread_vars: HashMap::new() }
+        static NONE: std::sync::OnceLock<HashMap<String, f64>> = std::sync::OnceLock::new();
+        Counter { elems: HashMap::new(), shared: Vec::new(), ways: NONE.get_or_init(HashMap::new), floats: HashMap::new(), block: [1; 3], grid: [1; 3], elements: HashMap::new(), thread_vars: HashMap::new() }
     }
 }
 
@@ -183,7 +189,7 @@ impl Counter<'_> {
         match &e.kind {
             ExprKind::Index { array, indices } => {
                 if self.shared.contains(&array.name.as_str()) {
-                    w.shared_accesses += 1.0;
+                    w.shared_accesses += if self.ways.is_empty() { 1.0 } else { self.ways.get(&e.to_string()).copied().unwrap_or(1.0) };
                 } else {
                     w.global_bytes += self.elems.get(array.name.as_str()).map_or(4, |t| t.size_bytes()) as f64;
                 }
@@ -309,8 +315,16 @@ pub fn launch_shape(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap
     Some((grid, block))
 }
 
-/// What one thread of `kernel` does at `point` (see the module's contract).
+/// What one thread of `kernel` does at `point` (see the module's contract), each shared access
+/// one pass.
 pub fn work_per_thread(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>) -> Option<Work> {
+    work_per_thread_with_ways(function, kernel, point, &HashMap::new())
+}
+
+/// [`work_per_thread`], each shared access counting `ways[text]` passes (its first warp's bank
+/// ways at the point, by the access's printed text; 1 where absent): conflicts weigh as often
+/// as the access runs, not as one access among the kernel's.
+pub fn work_per_thread_with_ways(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>, ways: &HashMap<String, f64>) -> Option<Work> {
     let (grid, block) = launch_shape(function, kernel, point)?;
     let mut elems: HashMap<&str, ScalarType> = HashMap::new();
     let mut floats: HashMap<String, bool> = HashMap::new();
@@ -365,7 +379,7 @@ pub fn work_per_thread(function: &KernelFunction, kernel: &Kernel, point: &BTree
             }
         }
     });
-    let counter = Counter { elems, shared: kernel.shared.iter().map(|s| s.name.as_str()).collect(), floats, block, grid, elements, thread_vars };
+    let counter = Counter { elems, shared: kernel.shared.iter().map(|s| s.name.as_str()).collect(), ways, floats, block, grid, elements, thread_vars };
     counter.stmts(&kernel.body, &mut env)
 }
 
@@ -413,6 +427,8 @@ pub struct Run {
     pub chains: f64,
     /// Bytes moved over bytes the lanes ask for ([`crate::perf::Efficiency::traffic`]).
     pub traffic: f64,
+    /// Shared accesses over passes: 1 where the work already counts passes
+    /// ([`work_per_thread_with_ways`]).
     pub banks: f64,
     pub branch_efficiency: f64,
 }

@@ -98,14 +98,22 @@ pub struct Tuned {
 /// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]), launched
 /// as `shape` (grid, block: [`crate::perf::movement::launch_shape`]).
 #[allow(clippy::too_many_arguments)]
-fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, point: &BTreeMap<String, i64>, shape: Option<([i64; 3], [i64; 3])>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
+fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, patterns: &[crate::perf::pattern::Pattern], point: &BTreeMap<String, i64>, shape: Option<([i64; 3], [i64; 3])>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
     use crate::perf::movement;
-    let work = movement::work_per_thread(function, code, point)?;
     let (grid, block) = shape?;
+    // Each shared access weighs its own bank ways, as often as it runs.
+    let mut ways: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+    for p in patterns.iter().filter(|p| p.shared) {
+        if let Some(c) = p.warp(point, block) {
+            let w = ways.entry(p.text.clone()).or_insert(1.0);
+            *w = w.max(c.bank_ways() as f64);
+        }
+    }
+    let work = movement::work_per_thread_with_ways(function, code, point, &ways)?;
     let blocks: f64 = grid.iter().map(|g| *g as f64).product();
     let threads = blocks * block.iter().map(|b| *b as f64).product::<f64>();
     let double = code.params.iter().any(|p| matches!(p.kind, crate::kernel::KernelParamKind::Array { elem: crate::frontend::ast::ScalarType::Double, .. }));
-    let run = movement::Run { work, threads, blocks, double, occupancy, chains: movement::independent_chains(code), traffic: memory.traffic, banks: memory.banks, branch_efficiency: branches };
+    let run = movement::Run { work, threads, blocks, double, occupancy, chains: movement::independent_chains(code), traffic: memory.traffic, banks: 1.0, branch_efficiency: branches };
     movement::estimate(&run, device).filter(|e| e.seconds.is_finite() && e.seconds > 0.0)
 }
 
@@ -265,7 +273,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
                 let block = [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1));
                 let memory = crate::perf::efficiency(p, &named, block);
                 let branches = crate::perf::branch_efficiency(b, &named, block);
-                (memory, branches, time_estimate(function, code, &named, shape, device, occ, memory, branches))
+                (memory, branches, time_estimate(function, code, p, &named, shape, device, occ, memory, branches))
             }
             None => (crate::perf::Efficiency { coalescing: 1.0, banks: 1.0, traffic: 1.0 }, 1.0, None),
         };

@@ -472,3 +472,51 @@ fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
         assert!(c["estimated_seconds"].as_f64().unwrap() >= peak * (1.0 - 1e-9), "{c}");
     }
 }
+
+/// The data-movement model weighs each shared access's bank conflicts as often as the access
+/// runs: matmul's coarsened leaves store their `a` tile column by column (consecutive lanes a
+/// padded column apart: 4-way conflicts at `B0 = 64`) once per element loaded, and read it
+/// conflict-free at every multiply-add step. Weighed by the access, the passes exceed the
+/// accesses by the stores' extra ways only; the mean over access sites (`Efficiency::banks`)
+/// would have charged every read the stores' conflicts.
+#[test]
+fn bank_conflicts_weigh_as_often_as_the_access_runs() {
+    use metafork::perf::movement::{launch_shape, work_per_thread, work_per_thread_with_ways};
+    let b = Backend::default();
+    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (f, tree) = common::trees_of(&path, &text, &b).into_iter().next().unwrap();
+    let point = BTreeMap::from([("n".to_string(), 256), ("B0".to_string(), 64), ("ub1".to_string(), 32), ("s".to_string(), 8)]);
+    let exact = constraints::exact_point(&point);
+    let mut checked = 0;
+    for node in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf) && n.applied.contains(&metafork::tree::Strategy::Coarsen) && !n.staged.shared.is_empty()) {
+        if !node.constraints.constraints().iter().filter(|c| c.vars().iter().all(|v| point.contains_key(v.name()))).all(|c| c.holds_at(&exact).unwrap()) {
+            continue;
+        }
+        let (_, block) = launch_shape(&f, &node.staged, &point).unwrap();
+        let patterns = metafork::perf::pattern::patterns(&f, &node.staged, &tree.root_constraints, &b);
+        let mut ways = std::collections::HashMap::new();
+        let mut store_ways = 0.0f64;
+        for p in patterns.iter().filter(|p| p.shared) {
+            let w = p.warp(&point, block).unwrap().bank_ways() as f64;
+            if p.write && p.array.contains("a_tile") {
+                store_ways = store_ways.max(w);
+            } else {
+                assert_eq!(w, 1.0, "leaf {}: `{}` is conflict-free", node.id, p.text);
+            }
+            ways.insert(p.text.clone(), w);
+        }
+        // Padded columns: 68 words apart, 8 banks; unpadded (the refusal of shared memory
+        // stores them so): 64 words apart, one bank.
+        let expected = if node.code.unpadded_columns { 32.0 } else { 4.0 };
+        assert_eq!(store_ways, expected, "leaf {}: consecutive lanes store a column apart", node.id);
+        let plain = work_per_thread(&f, &node.staged, &point).unwrap();
+        let weighed = work_per_thread_with_ways(&f, &node.staged, &point, &ways).unwrap();
+        // Per thread and tile step: B0*B0 / (threads) stores of `a`, each 3 passes more.
+        let threads = (block.iter().product::<i64>()) as f64;
+        let steps = (256 / 64) as f64;
+        assert_eq!(weighed.shared_accesses - plain.shared_accesses, (expected - 1.0) * steps * (64.0 * 64.0 / threads).ceil(), "leaf {}: {plain:?} {weighed:?}", node.id);
+        checked += 1;
+    }
+    assert!(checked > 0, "a coarsened cached leaf at {point:?}");
+}
