@@ -44,7 +44,7 @@ impl Tile {
         self.extents.iter().fold(Poly::one(), |a, x| a * x)
     }
     /// The extents as stored: the last one a row's length, padded or not (transposed: the
-    /// first one a column's length, padded by [`COLUMN_PAD`]).
+    /// first one a column's length, padded by `column_pad`).
     pub(super) fn storage_extents(&self) -> Vec<Poly> {
         let mut e = self.extents.clone();
         if self.transposed {
