@@ -190,6 +190,8 @@ fn source_span(body: &[crate::frontend::ast::Stmt], site: &str) -> Option<crate:
     found
 }
 
+/// `metafork gen`, once per process: what it built is not freed (the process is about to end;
+/// in-process callers use [`files`]).
 pub fn run(r: &Request) -> Result<(), Failure> {
     let name = command::shown(r.file);
     let text = command::read_source(r.file)?;
@@ -238,6 +240,8 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     if r.verify {
         crate::verify::command::report(&trees, crate::verify::Options::default(), r.json)?;
     }
+    // The process ends here: freeing the trees node by node was 4% of mvt's `gen`.
+    std::mem::forget((trees, files));
     Ok(())
 }
 
