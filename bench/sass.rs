@@ -69,7 +69,7 @@ fn main() {
                 };
                 let best = &tuned.admissible[0];
                 let node = tree.nodes.iter().find(|n| matches!(n.kind, NodeKind::Leaf) && metafork::emit::tree_files::leaf_kernel_name(&tree, n.id) == best.leaf).unwrap();
-                let mut code = node.staged.clone();
+                let mut code = (*node.staged).clone();
                 code.name = best.leaf.clone();
                 let source = metafork::emit::cuda::emit_kernel(function, &code, &[]).unwrap();
                 let cu = work.path().join(format!("{}.cu", best.leaf));

@@ -41,7 +41,7 @@ pub fn compile_leaves(function: &KernelFunction, tree: &Tree, arch: &str) -> Res
         if names.contains(&name) {
             continue;
         }
-        let mut code = node.staged.clone();
+        let mut code = (*node.staged).clone();
         code.name = name.clone();
         unit += &crate::emit::cuda::emit_kernel(function, &code, &[])?;
         unit.push('\n');

@@ -144,8 +144,8 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
     };
     b.nodes.push(Node {
         id: 0,
-        code: kernel,
-        staged: ev.staged,
+        code: kernel.into(),
+        staged: ev.staged.into(),
         cached: ev.cached,
         applied,
         blocked_by: None,
@@ -332,7 +332,7 @@ impl Builder<'_> {
         if let Some(r) = self.applied.get(&key) {
             return Ok(r.clone());
         }
-        let code = &node.code;
+        let code: &Kernel = &node.code;
         let r = match s {
             Strategy::ReduceRegisterPressure1 => no_unroll(code),
             Strategy::ReduceGranularity => self.reduce_granularity(code)?,
@@ -433,9 +433,9 @@ impl Builder<'_> {
 /// evaluated again on the new code.
 pub(super) fn take(node: &mut Node, s: Strategy, code: Kernel, ev: Evaluated) {
     node.counters = ev.counters;
-    node.staged = ev.staged;
+    node.staged = std::sync::Arc::new(ev.staged);
     node.cached = ev.cached;
-    node.code = code;
+    node.code = std::sync::Arc::new(code);
     node.applied.push(s);
     node.strategies_left.retain(|x| *x != s);
     node.counters_left = Counter::ALL.to_vec();

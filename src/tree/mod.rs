@@ -303,10 +303,11 @@ pub enum NodeKind {
 #[derive(Clone, Debug)]
 pub struct Node {
     pub id: usize,
-    /// The logical code: what strategies transform (its `cache` list still a request).
-    pub code: Kernel,
+    /// The logical code: what strategies transform (its `cache` list still a request). Shared
+    /// with the children that keep it: a fork copies the node, not the code.
+    pub code: std::sync::Arc<Kernel>,
     /// The code that runs, counted and emitted: `code` with its arrays staged in shared memory.
-    pub staged: Kernel,
+    pub staged: std::sync::Arc<Kernel>,
     /// The arrays `staged` caches in shared memory.
     pub cached: Vec<String>,
     pub applied: Vec<Strategy>,

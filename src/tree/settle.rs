@@ -27,7 +27,7 @@ impl Builder<'_> {
         let Some(u) = unrolled.filter(|u| self.implied(&node, &u.trip_count.negate()).is_err()) else {
             return self.finish(id);
         };
-        let code = Kernel { unroll: Some(u.trip_count.clone()), ..node.code.clone() };
+        let code = Kernel { unroll: Some(u.trip_count.clone()), ..(*node.code).clone() };
         let ev = self.evaluate(&code)?;
         if self.implied(&node, &u.trip_count).is_ok() {
             return self.unroll_where_allowed(id, code, ev);
@@ -201,7 +201,7 @@ impl Builder<'_> {
         let Some(fill) = self.grid_fills_device(&node) else {
             return Ok(());
         };
-        let code = Kernel { merged: true, ..node.code.clone() };
+        let code = Kernel { merged: true, ..(*node.code).clone() };
         let ev = self.evaluate(&code)?;
         let mut gates = vec![(Counter::GridFill, fill)];
         gates.extend(self.register_gates(node.counters.registers, &ev));

@@ -247,7 +247,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         patterns.entry(name).or_insert_with(|| {
             let accesses = crate::perf::pattern::patterns(function, &node.staged, &tree.root_constraints, &backend);
             let branches = crate::perf::pattern::branches(function, &node.staged, &tree.root_constraints, &backend);
-            (accesses, branches, node.staged.block.clone(), node.staged.clone())
+            (accesses, branches, node.staged.block.clone(), (*node.staged).clone())
         });
     }
     let mut configs = Vec::with_capacity(admissible.len());

@@ -157,7 +157,7 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
     // defect found there is re-checked under the leaf's own constraints.
     // Keyed by what the threads execute: the register-pressure flags (`no_unroll`,
     // `max_registers`) only tell nvcc and ptxas how to compile the same statements.
-    let keys: Vec<String> = leaves.iter().map(|leaf| format!("{:?}", crate::kernel::Kernel { no_unroll: false, max_registers: None, ..leaf.staged.clone() })).collect();
+    let keys: Vec<String> = leaves.iter().map(|leaf| format!("{:?}", crate::kernel::Kernel { no_unroll: false, max_registers: None, ..(*leaf.staged).clone() })).collect();
     let mut kernels: Vec<(&str, &crate::kernel::Kernel)> = Vec::new();
     for (key, leaf) in keys.iter().zip(&leaves) {
         if !kernels.iter().any(|(k, _)| k == key) {

@@ -163,7 +163,7 @@ fn the_rounding_bound_admits_another_order_and_nothing_more() {
     let programs = Programs::new(f, 0, &leaf.staged).unwrap();
     assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Passed(_)), "the atomic code is within the bound");
     // The same additions, plain: no race detection (they would race), and no bound.
-    let mut plain = leaf.staged.clone();
+    let mut plain = (*leaf.staged).clone();
     assert!(map_atomic(&mut plain.body, &mut |op, _| *op = AssignOp::Add) >= 1);
     let programs = Programs::new(f, 0, &plain).unwrap();
     match run_point(f, &programs, &point, 3, RunOptions { detect_races: false, step_budget: None }) {
@@ -173,7 +173,7 @@ fn the_rounding_bound_admits_another_order_and_nothing_more() {
     // Plain additions with race detection: a race.
     assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Fault(_)));
     // Every term off by 0.001 (the inputs lie in [-1, 1)).
-    let mut off = leaf.staged.clone();
+    let mut off = (*leaf.staged).clone();
     map_atomic(&mut off.body, &mut |_, value| {
         let shifted = Expr::new(ExprKind::Binary(BinOp::Add, Box::new(value.clone()), Box::new(Expr::new(ExprKind::Float { value: 0.001, single: true }, value.span))), value.span);
         *value = shifted;

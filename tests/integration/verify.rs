@@ -141,7 +141,7 @@ fn race_within_a_block(f: &KernelFunction, tree: &Tree, kernel: &Kernel) {
 }
 
 fn first_leaf(tree: &Tree) -> Kernel {
-    kernel_leaves(tree)[0].staged.clone()
+    (*kernel_leaves(tree)[0].staged).clone()
 }
 
 #[test]
@@ -210,7 +210,7 @@ fn granularity_with_a_wrong_stride() {
 /// A leaf of `example` with barriers (shared-memory staging), mutated by `edit`.
 fn staged_with_barriers(example: &str) -> (KernelFunction, Tree, Kernel) {
     let (f, t) = example_tree(example);
-    let k = kernel_leaves(&t).iter().find(|n| !n.staged.shared.is_empty()).expect("a staged leaf").staged.clone();
+    let k = (*kernel_leaves(&t).iter().find(|n| !n.staged.shared.is_empty()).expect("a staged leaf").staged).clone();
     (f, t, k)
 }
 
