@@ -413,17 +413,13 @@ fn symbolic_occupancy_equals_the_calculation() {
 #[test]
 fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
     use metafork::perf::movement::{launch_shape, work_per_thread};
-    let b = Backend::default();
-    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let (f, tree) = common::trees_of(&path, &text, &b).into_iter().next().unwrap();
+    let (path, f, tree) = matmul_tree();
     let (mut cached, mut uncached, mut coarsened) = (0, 0, 0);
     for node in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf)) {
         for (n, b0, ub1, s) in [(64, 8, 8, 1), (256, 16, 4, 4), (96, 4, 2, 3), (128, 32, 32, 2), (256, 16, 4, 8), (128, 8, 4, 4)] {
             let point = BTreeMap::from([("n".to_string(), n), ("B0".to_string(), b0), ("ub1".to_string(), ub1), ("s".to_string(), s)]);
             // Only inside the leaf's region (a register-blocked leaf is for one value of s).
-            let exact = constraints::exact_point(&point);
-            if !node.constraints.constraints().iter().filter(|c| c.vars().iter().all(|v| point.contains_key(v.name()))).all(|c| c.holds_at(&exact).unwrap()) {
+            if !in_region(node, &point) {
                 continue;
             }
             let w = work_per_thread(&f, &node.staged, &point).unwrap_or_else(|| panic!("leaf {}: every bound evaluates", node.id));
@@ -483,14 +479,11 @@ fn data_movement_counts_matmul_in_closed_form_and_ranks_reuse_first() {
 fn bank_conflicts_weigh_as_often_as_the_access_runs() {
     use metafork::perf::movement::{launch_shape, work_per_thread, work_per_thread_with_ways};
     let b = Backend::default();
-    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let (f, tree) = common::trees_of(&path, &text, &b).into_iter().next().unwrap();
+    let (_, f, tree) = matmul_tree();
     let point = BTreeMap::from([("n".to_string(), 256), ("B0".to_string(), 64), ("ub1".to_string(), 32), ("s".to_string(), 8)]);
-    let exact = constraints::exact_point(&point);
     let mut checked = 0;
     for node in tree.leaves().filter(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf) && n.applied.contains(&metafork::tree::Strategy::Coarsen) && !n.staged.shared.is_empty()) {
-        if !node.constraints.constraints().iter().filter(|c| c.vars().iter().all(|v| point.contains_key(v.name()))).all(|c| c.holds_at(&exact).unwrap()) {
+        if !in_region(node, &point) {
             continue;
         }
         let (_, block) = launch_shape(&f, &node.staged, &point).unwrap();
@@ -519,4 +512,19 @@ fn bank_conflicts_weigh_as_often_as_the_access_runs() {
         checked += 1;
     }
     assert!(checked > 0, "a coarsened cached leaf at {point:?}");
+}
+
+/// `examples/matmul.mf`'s path, function and tree (shared with the other tests).
+fn matmul_tree() -> (String, metafork::frontend::model::KernelFunction, metafork::tree::Tree) {
+    let path = format!("{}/examples/matmul.mf", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (f, tree) = common::trees_of(&path, &text, &Backend::default()).into_iter().next().unwrap();
+    (path, f, tree)
+}
+
+/// Whether `point` satisfies every constraint of `node`'s region that names only its
+/// parameters.
+fn in_region(node: &metafork::tree::Node, point: &BTreeMap<String, i64>) -> bool {
+    let exact = constraints::exact_point(point);
+    node.constraints.constraints().iter().filter(|c| c.vars().iter().all(|v| point.contains_key(v.name()))).all(|c| c.holds_at(&exact).unwrap())
 }
