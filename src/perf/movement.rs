@@ -59,8 +59,8 @@ pub struct Work {
     pub flops: f64,
     pub global_bytes: f64,
     /// Shared-memory passes: each access its first warp's bank ways where the caller knows
-    /// them ([`work_per_thread_with_ways`]: a transposed tile's loads conflict 4 ways, once
-    /// per element loaded, its reads not at all, 8 per multiply-add step), else 1.
+    /// them ([`work_per_thread_with_ways`]: a transposed tile's stores conflict 4 ways, once
+    /// per element loaded; its reads, 8 per multiply-add step, not at all), else 1.
     pub shared_accesses: f64,
     /// Atomic adds to global memory, each divided by the elements of the array it adds to (all
     /// threads' adds spread evenly over them); a branch only one thread of a block dimension

@@ -89,7 +89,6 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// `code` register-blocked by `k` ([`crate::strategy::block::block`]), memoised by code.
     /// [`crate::strategy::block::granularity_of`], remembered by what it reads of the code (its
     /// body, parameters and host loops: the flags the tree sets on the code, unrolling,
     /// register caps, CSE, do not change which loop is the granularity's).
@@ -103,6 +102,7 @@ impl Builder<'_> {
         Ok(g)
     }
 
+    /// `code` register-blocked by `k` ([`crate::strategy::block::block`]), memoised by code.
     pub(super) fn blocked_code(&mut self, code: &Kernel, k: i64) -> Result<Option<Kernel>, String> {
         let key = (format!("{code:?}"), k);
         if let Some(b) = self.blocked.get(&key) {
