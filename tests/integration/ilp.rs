@@ -621,6 +621,18 @@ fn the_refusal_of_too_many_threads_coarsens() {
         factors.insert(k);
     }
     assert_eq!(factors, [4, 8].into());
+    // The coarsened code's `a` tile is stored column by column, its columns padded (16*B0
+    // bytes more than the blocked code's tiles); where that shared memory is refused the tree
+    // stores the columns unpadded (`UnpadColumns`) before it would give up caching, and such a
+    // leaf's tiles take exactly the blocked code's bytes.
+    let unpadded: Vec<_> = coarsened.iter().filter(|l| l.applied.contains(&Strategy::UnpadColumns)).collect();
+    assert!(!unpadded.is_empty(), "a coarsened leaf whose padded columns did not fit");
+    for leaf in &unpadded {
+        assert!(leaf.code.unpadded_columns && !leaf.staged.padded_columns && !leaf.applied.contains(&Strategy::DropCaching), "leaf {}: {:?}", leaf.id, leaf.applied);
+        let texts: Vec<String> = leaf.constraints.constraints().iter().map(|c| c.to_string()).collect();
+        assert!(texts.iter().any(|c| c.starts_with("Z_B < ") && c.contains("*B0^2 + 16*B0")), "leaf {}: refused the padded bytes: {texts:?}", leaf.id);
+    }
+    assert!(coarsened.iter().any(|l| l.staged.padded_columns), "coarsened leaves with padded columns");
     // Where neither factor nor the coarsening condition holds, no kernel: the infeasible leaf.
     assert!(tree.leaves().filter(refused).any(|l| matches!(l.kind, NodeKind::Infeasible { counter: Counter::ThreadsPerBlock })));
 }
