@@ -70,9 +70,24 @@ pub fn by_lanes(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -> C
 }
 
 impl Branch {
-    /// Lane by lane over every warp of the block, evaluating the condition through the
-    /// model's divisions; `None` where a value is missing.
+    /// Diverging warps of the block; `None` where a value is missing. Lane by lane through
+    /// the model's divisions (in machine integers, [`super::lane_eval`]); an affine condition
+    /// by its closed form.
     pub fn count(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<Count> {
+        // An affine condition needs no model evaluation per lane: its closed form, or its
+        // lanes in integer arithmetic (the same count; `tests/perf.rs` checks both agree).
+        if let Some((coeffs, constant)) = self.affine(point) {
+            let rel = self.condition.rel();
+            return Some(closed_form(coeffs, constant, rel, block).unwrap_or_else(|| by_lanes(coeffs, constant, rel, block)));
+        }
+        let condition = super::lane_eval::LaneEval::new(&self.lanes, self.condition.poly(), point);
+        let mut truth = |_: i64, t: [i64; 3]| condition.eval(t).map(|v| holds(self.condition.rel(), v));
+        count_warps(block, &mut truth)
+    }
+
+    /// [`Branch::count`] without the shortcut: every lane's condition evaluated through the
+    /// access model (slow; the reference the shortcut is tested against).
+    pub fn count_through_model(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<Count> {
         let mut truth = |_: i64, t: [i64; 3]| self.lanes.eval(self.condition.poly(), point, t).map(|v| holds(self.condition.rel(), v));
         count_warps(block, &mut truth)
     }

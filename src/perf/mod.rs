@@ -11,12 +11,14 @@
 //! access, the constraints under which coalescing and bank counters reach their thresholds:
 //! what the tree forks on. [`occupancy`] writes occupancy as a piecewise rational function of
 //! the parameters for one device. [`branch_efficiency`] turns the divergence counts at one
-//! point into `tune`'s branch factor. The strategies that raise the counters live in
+//! point into `tune`'s branch factor. [`lane_eval`] evaluates a model polynomial for many
+//! lanes in machine integers, as the exact path would. The strategies that raise the counters live in
 //! `strategy`; the tree's occupancy conditions (unrolling and merging gates) in `tree`.
 
 pub mod divergence;
 pub mod fork;
 pub mod formula;
+pub mod lane_eval;
 pub mod lanes;
 pub mod movement;
 pub mod occupancy;

@@ -132,6 +132,16 @@ impl Pattern {
     pub fn warp(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
         let [bx, by, bz] = block;
         let n = super::lanes::WARP.min(bx * by * bz).max(0);
+        let index = super::lane_eval::LaneEval::new(&self.lanes, &self.index, point);
+        let elements = (0..n).map(|l| index.eval([l % bx, (l / bx) % by, l / (bx * by)])).collect::<Option<Vec<i64>>>()?;
+        Some(super::lanes::Warp { elements, elem: self.elem })
+    }
+
+    /// [`Pattern::warp`] with every lane evaluated through the exact rational path (slow; the
+    /// reference the integer path is tested against).
+    pub fn warp_through_model(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
+        let [bx, by, bz] = block;
+        let n = super::lanes::WARP.min(bx * by * bz).max(0);
         let elements = (0..n).map(|l| self.lanes.eval(&self.index, point, [l % bx, (l / bx) % by, l / (bx * by)])).collect::<Option<Vec<i64>>>()?;
         Some(super::lanes::Warp { elements, elem: self.elem })
     }

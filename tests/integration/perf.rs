@@ -23,6 +23,8 @@ fn eval(p: &Poly, point: &BTreeMap<String, i64>) -> Option<i64> {
 fn closed_forms_agree_with_the_lanes_on_every_example() {
     let b = Backend::default();
     let mut rng = common::Rng(0x7065_7266);
+    // Points where a condition or index with divisions was evaluated both ways.
+    let mut with_divisions = 0;
     for (path, text) in common::examples() {
         let (mut coalescing, mut banks, mut shared_patterns) = (0, 0, 0);
         let (mut divergence, mut branch_count) = (0, 0);
@@ -51,12 +53,20 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
                         continue;
                     }
                     for br in &branches {
+                        // The integer lanes (or the closed form) give what the exact rational
+                        // lanes give (the exact lanes of a whole block are slow: one point in
+                        // ten where the coefficients are also checked, else one in a hundred).
+                        let every = if br.affine(&point).is_some() { 10 } else { 100 };
+                        let exact = (sample % every == 0).then(|| br.count_through_model(&point, block));
+                        if let Some(exact) = exact {
+                            assert_eq!(br.count(&point, block), exact, "{path} `{}` at {point:?}", br.condition);
+                            with_divisions += usize::from(!br.lanes.divisions.is_empty() && exact.is_some());
+                        }
                         let Some((coeffs, constant)) = br.affine(&point) else { continue };
                         let lanes = metafork::perf::divergence::by_lanes(coeffs, constant, br.condition.rel(), block);
-                        // The coefficients describe the condition exactly (one point in ten:
-                        // evaluating it through the model is slow).
-                        if sample % 10 == 0 {
-                            assert_eq!(br.count(&point, block), Some(lanes), "{path} `{}` at {point:?}", br.condition);
+                        // The coefficients describe the condition exactly.
+                        if let Some(exact) = exact {
+                            assert_eq!(exact, Some(lanes), "{path} `{}` at {point:?}", br.condition);
                         }
                         if let Some(formula) = metafork::perf::divergence::closed_form(coeffs, constant, br.condition.rel(), block) {
                             assert_eq!(formula, lanes, "{path} `{}` at {point:?}", br.condition);
@@ -64,11 +74,17 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
                         }
                     }
                     for p in &patterns {
+                        // The integer lanes give what the exact rational lanes give, and the
+                        // strides describe exactly those lanes (one point in ten, as above).
+                        let every = if p.at(&point, block).is_some() { 10 } else { 40 };
+                        let exact = (sample % every == 0).then(|| p.warp_through_model(&point, block));
+                        if let Some(exact) = &exact {
+                            assert_eq!(&p.warp(&point, block), exact, "{path} `{}` at {point:?}", p.text);
+                            with_divisions += usize::from(!p.lanes.divisions.is_empty() && exact.is_some());
+                        }
                         let Some(c) = p.at(&point, block) else { continue };
-                        // The strides describe exactly the lanes the index gives (checked at
-                        // one point in ten: evaluating the index lane by lane is slow).
-                        if sample % 10 == 0 {
-                            assert_eq!(p.warp(&point, block), Some(c.warp()), "{path} `{}` at {point:?}", p.text);
+                        if let Some(exact) = exact {
+                            assert_eq!(exact, Some(c.warp()), "{path} `{}` at {point:?}", p.text);
                         }
                         if !p.shared {
                             if let Some(piece) = formula::coalescing(&c) {
@@ -92,6 +108,8 @@ fn closed_forms_agree_with_the_lanes_on_every_example() {
             assert!(banks >= 500, "{path}: only {banks} points where the bank formula applies");
         }
     }
+    println!("integer and exact lanes compared at {with_divisions} points with divisions");
+    assert!(with_divisions >= 1000, "only {with_divisions} points compared the integer and exact lanes of a quotient or remainder");
 }
 
 /// Transposition: the checked program, its first tree, and the point N = 1024, 32 x 32 blocks.
