@@ -48,6 +48,7 @@ pub struct Extras<'a> {
 pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, extras: &Extras) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
     let (wisdom, draw) = (extras.wisdom, extras.draw);
     let backend = constraints::solver::Backend::default();
+    let drawer = draw.then(crate::emit::tree_picture::Drawer::start).flatten();
     let trees = crate::tree::build_all(program, &backend)?;
     let mut compiled = crate::emit::tree_files::Compiled::new();
     for arch in extras.ptxas {
@@ -57,9 +58,10 @@ pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedPr
             }
         }
     }
-    // The picture is drawn by Graphviz on the other core while the files are generated.
+    // The picture is drawn by Graphviz (started before the trees were built) on the other
+    // core while the files are generated.
     let (generated, svg) = std::thread::scope(|scope| {
-        let drawing = draw.then(|| scope.spawn(|| crate::emit::tree_picture::svg(&crate::emit::tree_files::picture(&trees, &compiled))));
+        let drawing = drawer.map(|drawer| scope.spawn(|| drawer.draw(&crate::emit::tree_files::picture(&trees, &compiled))));
         let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled);
         (generated, drawing.and_then(|d| d.join().ok().flatten()))
     });

@@ -182,26 +182,59 @@ const DOT_SECONDS: u64 = 30;
 /// `tree.svg`: `dot_text` drawn by Graphviz `dot` when it is on the PATH (`None` when it is not,
 /// fails, or takes longer than [`DOT_SECONDS`]; the picture is then only `tree.dot`).
 pub fn svg(dot_text: &str) -> Option<Vec<u8>> {
-    use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new("dot").arg("-Tsvg").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
-    let mut stdin = child.stdin.take()?;
-    let input = dot_text.to_string();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let pid = child.id();
-    let (send, receive) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = send.send(child.wait_with_output());
-    });
-    let output = match receive.recv_timeout(std::time::Duration::from_secs(DOT_SECONDS)) {
-        Ok(Ok(o)) => o,
-        Ok(Err(_)) => return None,
-        Err(_) => {
-            // SAFETY: `kill` on the child's pid (it has not been reaped: the waiting thread holds it).
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    Drawer::start()?.draw(dot_text)
+}
+
+/// A `dot -Tsvg` process started before its input exists: starting Graphviz (loading its
+/// plugins) takes 15-20 ms, which `gen` spends while it builds the trees. Dropped unused, the
+/// process is killed and reaped.
+pub struct Drawer {
+    child: Option<std::process::Child>,
+}
+
+impl Drawer {
+    /// `None` when `dot` cannot be started.
+    pub fn start() -> Option<Drawer> {
+        use std::process::{Command, Stdio};
+        let child = Command::new("dot").arg("-Tsvg").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+        Some(Drawer { child: Some(child) })
+    }
+
+    /// The SVG of `dot_text` ([`svg`]'s contract).
+    pub fn draw(mut self, dot_text: &str) -> Option<Vec<u8>> {
+        use std::io::Write as _;
+        let mut child = self.child.take()?;
+        let Some(mut stdin) = child.stdin.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
             return None;
+        };
+        let input = dot_text.to_string();
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let pid = child.id();
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = send.send(child.wait_with_output());
+        });
+        let output = match receive.recv_timeout(std::time::Duration::from_secs(DOT_SECONDS)) {
+            Ok(Ok(o)) => o,
+            Ok(Err(_)) => return None,
+            Err(_) => {
+                // SAFETY: `kill` on the child's pid (it has not been reaped: the waiting thread holds it).
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                return None;
+            }
+        };
+        let _ = writer.join();
+        (output.status.success() && output.stdout.starts_with(b"<?xml")).then_some(output.stdout)
+    }
+}
+
+impl Drop for Drawer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
-    };
-    let _ = writer.join();
-    (output.status.success() && output.stdout.starts_with(b"<?xml")).then_some(output.stdout)
+    }
 }
