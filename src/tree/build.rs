@@ -31,6 +31,9 @@ pub(super) struct Builder<'a> {
     pub(super) conditions: HashMap<(String, PerfKind), Vec<Condition>>,
     /// The most levels one code's performance conditions can add (see [`Tree::height_bound`]).
     pub(super) perf_levels: usize,
+    /// Codes made ahead of their evaluation, by key, whose counts the worker makes.
+    pub(super) speculated: HashMap<String, crate::strategy::caching::Staged>,
+    pub(super) speculator: speculate::Speculator,
 }
 
 /// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
@@ -106,8 +109,9 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         }
     }
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), granularity: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0 };
-    // Everything runs on this thread, in one order: Z3 contexts working on other threads at
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), granularity: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0, speculated: HashMap::new(), speculator: Default::default() };
+    // Every Z3 query runs on this thread, in one order (the speculator's worker counts with
+    // LLVM only): Z3 contexts working on other threads at
     // the same time change this one's models (and so the number of queries the tree reports)
     // from run to run; a speculative granularity reduction on a second thread made `gen`'s
     // output differ between runs, and was measured no faster (bench/RESULTS.md).
@@ -198,6 +202,29 @@ impl Builder<'_> {
         if constraints::budget::expired() {
             return Err(BUDGET_SPENT.into());
         }
+        let staged = match self.speculated.remove(&key) {
+            Some(staged) => staged,
+            None => self.final_code(kernel)?,
+        };
+        let c = match self.speculator.take(&key) {
+            Some(counted) => counted?,
+            None => count(&staged.kernel, &[])?,
+        };
+        // The tree's systems and the dispatcher's tables read parameters and machine symbols
+        // only: a derived scalar in a counter is replaced by its definition or a bound.
+        let shared_bytes = derived::in_parameters(&c.shared_bytes, self.function, &self.root, self.backend)?;
+        let threads_per_block = derived::in_parameters(&c.threads_per_block, self.function, &self.root, self.backend)?;
+        let v = Evaluated {
+            staged: staged.kernel,
+            cached: staged.cached,
+            counters: CounterValues { registers: c.registers.registers, shared_bytes, threads_per_block },
+        };
+        self.cache.insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// `kernel` as it runs: staged (once per code without its flags), then its flags applied.
+    fn final_code(&mut self, kernel: &Kernel) -> Result<crate::strategy::caching::Staged, String> {
         // Staging does not depend on the flags that act on the staged code: stage once, then
         // apply them: unrolling and the register cap as flags, 32-bit indices, then CSE.
         let unrolled = unstaged_flags_cleared(kernel);
@@ -239,18 +266,39 @@ impl Builder<'_> {
             staged.kernel = merge(&staged.kernel).ok_or("iteration merging does not apply to this code")?;
             staged.kernel.merged = true;
         }
-        let c = count(&staged.kernel, &[])?;
-        // The tree's systems and the dispatcher's tables read parameters and machine symbols
-        // only: a derived scalar in a counter is replaced by its definition or a bound.
-        let shared_bytes = derived::in_parameters(&c.shared_bytes, self.function, &self.root, self.backend)?;
-        let threads_per_block = derived::in_parameters(&c.threads_per_block, self.function, &self.root, self.backend)?;
-        let v = Evaluated {
-            staged: staged.kernel,
-            cached: staged.cached,
-            counters: CounterValues { registers: c.registers.registers, shared_bytes, threads_per_block },
-        };
-        self.cache.insert(key, v.clone());
-        Ok(v)
+        Ok(staged)
+    }
+
+    /// A settled path whose code `code` (staged as `staged`) is about to be unrolled as
+    /// `unrolled`: both sides of that fork end in [`Builder::finish`], which asks for the merged
+    /// code. The merged forms of `code` and of `unrolled`, where merging applies, are made here
+    /// and counted by the worker ([`speculate`]) while this thread counts `unrolled` and
+    /// decides the forks.
+    pub(super) fn speculate_merges(&mut self, code: &Kernel, staged: &Kernel, unrolled: &Kernel) {
+        let mut guesses = Vec::new();
+        if merge(staged).is_some() {
+            guesses.push(Kernel { merged: true, ..code.clone() });
+        }
+        let key = format!("{unrolled:?}");
+        if !self.cache.contains_key(&key) && !self.speculated.contains_key(&key) {
+            // Staged already (the flags do not change the staging): no Z3 here.
+            if let Ok(s) = self.final_code(unrolled) {
+                self.speculated.insert(key.clone(), s);
+            }
+        }
+        let unrolled_code = self.cache.get(&key).map(|e| &e.staged).or_else(|| self.speculated.get(&key).map(|s| &s.kernel));
+        if unrolled_code.is_some_and(|k| merge(k).is_some()) {
+            guesses.push(Kernel { merged: true, ..unrolled.clone() });
+        }
+        for guess in guesses {
+            let key = format!("{guess:?}");
+            if self.cache.contains_key(&key) || self.speculated.contains_key(&key) {
+                continue;
+            }
+            let Ok(staged) = self.final_code(&guess) else { continue };
+            self.speculator.submit(key.clone(), staged.kernel.clone());
+            self.speculated.insert(key, staged);
+        }
     }
 
     /// Granularity reduction does not look at unrolling or at which arrays are cached: reduce

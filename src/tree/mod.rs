@@ -394,6 +394,7 @@ mod fewer_threads;
 mod occupancy;
 mod performance;
 mod settle;
+mod speculate;
 
 use build::{add_machine_symbol, take, Builder, Evaluated};
 pub use build::{build, build_all, root_constraints, strategy_variants, BUDGET_SPENT};

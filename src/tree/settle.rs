@@ -28,6 +28,7 @@ impl Builder<'_> {
             return self.finish(id);
         };
         let code = Kernel { unroll: Some(u.trip_count.clone()), ..(*node.code).clone() };
+        self.speculate_merges(&node.code, &node.staged, &code);
         let ev = self.evaluate(&code)?;
         if self.implied(&node, &u.trip_count).is_ok() {
             return self.unroll_where_allowed(id, code, ev);
