@@ -6,8 +6,10 @@
 //! lanes hold the condition and others do not; [`closed_form`] gives the same count, row by
 //! row, for a condition affine in the thread indices when `Bx` is a multiple of 32 (each warp
 //! then lies in one row, where the condition switches at most once) or divides 32 (each warp
-//! holds `32 / Bx` whole rows), and `None` otherwise.
-//! `tests/perf.rs` checks the two agree.
+//! holds `32 / Bx` whole rows), and `None` otherwise. [`Branch::count`] takes the closed form
+//! where it applies, and evaluates other conditions in machine integers
+//! ([`super::lane_eval`]); [`Branch::count_through_model`] is the exact lane-by-lane reference.
+//! `tests/perf.rs` checks they all agree.
 
 use super::lanes::WARP;
 use super::pattern::{thread_strides, LaneValues};

@@ -130,19 +130,21 @@ impl Pattern {
     /// The element each lane of the first warp touches, evaluated lane by lane (quotients as
     /// floor division); `None` when a value is missing or a division by zero occurs.
     pub fn warp(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
-        let [bx, by, bz] = block;
-        let n = super::lanes::WARP.min(bx * by * bz).max(0);
         let index = super::lane_eval::LaneEval::new(&self.lanes, &self.index, point);
-        let elements = (0..n).map(|l| index.eval([l % bx, (l / bx) % by, l / (bx * by)])).collect::<Option<Vec<i64>>>()?;
-        Some(super::lanes::Warp { elements, elem: self.elem })
+        self.first_warp(block, |t| index.eval(t))
     }
 
     /// [`Pattern::warp`] with every lane evaluated through the exact rational path (slow; the
     /// reference the integer path is tested against).
     pub fn warp_through_model(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
+        self.first_warp(block, |t| self.lanes.eval(&self.index, point, t))
+    }
+
+    /// The first warp's elements, `element` giving each lane's from its thread indices.
+    fn first_warp(&self, block: [i64; 3], element: impl Fn([i64; 3]) -> Option<i64>) -> Option<super::lanes::Warp> {
         let [bx, by, bz] = block;
         let n = super::lanes::WARP.min(bx * by * bz).max(0);
-        let elements = (0..n).map(|l| self.lanes.eval(&self.index, point, [l % bx, (l / bx) % by, l / (bx * by)])).collect::<Option<Vec<i64>>>()?;
+        let elements = (0..n).map(|l| element([l % bx, (l / bx) % by, l / (bx * by)])).collect::<Option<Vec<i64>>>()?;
         Some(super::lanes::Warp { elements, elem: self.elem })
     }
 
