@@ -269,28 +269,29 @@ impl Builder<'_> {
         Ok(staged)
     }
 
-    /// A settled path whose code `code` (staged as `staged`) is about to be unrolled as
-    /// `unrolled`: both sides of that fork end in [`Builder::finish`], which asks for the merged
-    /// code. The merged forms of `code` and of `unrolled`, where merging applies, are made here
-    /// and counted by the worker ([`speculate`]) while this thread counts `unrolled` and
-    /// decides the forks.
-    pub(super) fn speculate_merges(&mut self, code: &Kernel, staged: &Kernel, unrolled: &Kernel) {
-        let mut guesses = Vec::new();
-        if merge(staged).is_some() {
-            guesses.push(Kernel { merged: true, ..code.clone() });
-        }
-        let key = format!("{unrolled:?}");
-        if !self.cache.contains_key(&key) && !self.speculated.contains_key(&key) {
-            // Staged already (the flags do not change the staging): no Z3 here.
-            if let Ok(s) = self.final_code(unrolled) {
-                self.speculated.insert(key.clone(), s);
-            }
-        }
-        let unrolled_code = self.cache.get(&key).map(|e| &e.staged).or_else(|| self.speculated.get(&key).map(|s| &s.kernel));
-        if unrolled_code.is_some_and(|k| merge(k).is_some()) {
-            guesses.push(Kernel { merged: true, ..unrolled.clone() });
-        }
-        for guess in guesses {
+    /// `now` is about to be evaluated here and each code `next` yields after it is likely to be
+    /// asked for soon: `now`'s final code is made (to be counted on this thread), then each
+    /// next code's, handed to the counting worker ([`speculate`]). `next` sees `now`'s final
+    /// code. Making `now` may stage it, asking Z3 what its evaluation would have asked at the
+    /// same point; each next code must differ from `now` only in flags that act after staging,
+    /// so no other Z3 query runs here and the tree's queries keep their order.
+    pub(super) fn count_ahead(&mut self, now: &Kernel, next: impl FnOnce(&Kernel) -> Vec<Kernel>) {
+        let key = format!("{now:?}");
+        let made = match self.cache.get(&key) {
+            Some(ev) => ev.staged.clone(),
+            None => match self.speculated.get(&key) {
+                Some(s) => s.kernel.clone(),
+                None => match self.final_code(now) {
+                    Ok(s) => {
+                        let k = s.kernel.clone();
+                        self.speculated.insert(key, s);
+                        k
+                    }
+                    Err(_) => return, // evaluating `now` reports it
+                },
+            },
+        };
+        for guess in next(&made) {
             let key = format!("{guess:?}");
             if self.cache.contains_key(&key) || self.speculated.contains_key(&key) {
                 continue;

@@ -28,7 +28,19 @@ impl Builder<'_> {
             return self.finish(id);
         };
         let code = Kernel { unroll: Some(u.trip_count.clone()), ..(*node.code).clone() };
-        self.speculate_merges(&node.code, &node.staged, &code);
+        // Both sides of the fork below end in `finish`, which asks for the merged code: the
+        // merged forms of the code and of the unrolled code are counted beside the unrolled one.
+        let merges_before = merge(&node.staged).is_some();
+        self.count_ahead(&code, |unrolled_code| {
+            let mut merged = Vec::new();
+            if merges_before {
+                merged.push(Kernel { merged: true, ..(*node.code).clone() });
+            }
+            if merge(unrolled_code).is_some() {
+                merged.push(Kernel { merged: true, ..code.clone() });
+            }
+            merged
+        });
         let ev = self.evaluate(&code)?;
         if self.implied(&node, &u.trip_count).is_ok() {
             return self.unroll_where_allowed(id, code, ev);
