@@ -179,12 +179,6 @@ pub fn size(tree: &Tree) -> (usize, usize) {
 /// The longest Graphviz may take to draw one output's picture.
 const DOT_SECONDS: u64 = 30;
 
-/// `tree.svg`: `dot_text` drawn by Graphviz `dot` when it is on the PATH (`None` when it is not,
-/// fails, or takes longer than [`DOT_SECONDS`]; the picture is then only `tree.dot`).
-pub fn svg(dot_text: &str) -> Option<Vec<u8>> {
-    Drawer::start()?.draw(dot_text)
-}
-
 /// A `dot -Tsvg` process started before its input exists: starting Graphviz (loading its
 /// plugins) takes 15-20 ms, which `gen` spends while it builds the trees. Dropped unused, the
 /// process is killed and reaped.
@@ -193,14 +187,15 @@ pub struct Drawer {
 }
 
 impl Drawer {
-    /// `None` when `dot` cannot be started.
+    /// `None` when `dot` is not on the PATH or cannot be started.
     pub fn start() -> Option<Drawer> {
         use std::process::{Command, Stdio};
         let child = Command::new("dot").arg("-Tsvg").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
         Some(Drawer { child: Some(child) })
     }
 
-    /// The SVG of `dot_text` ([`svg`]'s contract).
+    /// `tree.svg`: `dot_text` drawn by Graphviz (`None` when `dot` fails or takes longer than
+    /// [`DOT_SECONDS`]; the picture is then only `tree.dot`).
     pub fn draw(mut self, dot_text: &str) -> Option<Vec<u8>> {
         use std::io::Write as _;
         let mut child = self.child.take()?;

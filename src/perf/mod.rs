@@ -42,24 +42,34 @@ pub struct Efficiency {
 /// [`Efficiency`] of `patterns` at `point` with the block `block`, counted by the lanes.
 /// Accesses whose pattern cannot be evaluated there are left out.
 pub fn efficiency(patterns: &[pattern::Pattern], point: &BTreeMap<String, i64>, block: [i64; 3]) -> Efficiency {
+    efficiency_and_ways(patterns, point, block).0
+}
+
+/// [`efficiency`], and each shared access's bank ways by its text (the most of its sites),
+/// which `tune`'s data-movement model weighs by how often the access runs.
+pub fn efficiency_and_ways(patterns: &[pattern::Pattern], point: &BTreeMap<String, i64>, block: [i64; 3]) -> (Efficiency, std::collections::HashMap<String, f64>) {
     let (mut used, mut moved, mut asked) = (0i64, 0i64, 0i64);
     let (mut shared, mut passes) = (0.0, 0.0);
+    let mut ways: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
     for p in patterns {
         let Some(c) = p.warp(point, block) else { continue };
         if p.shared {
             shared += 1.0;
             passes += c.bank_ways() as f64;
+            let w = ways.entry(p.text.clone()).or_insert(1.0);
+            *w = w.max(c.bank_ways() as f64);
         } else {
             used += c.used_bytes();
             moved += c.sectors() * lanes::SECTOR;
             asked += c.elements.len() as i64 * c.elem;
         }
     }
-    Efficiency {
+    let efficiency = Efficiency {
         coalescing: if moved == 0 { 1.0 } else { used as f64 / moved as f64 },
         banks: if passes == 0.0 { 1.0 } else { shared / passes },
         traffic: if asked == 0 { 1.0 } else { moved as f64 / asked as f64 },
-    }
+    };
+    (efficiency, ways)
 }
 
 /// The branch efficiency of a kernel at one parameter point, for ranking (`tune`): `1 - d/2`,

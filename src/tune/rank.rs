@@ -98,18 +98,11 @@ pub struct Tuned {
 /// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]), launched
 /// as `shape` (grid, block: [`crate::perf::movement::launch_shape`]).
 #[allow(clippy::too_many_arguments)]
-fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, patterns: &[crate::perf::pattern::Pattern], point: &BTreeMap<String, i64>, shape: Option<([i64; 3], [i64; 3])>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
+fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, ways: &std::collections::HashMap<String, f64>, point: &BTreeMap<String, i64>, shape: Option<([i64; 3], [i64; 3])>, device: &DeviceProfile, occupancy: f64, memory: crate::perf::Efficiency, branches: f64) -> Option<crate::perf::movement::Estimate> {
     use crate::perf::movement;
     let (grid, block) = shape?;
-    // Each shared access weighs its own bank ways, as often as it runs.
-    let mut ways: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
-    for p in patterns.iter().filter(|p| p.shared) {
-        if let Some(c) = p.warp(point, block) {
-            let w = ways.entry(p.text.clone()).or_insert(1.0);
-            *w = w.max(c.bank_ways() as f64);
-        }
-    }
-    let work = movement::work_per_thread_with_ways(function, code, point, &ways)?;
+    // Each shared access weighs its own bank ways (`ways`, by access text), as often as it runs.
+    let work = movement::work_per_thread_with_ways(function, code, point, ways)?;
     let blocks: f64 = grid.iter().map(|g| *g as f64).product();
     let threads = blocks * block.iter().map(|b| *b as f64).product::<f64>();
     let double = code.params.iter().any(|p| matches!(p.kind, crate::kernel::KernelParamKind::Array { elem: crate::frontend::ast::ScalarType::Double, .. }));
@@ -271,9 +264,9 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             Some((p, b, block, code)) => {
                 let dims: Vec<i64> = block.iter().map(&value).collect();
                 let block = [0, 1, 2].map(|d| dims.get(d).copied().unwrap_or(1));
-                let memory = crate::perf::efficiency(p, &named, block);
+                let (memory, ways) = crate::perf::efficiency_and_ways(p, &named, block);
                 let branches = crate::perf::branch_efficiency(b, &named, block);
-                (memory, branches, time_estimate(function, code, p, &named, shape, device, occ, memory, branches))
+                (memory, branches, time_estimate(function, code, &ways, &named, shape, device, occ, memory, branches))
             }
             None => (crate::perf::Efficiency { coalescing: 1.0, banks: 1.0, traffic: 1.0 }, 1.0, None),
         };
