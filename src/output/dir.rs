@@ -5,7 +5,8 @@
 //! 2. finishes what an interrupted run left: a staging directory `.metafork-<h>-*` beside DIR
 //!    (`<h>` from DIR's name) is stale under the lock; entries it carried from DIR are moved
 //!    back, then it is removed;
-//! 3. writes every file, and the manifest last, into a fresh staging directory beside DIR;
+//! 3. writes every file, and the manifest last, into a fresh staging directory beside DIR, and
+//!    waits for their data to reach the disk;
 //! 4. carries over DIR's entries that metafork did not write: all but the manifest, names
 //!    beginning `.metafork-`, the new files' names, and files the old manifest lists whose
 //!    contents are unchanged (those are metafork's, and dropped when the new output lacks them).
@@ -72,15 +73,11 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
         .tempdir_in(&parent)
         .map_err(|e| err(target, format!("cannot create a staging directory in `{}`: {}", parent.display(), e.kind())))?;
     let manifest = Manifest::of(files, from);
-    let write = |n: &str, bytes: &[u8]| -> io::Result<()> {
-        let mut f = fs::File::create_new(staging.path().join(n))?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    };
-    for (n, bytes) in files {
-        write(n, bytes).map_err(|e| err(target, format!("`{n}`: {e}")))?;
+    let manifest_json = manifest.to_json();
+    let all: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).chain(std::iter::once((MANIFEST, manifest_json.as_bytes()))).collect();
+    for batch in all.chunks(SYNC_BATCH) {
+        write_durably(staging.path(), batch).map_err(|(n, e)| err(target, format!("`{n}`: {e}")))?;
     }
-    write(MANIFEST, manifest.to_json().as_bytes()).map_err(|e| err(target, format!("`{MANIFEST}`: {e}")))?;
 
     let carried = match exists {
         Some(_) => carry(target, staging.path(), files).map_err(|e| err(target, format!("cannot carry over its other entries: {e}")))?,
@@ -99,6 +96,30 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
     // `staging` now names the old contents (or nothing, for a new directory): dropping it
     // removes them, without following links.
     drop(staging);
+    Ok(())
+}
+
+/// Files written before their data is waited for: each batch holds this many descriptors open.
+const SYNC_BATCH: usize = 64;
+
+/// Create and write each `(name, bytes)` of `batch` in `dir`, then make their data durable.
+/// Writeback of every file is started before the first is waited for (`sync_file_range`), so
+/// the disk sees one stream instead of a flush per file: 25 files took 2.1 ms instead of 5.4 ms
+/// on ext4 (bench/RESULTS.md). `fdatasync` still guarantees each file's data and size; the
+/// first call is only a hint, and its failure is ignored.
+fn write_durably<'a>(dir: &Path, batch: &[(&'a str, &[u8])]) -> Result<(), (&'a str, io::Error)> {
+    use std::os::fd::AsRawFd;
+    let mut open = Vec::with_capacity(batch.len());
+    for &(n, bytes) in batch {
+        let mut f = fs::File::create_new(dir.join(n)).map_err(|e| (n, e))?;
+        f.write_all(bytes).map_err(|e| (n, e))?;
+        // SAFETY: a valid open descriptor; the call only schedules writeback of its pages.
+        unsafe { libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+        open.push((n, f));
+    }
+    for (n, f) in open {
+        f.sync_data().map_err(|e| (n, e))?;
+    }
     Ok(())
 }
 
