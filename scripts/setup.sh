@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for metafork: the system packages (LLVM 19 for inkwell, Z3 for the
-# constraint engine, Graphviz so that `gen` also draws tree.svg and the tests check it) and a real CUDA compiler (nvcc + ptxas from NVIDIA's pip wheels) in an
+# constraint engine, Graphviz so that the tests check that tree.dot is valid DOT) and a real CUDA compiler (nvcc + ptxas from NVIDIA's pip wheels) in an
 # ignored folder. Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -92,8 +92,8 @@ pub enum Command {
     /// Every branch's constraints are kept consistent with Z3. Machine limits are the symbols
     /// R, Z_B (bytes), T_B, R_B, per multiprocessor R_SM (registers) and W_SM (warps), and N_SM
     /// (multiprocessors), renamed with `_dev` if the program uses the name.
-    /// Writes DIR/tree.yaml, DIR/tree.dot (the tree as a decision diagram: one box per kernel;
-    /// also DIR/tree.svg where Graphviz `dot` is installed) and, with --emit-cuda, one .cu per kernel leaf and the
+    /// Writes DIR/tree.yaml, DIR/tree.svg and DIR/tree.dot (the tree as a decision diagram, one
+    /// box per kernel, drawn and in Graphviz's language) and, with --emit-cuda, one .cu per kernel leaf and the
     /// dispatch code; also DIR/source.mf (the program's copy), DIR/wisdom.yaml (with --wisdom)
     /// and DIR/manifest.json (every file's SHA-256), so `verify DIR` needs nothing else. DIR is
     /// replaced whole: built beside it and swapped in under a lock, so an interrupted or

@@ -10,10 +10,7 @@ use std::path::Path;
 
 /// The source program's copy in an output directory.
 pub const SOURCE_COPY: &str = "source.mf";
-/// The picture drawn by Graphviz from `tree.dot`, when `dot` is present. It is derived from
-/// `tree.dot` (which `verify` re-derives), so `verify` checks it by its hash in the manifest
-/// rather than by drawing it again with whatever Graphviz it finds.
-pub const SVG_PICTURE: &str = "tree.svg";
+pub use crate::emit::tree_files::SVG_PICTURE;
 /// The tuning wisdom's copy in an output directory.
 pub const WISDOM_COPY: &str = "wisdom.yaml";
 
@@ -37,8 +34,6 @@ pub struct Request<'a> {
 pub struct Extras<'a> {
     /// The wisdom copy's text, and the wisdom parsed from the files it joins.
     pub wisdom: Option<(&'a str, &'a [Wisdom])>,
-    /// Also [`SVG_PICTURE`], when Graphviz draws it.
-    pub draw: bool,
     /// Architectures to compile every kernel leaf for (`--ptxas`): their real counts go into
     /// tree.yaml.
     pub ptxas: &'a [String],
@@ -46,9 +41,8 @@ pub struct Extras<'a> {
 
 /// Everything `gen` writes for `text` (named `name`), with `extras`.
 pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, extras: &Extras) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
-    let (wisdom, draw) = (extras.wisdom, extras.draw);
+    let wisdom = extras.wisdom;
     let backend = constraints::solver::Backend::default();
-    let drawer = draw.then(crate::emit::tree_picture::Drawer::start).flatten();
     let trees = crate::tree::build_all(program, &backend)?;
     let mut compiled = crate::emit::tree_files::Compiled::new();
     for arch in extras.ptxas {
@@ -58,19 +52,9 @@ pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedPr
             }
         }
     }
-    // The picture is drawn by Graphviz (started before the trees were built) on the other
-    // core while the files are generated.
-    let (generated, svg) = std::thread::scope(|scope| {
-        let drawing = drawer.map(|drawer| scope.spawn(|| drawer.draw(&crate::emit::tree_files::picture(&trees, &compiled))));
-        let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled);
-        (generated, drawing.and_then(|d| d.join().ok().flatten()))
-    });
-    let generated = generated?;
+    let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled)?;
     let mut files: DirFiles = generated.files.into_iter().map(|(n, t)| (n, t.into_bytes())).collect();
     files.insert(SOURCE_COPY.into(), text.as_bytes().to_vec());
-    if let Some(svg) = svg {
-        files.insert(SVG_PICTURE.into(), svg);
-    }
     if let Some((w, _)) = wisdom {
         files.insert(WISDOM_COPY.into(), w.as_bytes().to_vec());
     }
@@ -216,7 +200,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let mut ptxas = r.ptxas.to_vec();
     ptxas.sort();
     ptxas.dedup();
-    let extras = Extras { wisdom: with_wisdom, draw: true, ptxas: &ptxas };
+    let extras = Extras { wisdom: with_wisdom, ptxas: &ptxas };
     // The check of the schedules as written runs on the other core while the trees are built
     // (jacobi2d: 54 of ~160 ms); its refusal comes first, whatever the build gave.
     let points = as_written_points(&program);

@@ -1,6 +1,8 @@
 //! Emitters: what `metafork gen` writes. [`cuda`] prints a [`crate::kernel::Kernel`] as a
 //! readable CUDA source file with its host launch wrapper; [`dispatch`] writes the run-time
-//! leaf selection; [`tree_picture`] draws `tree.dot`; [`tree_files`] assembles what `gen` writes.
+//! leaf selection; [`tree_picture`] reduces a tree to its decision diagram and writes it as
+//! `tree.dot`, [`tree_svg`] lays it out and draws `tree.svg`; [`tree_files`] assembles what `gen`
+//! writes.
 
 pub mod casts;
 pub mod command;
@@ -9,3 +11,4 @@ pub mod dispatch;
 pub mod host;
 pub mod tree_files;
 pub mod tree_picture;
+pub mod tree_svg;

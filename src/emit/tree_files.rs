@@ -218,15 +218,20 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
     }
     let yaml = serde_yaml::to_string(&TreeFile { source: source.to_string(), schedules }).map_err(|e| e.to_string())?;
     files.insert("tree.yaml".into(), yaml);
-    files.insert("tree.dot".into(), picture(trees, compiled));
+    let pictures: Vec<_> = trees.iter().map(|(_, tree)| crate::emit::tree_picture::picture(tree, compiled)).collect();
+    files.insert("tree.dot".into(), dot(&pictures));
+    files.insert(SVG_PICTURE.into(), crate::emit::tree_svg::svg(&pictures));
     Ok(Generated { files, text })
 }
 
+/// The decision diagrams drawn as SVG (`tree_svg.rs`).
+pub const SVG_PICTURE: &str = "tree.svg";
+
 /// `tree.dot`: every tree's decision diagram in one Graphviz graph.
-pub fn picture(trees: &[(&KernelFunction, Tree)], compiled: &Compiled) -> String {
+fn dot(pictures: &[crate::emit::tree_picture::Picture]) -> String {
     let mut dot = String::from("digraph metafork {\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"sans-serif\", fontsize=9];\n  nodesep=0.2; ranksep=0.3;\n  size=\"10.5,8\"; /* at most a landscape page (inches): Graphviz scales larger drawings down */\n");
-    for (_, tree) in trees {
-        crate::emit::tree_picture::render(tree, compiled, &mut dot);
+    for picture in pictures {
+        crate::emit::tree_picture::render(picture, &mut dot);
     }
     dot.push_str("}\n");
     dot

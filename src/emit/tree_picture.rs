@@ -1,4 +1,5 @@
-//! `tree.dot`: the decision tree as a picture a person can read.
+//! The decision tree as a picture a person can read: [`picture`] reduces a tree to the
+//! diagram both `tree.dot` ([`render`]) and `tree.svg` (`tree_svg.rs`) draw.
 //!
 //! Contract: the tree is drawn as the decision diagram it denotes, not node by node. Leaves
 //! that run the same kernel are one box (its name, registers and shared bytes); the leaves
@@ -116,9 +117,50 @@ fn reduce(tree: &Tree, id: usize, d: &mut Diagram) -> usize {
     }
 }
 
-/// One schedule's diagram, as DOT statements (inside the file's `digraph`).
-pub fn render(tree: &Tree, compiled: &super::tree_files::Compiled, out: &mut String) {
-    let prefix = tree.schedule_name();
+/// What a box shows.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BoxKind {
+    /// A kernel leaf (green).
+    Kernel,
+    /// Where no kernel exists (red).
+    NoKernel,
+    /// A fork: a point.
+    Fork,
+}
+
+/// One box of a drawn diagram: its kind and its lines of text (none for a fork).
+#[derive(Clone, Debug)]
+pub struct PictureBox {
+    pub kind: BoxKind,
+    pub lines: Vec<String>,
+}
+
+/// One arrow: boxes `from` -> `to` (indices into [`Picture::boxes`]), its short label and the
+/// full constraint (its tooltip).
+#[derive(Clone, Debug)]
+pub struct Arrow {
+    pub from: usize,
+    pub to: usize,
+    pub label: String,
+    pub tooltip: String,
+}
+
+/// One schedule's decision diagram, ready to draw: boxes numbered in the order a walk from the
+/// root (box 0) reaches them, arrows in that order too, each box's arrows in branch order.
+#[derive(Clone, Debug)]
+pub struct Picture {
+    pub schedule: String,
+    pub boxes: Vec<PictureBox>,
+    pub arrows: Vec<Arrow>,
+}
+
+/// The heading over one schedule's diagram.
+pub fn heading(schedule: &str) -> String {
+    format!("schedule {schedule} (full constraints: tree.yaml, and each arrow's tooltip)")
+}
+
+/// `tree`'s decision diagram, with the real counts of `compiled` in its kernel boxes.
+pub fn picture(tree: &Tree, compiled: &super::tree_files::Compiled) -> Picture {
     let mut d = Diagram { shapes: Vec::new(), by_key: HashMap::new() };
     let root = reduce(tree, 0, &mut d);
     // Number the boxes in the order a walk from the root reaches them.
@@ -135,31 +177,52 @@ pub fn render(tree: &Tree, compiled: &super::tree_files::Compiled, out: &mut Str
             stack.extend(branches.iter().rev().map(|b| b.2));
         }
     }
-    let name = |i: usize| format!("\"{}_{}\"", dot_text(&prefix), order[i]);
-    let _ = writeln!(out, "  subgraph \"cluster_{}\" {{\n    label=\"schedule {} (full constraints: tree.yaml, and each arrow's tooltip)\"; fontname=\"sans-serif\";", dot_text(&prefix), dot_text(&prefix));
-    let mut boxes: Vec<usize> = (0..d.shapes.len()).filter(|&i| order[i] != usize::MAX).collect();
-    boxes.sort_by_key(|&i| order[i]);
-    for &i in &boxes {
-        match &d.shapes[i] {
+    let mut reached: Vec<usize> = (0..d.shapes.len()).filter(|&i| order[i] != usize::MAX).collect();
+    reached.sort_by_key(|&i| order[i]);
+    let mut boxes = Vec::with_capacity(reached.len());
+    let mut arrows = Vec::new();
+    for &i in &reached {
+        boxes.push(match &d.shapes[i] {
             Shape::Kernel { name: kernel, registers, shared } => {
                 let real: Vec<String> = compiled.get(kernel).map(|m| m.iter().map(|(arch, r)| format!("{} at {arch}", r.registers)).collect()).unwrap_or_default();
-                let registers = if real.is_empty() { format!("{registers} registers, ") } else { format!("registers: estimate {registers}; ptxas {}\\n", real.join(", ")) };
-                let _ = writeln!(out, "    {} [label=\"{}\\n{registers}{} shared bytes\", style=filled, fillcolor=\"#d8f0d8\"];", name(i), dot_text(kernel), dot_text(shared));
+                let lines = if real.is_empty() {
+                    vec![kernel.clone(), format!("{registers} registers, {shared} shared bytes")]
+                } else {
+                    vec![kernel.clone(), format!("registers: estimate {registers}; ptxas {}", real.join(", ")), format!("{shared} shared bytes")]
+                };
+                PictureBox { kind: BoxKind::Kernel, lines }
             }
-            Shape::NoKernel(counter) => {
-                let _ = writeln!(out, "    {} [label=\"no kernel\\n({} too large)\", style=filled, fillcolor=\"#f0d8d8\"];", name(i), dot_text(counter.name()));
+            Shape::NoKernel(counter) => PictureBox { kind: BoxKind::NoKernel, lines: vec!["no kernel".into(), format!("({} too large)", counter.name())] },
+            Shape::Fork(branches) => {
+                arrows.extend(branches.iter().map(|(label, full, to)| Arrow { from: order[i], to: order[*to], label: label.clone(), tooltip: full.clone() }));
+                PictureBox { kind: BoxKind::Fork, lines: Vec::new() }
             }
-            Shape::Fork(_) => {
+        });
+    }
+    Picture { schedule: tree.schedule_name().to_string(), boxes, arrows }
+}
+
+/// One schedule's diagram, as DOT statements (inside the file's `digraph`).
+pub fn render(picture: &Picture, out: &mut String) {
+    let prefix = &picture.schedule;
+    let name = |i: usize| format!("\"{}_{}\"", dot_text(prefix), i);
+    let _ = writeln!(out, "  subgraph \"cluster_{}\" {{\n    label=\"{}\"; fontname=\"sans-serif\";", dot_text(prefix), dot_text(&heading(prefix)));
+    for (i, b) in picture.boxes.iter().enumerate() {
+        let label = b.lines.iter().map(|l| dot_text(l)).collect::<Vec<_>>().join("\\n");
+        match b.kind {
+            BoxKind::Kernel => {
+                let _ = writeln!(out, "    {} [label=\"{label}\", style=filled, fillcolor=\"#d8f0d8\"];", name(i));
+            }
+            BoxKind::NoKernel => {
+                let _ = writeln!(out, "    {} [label=\"{label}\", style=filled, fillcolor=\"#f0d8d8\"];", name(i));
+            }
+            BoxKind::Fork => {
                 let _ = writeln!(out, "    {} [label=\"\", shape=point, width=0.12];", name(i));
             }
         }
     }
-    for &i in &boxes {
-        if let Shape::Fork(branches) = &d.shapes[i] {
-            for (label, full, to) in branches {
-                let _ = writeln!(out, "    {} -> {} [label=\"{}\", tooltip=\"{}\"];", name(i), name(*to), dot_text(label), dot_text(full));
-            }
-        }
+    for a in &picture.arrows {
+        let _ = writeln!(out, "    {} -> {} [label=\"{}\", tooltip=\"{}\"];", name(a.from), name(a.to), dot_text(&a.label), dot_text(&a.tooltip));
     }
     let _ = writeln!(out, "  }}");
 }
@@ -171,65 +234,6 @@ fn dot_text(text: &str) -> String {
 
 /// How many boxes and arrows `tree`'s picture has (for tests and benchmarks).
 pub fn size(tree: &Tree) -> (usize, usize) {
-    let mut text = String::new();
-    render(tree, &Default::default(), &mut text);
-    (text.lines().filter(|l| l.contains("[label=") && !l.contains("->")).count(), text.lines().filter(|l| l.contains("->")).count())
-}
-
-/// The longest Graphviz may take to draw one output's picture.
-const DOT_SECONDS: u64 = 30;
-
-/// A `dot -Tsvg` process started before its input exists: starting Graphviz (loading its
-/// plugins) takes 15-20 ms, which `gen` spends while it builds the trees. Dropped unused, the
-/// process is killed and reaped.
-pub struct Drawer {
-    child: Option<std::process::Child>,
-}
-
-impl Drawer {
-    /// `None` when `dot` is not on the PATH or cannot be started.
-    pub fn start() -> Option<Drawer> {
-        use std::process::{Command, Stdio};
-        let child = Command::new("dot").arg("-Tsvg").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
-        Some(Drawer { child: Some(child) })
-    }
-
-    /// `tree.svg`: `dot_text` drawn by Graphviz (`None` when `dot` fails or takes longer than
-    /// [`DOT_SECONDS`]; the picture is then only `tree.dot`).
-    pub fn draw(mut self, dot_text: &str) -> Option<Vec<u8>> {
-        use std::io::Write as _;
-        let mut child = self.child.take()?;
-        let Some(mut stdin) = child.stdin.take() else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        };
-        let input = dot_text.to_string();
-        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-        let pid = child.id();
-        let (send, receive) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = send.send(child.wait_with_output());
-        });
-        let output = match receive.recv_timeout(std::time::Duration::from_secs(DOT_SECONDS)) {
-            Ok(Ok(o)) => o,
-            Ok(Err(_)) => return None,
-            Err(_) => {
-                // SAFETY: `kill` on the child's pid (it has not been reaped: the waiting thread holds it).
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-                return None;
-            }
-        };
-        let _ = writer.join();
-        (output.status.success() && output.stdout.starts_with(b"<?xml")).then_some(output.stdout)
-    }
-}
-
-impl Drop for Drawer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+    let p = picture(tree, &Default::default());
+    (p.boxes.len(), p.arrows.len())
 }

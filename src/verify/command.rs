@@ -10,7 +10,7 @@
 
 use super::{exit_code, render, verify_tree_reporting, Options};
 use crate::command::{self, exit, Failure};
-use crate::emit::command::{files, SOURCE_COPY, SVG_PICTURE};
+use crate::emit::command::{files, SOURCE_COPY};
 use crate::emit::dispatch::Wisdom;
 use crate::frontend::model::KernelFunction;
 use crate::output::manifest::{read_entry, sha256_hex, Manifest, MANIFEST, MAX_ENTRY_BYTES};
@@ -102,13 +102,8 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
     if let Some(arch) = manifest.ptxas.iter().find(|a| !crate::compiled::ARCHS.contains(&a.as_str())) {
         return Err(unusable(format!("`{shown_dir}/{MANIFEST}` names `{}`, which is not an architecture metafork compiles for", arch.escape_debug())));
     }
-    let extras = crate::emit::command::Extras { wisdom: wisdom_text.as_deref().zip(wisdom.as_deref()), draw: false, ptxas: &manifest.ptxas };
-    let (mut expected, trees, _) = files(&origin.name, &text, &program, true, &extras).map_err(unusable)?;
-    // Graphviz's drawing of tree.dot is checked by its hash (tree.dot itself is re-derived).
-    if manifest.files.contains_key(SVG_PICTURE) {
-        let svg = listed(dir, &manifest, SVG_PICTURE)?;
-        expected.insert(SVG_PICTURE.into(), svg);
-    }
+    let extras = crate::emit::command::Extras { wisdom: wisdom_text.as_deref().zip(wisdom.as_deref()), ptxas: &manifest.ptxas };
+    let (expected, trees, _) = files(&origin.name, &text, &program, true, &extras).map_err(unusable)?;
     if !expected.keys().any(|n| n.ends_with(".cu") && n.contains("_leaf")) {
         return Err(unusable(format!("`{shown_dir}` holds no kernel: its program has no kernel leaf")));
     }
