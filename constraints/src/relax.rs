@@ -4,8 +4,10 @@
 //! Contract: [`refutes`] answers `true` only with a proof (exact integer arithmetic, every
 //! derived inequality implied by the system); `false` means "not shown", never "satisfiable".
 //! The relaxation reads each non-constant monomial as a column of its own (`N_SM*W_SM` is one
-//! unknown), keeps `<`, `<=` and `==` (and the integer domains' bounds), drops `!=` and
-//! divisibility, and adds what products of bounded variables must satisfy (McCormick's
+//! unknown), keeps `<`, `<=` and `==` (and the integer domains' bounds), reads a divisibility
+//! `p % m == 0` of an integer polynomial as `p - m*q == 0` with a new integer column `q`
+//! (so `n == 1` beside `n % 4 == 0` is refuted by the gcd), drops `!=` and non-divisibility,
+//! and adds what products of bounded variables must satisfy (McCormick's
 //! inequalities `(x - lx)*(y - ly) >= 0` and the like, and `x1^e1*...*xk^ek >= l1^e1*...*lk^ek`
 //! for lower bounds `li >= 0`). Fourier–Motzkin elimination then looks for a contradiction.
 //! Where every column of a row takes integer values (integer variables, integer
@@ -52,8 +54,8 @@ pub fn refutes(system: &System, extra: Option<&Constraint>) -> bool {
 }
 
 struct Relaxation {
-    /// The monomial of each column.
-    columns: Vec<Monomial>,
+    /// The monomial of each column; `None` for the integer quotient of a divisibility.
+    columns: Vec<Option<Monomial>>,
     /// Whether each column takes only integer values.
     integral: Vec<bool>,
     rows: Vec<Row>,
@@ -64,9 +66,12 @@ impl Relaxation {
         let mut r = Relaxation { columns: Vec::new(), integral: Vec::new(), rows: Vec::new() };
         let integer = |m: &Monomial| m.factors().iter().all(|(v, _)| system.domain(v).is_integer());
         for c in constraints {
-            if !matches!(c.rel(), Rel::Lt | Rel::Le | Rel::Eq) {
-                continue;
-            }
+            // `p % m == 0` over integers is `p - m*q == 0` for a new integer column `q`.
+            let modulus = match c.rel() {
+                Rel::Lt | Rel::Le | Rel::Eq => None,
+                Rel::Dvd(m) if c.poly().terms().all(|(mono, k)| k.is_integer() && integer(mono)) => Some(m),
+                _ => continue,
+            };
             let mut coeffs = BTreeMap::new();
             let mut constant = 0i128;
             for (m, k) in c.poly().terms() {
@@ -82,8 +87,13 @@ impl Relaxation {
                     coeffs.insert(col, k);
                 }
             }
+            if let Some(m) = modulus {
+                r.columns.push(None);
+                r.integral.push(true);
+                coeffs.insert(r.columns.len() - 1, -i128::from(m));
+            }
             let row = Row { coeffs, constant, strict: c.rel() == Rel::Lt };
-            if c.rel() == Rel::Eq {
+            if c.rel() == Rel::Eq || modulus.is_some() {
                 r.push(negated(&row)?);
             }
             r.push(row);
@@ -103,10 +113,10 @@ impl Relaxation {
     }
 
     fn column(&mut self, m: &Monomial, integral: bool) -> usize {
-        if let Some(i) = self.columns.iter().position(|c| c == m) {
+        if let Some(i) = self.columns.iter().position(|c| c.as_ref() == Some(m)) {
             return i;
         }
-        self.columns.push(m.clone());
+        self.columns.push(Some(m.clone()));
         self.integral.push(integral);
         self.columns.len() - 1
     }
@@ -142,13 +152,13 @@ impl Relaxation {
     /// Rows that products of bounded variables satisfy, for every column of degree two or more.
     fn add_product_bounds(&mut self) {
         let bounds = self.bounds();
-        let single: BTreeMap<crate::var::Var, usize> = self.columns.iter().enumerate().filter(|(_, m)| m.degree() == 1).map(|(i, m)| (m.factors()[0].0.clone(), i)).collect();
+        let single: BTreeMap<crate::var::Var, usize> = self.columns.iter().enumerate().filter_map(|(i, m)| Some((i, m.as_ref()?))).filter(|(_, m)| m.degree() == 1).map(|(i, m)| (m.factors()[0].0.clone(), i)).collect();
         let integer_bound = |col: usize, lower: bool| -> Option<i128> {
             let b = bounds.get(&col)?;
             let (n, d) = if lower { b.0? } else { b.1? };
             Some(if lower { Integer::div_ceil(&n, &d) } else { Integer::div_floor(&n, &d) })
         };
-        let products: Vec<(usize, Monomial)> = self.columns.iter().cloned().enumerate().filter(|(_, m)| m.degree() >= 2).collect();
+        let products: Vec<(usize, Monomial)> = self.columns.iter().cloned().enumerate().filter_map(|(i, m)| Some((i, m?))).filter(|(_, m)| m.degree() >= 2).collect();
         for (col, m) in products {
             // Every factor bounded below by l >= 0 (an integer column's bound, rounded up):
             // the product is at least the product of the bounds.
@@ -208,7 +218,9 @@ impl Relaxation {
                 let neg = rows.iter().filter(|r| r.coeffs.get(&col).is_some_and(|k| *k < 0)).count();
                 (pos * neg) as i64 - (pos + neg) as i64
             };
-            let Some(col) = live.iter().copied().min_by_key(|c| (count(*c), *c)) else { return false };
+            // A divisibility's quotient goes last: eliminated before its dividend's variables,
+            // it would take the integrality that refutes `n == 1, n == 4*q` with it.
+            let Some(col) = live.iter().copied().min_by_key(|c| (self.columns[*c].is_none(), count(*c), *c)) else { return false };
             let (with, without): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.coeffs.contains_key(&col));
             let (pos, neg): (Vec<&Row>, Vec<&Row>) = with.iter().partition(|r| r.coeffs[&col] > 0);
             if without.len() + pos.len() * neg.len() > MAX_ROWS {
@@ -296,7 +308,7 @@ pub fn candidates(system: &System) -> Vec<BTreeMap<crate::var::Var, crate::Ratio
     let mut out = Vec::new();
     let mut vars = system.vars();
     vars.extend(system.domains().keys().cloned());
-    let column_of = |v: &crate::var::Var| relaxation.columns.iter().position(|m| m.degree() == 1 && m.factors()[0].0 == *v);
+    let column_of = |v: &crate::var::Var| relaxation.columns.iter().position(|m| m.as_ref().is_some_and(|m| m.degree() == 1 && m.factors()[0].0 == *v));
     for target in [None, Some(4i128), Some(32), Some(256)] {
         let mut point = BTreeMap::new();
         for v in &vars {

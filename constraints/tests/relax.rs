@@ -63,11 +63,31 @@ fn products_of_bounded_variables_are_bounded() {
 
 #[test]
 fn dropped_constraints_never_refute() {
-    // `!=` and divisibility are left to Z3: the relaxation without them is satisfiable.
+    // `!=` and non-divisibility are left to Z3: the relaxation without them is satisfiable.
     assert!(!refutes(&system(&["1 <= x", "x <= 1", "x != 1"], true), None));
-    let mut s = system(&["1 <= x", "x <= 1"], true);
-    s.add(Constraint::divides(2, &Poly::var("x")));
+    let mut s = system(&["1 <= x", "x <= 2"], true);
+    s.add(Constraint::divides(2, &Poly::var("x")).negate());
     assert!(!refutes(&s, None));
+}
+
+#[test]
+fn a_divisibility_is_a_multiple_of_a_new_integer() {
+    // n == 1 beside n % 4 == 0 (a tree's trip-count fork under a fixed size): refuted by the
+    // gcd once n is eliminated before the quotient, with no Z3 query.
+    let divisible = |texts: &[&str], m: u32, p: &str| {
+        let mut s = system(texts, true);
+        s.add(Constraint::divides(m, &p.parse::<Poly>().unwrap()));
+        s
+    };
+    assert!(refutes(&divisible(&["1 <= n", "n == 1"], 4, "n"), None));
+    assert!(refutes(&divisible(&["5 <= n", "n <= 7"], 4, "n"), None));
+    // Satisfiable ones are never refuted, negative multiples included.
+    assert!(!refutes(&divisible(&["5 <= n", "n <= 8"], 4, "n"), None));
+    assert!(!refutes(&divisible(&["-9 <= n", "n <= -7"], 4, "n"), None));
+    assert!(!refutes(&divisible(&["1 <= n", "1 <= B"], 4, "n*B"), None));
+    let b = Backend::default();
+    assert!(b.check(&divisible(&["1 <= n", "n == 1", "32 <= R"], 4, "n")).is_unsat());
+    assert_eq!(b.queries(), 0);
 }
 
 #[test]
@@ -108,7 +128,7 @@ fn small_system() -> impl Strategy<Value = (Vec<Constraint>, bool)> {
         vs.iter().fold(Poly::int(c), |p, v| p * Poly::var(names[*v]))
     });
     let poly = proptest::collection::vec(term, 1..4).prop_map(|ts| ts.into_iter().fold(Poly::zero(), |a, t| a + t));
-    let rel = prop_oneof![Just(constraints::Rel::Lt), Just(constraints::Rel::Le), Just(constraints::Rel::Eq)];
+    let rel = prop_oneof![Just(constraints::Rel::Lt), Just(constraints::Rel::Le), Just(constraints::Rel::Eq), Just(constraints::Rel::Dvd(2)), Just(constraints::Rel::Dvd(3))];
     (proptest::collection::vec((poly, rel).prop_map(|(p, r)| Constraint::new(p, r)), 1..6), any::<bool>())
 }
 
