@@ -554,23 +554,45 @@ pub struct PathSolver {
     wall_cap: std::time::Duration,
 }
 
+thread_local! {
+    /// What this thread waits for before its first Z3 object ([`gate_z3`]).
+    static Z3_GATE: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+}
+
+/// Make this thread run `open` (which may block) before it creates its first Z3 object.
+/// Work running side by side uses it to reach Z3 in the order a sequential run would: Z3's
+/// models depend on what contexts on other threads did before and at the same time (see
+/// [`in_fresh_thread`]), so two tree builds may overlap only where neither asks Z3.
+pub fn gate_z3(open: impl FnOnce() + 'static) {
+    Z3_GATE.with(|g| *g.borrow_mut() = Some(Box::new(open)));
+}
+
+/// Every Z3 object is made through a [`PathSolver`]: its constructors pass the gate first.
+fn pass_z3_gate() {
+    if let Some(open) = Z3_GATE.with(|g| g.borrow_mut().take()) {
+        open();
+    }
+}
+
 impl PathSolver {
     /// A solver in which every variable with a declared domain exists from the start, with
     /// its bounds asserted at the base level so that no `pop` removes them.
     pub fn new(domains: &BTreeMap<Var, Domain>, timeout_ms: u32) -> PathSolver {
+        pass_z3_gate();
         PathSolver::with_solver(Solver::new(), domains, timeout_ms)
     }
 
-    /// A solver for systems over integer variables with integer coefficients only (nonlinear
-    /// integer arithmetic): Z3's QF_NIA solver, which on the tree's and the strategies' queries
-    /// answers the same as the general one in about two thirds of the time (bench/RESULTS.md).
     /// The same solver with another wall-clock cap (for tests of the watchdog).
     pub fn with_wall_cap(mut self, cap: std::time::Duration) -> PathSolver {
         self.wall_cap = cap;
         self
     }
 
+    /// A solver for systems over integer variables with integer coefficients only (nonlinear
+    /// integer arithmetic): Z3's QF_NIA solver, which on the tree's and the strategies' queries
+    /// answers the same as the general one in about two thirds of the time (bench/RESULTS.md).
     pub fn integer(domains: &BTreeMap<Var, Domain>, timeout_ms: u32) -> PathSolver {
+        pass_z3_gate();
         let solver = Solver::new_for_logic("QF_NIA").unwrap_or_else(Solver::new);
         PathSolver::with_solver(solver, domains, timeout_ms)
     }
@@ -821,6 +843,36 @@ mod tests {
         assert_eq!(parse_z3_numeral("(/ 1.0 3.0)"), Some(q(1, 3)));
         assert_eq!(parse_z3_numeral("(- (/ 1.0 3.0))"), Some(q(-1, 3)));
         assert_eq!(parse_z3_numeral("(root-obj (+ (^ x 2) (- 2)) 2)"), None);
+    }
+
+    /// The gate runs once, before the thread's first solver, and holds it until it opens;
+    /// work that asks Z3 nothing never passes it.
+    #[test]
+    fn the_z3_gate_holds_the_first_solver_until_it_opens() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let (open, opened) = std::sync::mpsc::channel::<()>();
+        let passed = Arc::new(AtomicUsize::new(0));
+        let seen = passed.clone();
+        let worker = std::thread::spawn(move || {
+            gate_z3(move || {
+                opened.recv().unwrap();
+                seen.fetch_add(1, Ordering::SeqCst);
+            });
+            let s = System::new();
+            let _ = crate::relax::refutes(&s, None);
+            let first = PathSolver::new(s.domains(), 100);
+            drop(first);
+            let _second = PathSolver::integer(s.domains(), 100);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(passed.load(Ordering::SeqCst), 0, "no solver before the gate opens");
+        assert!(!worker.is_finished());
+        open.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(passed.load(Ordering::SeqCst), 1, "the gate is passed once");
+        // Another thread has no gate.
+        std::thread::spawn(|| drop(PathSolver::new(&BTreeMap::new(), 100))).join().unwrap();
     }
 }
 

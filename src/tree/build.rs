@@ -85,14 +85,48 @@ pub(super) fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
 /// what an earlier build on this thread left in the thread's context: repeated in-process
 /// builds (benchmarks, tests, `tune`) answer as a fresh `gen` does.
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
-    let timeout_ms = backend.timeout_ms();
-    let (tree, queries) = constraints::solver::in_fresh_thread(move || {
+    let (tree, queries) = build_in_turn(function, kernel, backend.timeout_ms(), None);
+    backend.add_queries(queries);
+    tree
+}
+
+/// [`build`] with a back end of `timeout_ms`, returning its query count; with `turn`, the
+/// build's first Z3 query waits until the builds before it in `turn` have finished.
+fn build_in_turn(function: &KernelFunction, kernel: Kernel, timeout_ms: u32, turn: Option<(std::sync::Arc<Turns>, usize)>) -> (Result<Tree, String>, u64) {
+    constraints::solver::in_fresh_thread(move || {
+        if let Some((turns, k)) = turn {
+            constraints::solver::gate_z3(move || turns.wait_for_those_before(k));
+        }
         let own = Backend::new(timeout_ms);
         let tree = build_in_context(function, kernel, &own);
         (tree, own.queries())
-    });
-    backend.add_queries(queries);
-    tree
+    })
+}
+
+/// Which of a program's builds have finished, for builds side by side ([`build_all`]).
+struct Turns {
+    done: std::sync::Mutex<Vec<bool>>,
+    changed: std::sync::Condvar,
+}
+
+impl Turns {
+    fn wait_for_those_before(&self, k: usize) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !done[..k].iter().all(|d| *d) {
+            done = self.changed.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Marks build `k` finished when dropped, also when the build panics, so that no later build
+/// waits for it forever.
+struct Finished<'a>(&'a Turns, usize);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.done.lock().unwrap_or_else(|e| e.into_inner())[self.1] = true;
+        self.0.changed.notify_all();
+    }
 }
 
 pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
@@ -496,16 +530,56 @@ pub(super) fn take(node: &mut Node, s: Strategy, code: Kernel, ev: Evaluated) {
 /// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
 /// the schedule asks for caching and it applies, then each of those `" +narrow"`), as the code
 /// that runs: for benchmarks and tests.
-/// The tree of every schedule of a program, with its function; an error names the schedule.
+/// The tree of every schedule of a program, with its function; an error names the schedule
+/// (the first in source order to fail). Schedules are built side by side, as many at once as
+/// the machine has cores, in source order; each build's first Z3 query waits until every
+/// build before it has finished, so Z3 answers exactly as in builds one after another (most
+/// builds ask Z3 nothing and never wait). The trees are the same either way.
 pub fn build_all<'p>(program: &'p crate::frontend::CheckedProgram, backend: &Backend) -> Result<Vec<(&'p KernelFunction, Tree)>, String> {
-    let mut trees = Vec::new();
-    for k in &program.kernels {
+    // The kernels up to the first that cannot be made: a one-by-one build would have stopped
+    // there, after building the trees before it (whose errors come first).
+    let mut jobs = Vec::new();
+    let mut unmade = None;
+    'schedules: for k in &program.kernels {
         for s in &k.schedules {
-            let kernel = Kernel::from_schedule(k, s).map_err(|e| format!("{}: {e}", s.name))?;
-            trees.push((k, build(k, kernel, backend).map_err(|e| format!("{}: {e}", s.name))?));
+            match Kernel::from_schedule(k, s) {
+                Ok(kernel) => jobs.push((k, s.name.as_str(), kernel)),
+                Err(e) => {
+                    unmade = Some(format!("{}: {e}", s.name));
+                    break 'schedules;
+                }
+            }
         }
     }
-    Ok(trees)
+    let timeout_ms = backend.timeout_ms();
+    let turns = std::sync::Arc::new(Turns { done: std::sync::Mutex::new(vec![false; jobs.len()]), changed: std::sync::Condvar::new() });
+    let results: Vec<std::sync::Mutex<Option<(Result<Tree, String>, u64)>>> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || loop {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let Some((function, _, kernel)) = jobs.get(k) else { break };
+        let _finished = Finished(&turns, k);
+        let built = build_in_turn(function, kernel.clone(), timeout_ms, Some((turns.clone(), k)));
+        *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(built);
+    };
+    let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).saturating_sub(1);
+    std::thread::scope(|scope| {
+        // This thread works too, so the builds finish even where no helper can be started.
+        for _ in 0..helpers {
+            let _ = std::thread::Builder::new().spawn_scoped(scope, work);
+        }
+        work();
+    });
+    let mut trees = Vec::with_capacity(jobs.len());
+    for ((function, name, _), result) in jobs.iter().zip(results) {
+        let (tree, queries) = result.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every build ran");
+        backend.add_queries(queries);
+        trees.push((*function, tree.map_err(|e| format!("{name}: {e}"))?));
+    }
+    match unmade {
+        Some(e) => Err(e),
+        None => Ok(trees),
+    }
 }
 
 pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {

@@ -187,3 +187,27 @@ fn gen_is_deterministic_and_every_leaf_compiles_with_nvcc() {
     }
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// `build_all` builds a program's schedules side by side, each build's first Z3 query waiting
+/// for the builds before it: the trees are those of builds one after another (the shared
+/// fixture), node for node, Z3 query counts included, on programs whose later schedules ask
+/// Z3 (gemver's third, softmax's first, ludcmp's first of five).
+#[test]
+fn schedules_built_side_by_side_are_the_trees_built_one_by_one() {
+    for path in ["examples/heldout/gemver.mf", "examples/heldout/softmax.mf", "examples/polybench/ludcmp.mf"] {
+        let path = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let one_by_one = trees_of(&path, &text, &Backend::default());
+        let program = metafork::frontend::check_source(&path, &text).unwrap();
+        let backend = Backend::default();
+        let side_by_side = metafork::tree::build_all(&program, &backend).unwrap();
+        assert_eq!(side_by_side.len(), one_by_one.len(), "{path}");
+        assert!(one_by_one.iter().map(|(_, t)| t.queries).sum::<u64>() > 0, "{path}: some schedule asks Z3");
+        assert_eq!(backend.queries(), one_by_one.iter().map(|(_, t)| t.queries).sum::<u64>(), "{path}: the builds' queries are counted");
+        for ((f, a), (g, b)) in side_by_side.iter().zip(&one_by_one) {
+            assert_eq!(f.name, g.name);
+            assert_eq!(a.queries, b.queries, "{path}: {}", a.schedule_name());
+            assert_eq!(format!("{:?}", a.nodes), format!("{:?}", b.nodes), "{path}: {} differs", a.schedule_name());
+        }
+    }
+}
