@@ -107,16 +107,67 @@ pub fn generate(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool
     generate_with_wisdom(source, trees, emit_cuda, &[], &Compiled::new())
 }
 
-/// As [`generate`], with a tuning harness's wisdom for the dispatch headers.
 /// ptxas's reports per kernel name, then per architecture (`gen --ptxas`).
 pub type Compiled = BTreeMap<String, BTreeMap<String, llvm_passes::ptxas::PtxasReport>>;
 
+/// As [`generate`], with a tuning harness's wisdom for the dispatch headers. The dispatch code
+/// and the host drivers are written on a second thread while this one writes the kernels,
+/// `tree.yaml` and the pictures (they read only the trees; a quarter of syrk's file time).
 pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: &[crate::emit::dispatch::Wisdom], compiled: &Compiled) -> Result<Generated, String> {
     for w in wisdom {
         if !trees.iter().any(|(_, t)| t.schedule_name() == w.schedule) {
             return Err(format!("{}: the wisdom is for schedule `{}`, which is not in {source}", w.place(), w.schedule.escape_debug()));
         }
     }
+    std::thread::scope(|scope| {
+        let spawned = emit_cuda.then(|| std::thread::Builder::new().spawn_scoped(scope, || host_files(source, trees, wisdom)));
+        let tree_files = kernels_and_tree(source, trees, emit_cuda, compiled);
+        let host = match spawned {
+            Some(Ok(handle)) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Some(Err(_)) => host_files(source, trees, wisdom),
+            None => Ok((Vec::new(), Vec::new())),
+        };
+        let (mut files, text, described) = tree_files?;
+        let (dispatch, drivers) = host?;
+        files.extend(dispatch);
+        for (name, body) in drivers {
+            if files.insert(name.clone(), body).is_some() {
+                return Err(format!("two generated files would be named `{name}`"));
+            }
+        }
+        files.extend(described);
+        Ok(Generated { files, text })
+    })
+}
+
+/// The dispatch code of every tree, then the host driver of each function (`emit_cuda`).
+type HostFiles = (Vec<(String, String)>, Vec<(String, String)>);
+
+fn host_files(source: &str, trees: &[(&KernelFunction, Tree)], wisdom: &[crate::emit::dispatch::Wisdom]) -> Result<HostFiles, String> {
+    let mut dispatch = Vec::new();
+    for (function, tree) in trees {
+        let dispatcher = crate::dispatch::Dispatcher::new(function, tree)?;
+        dispatch.extend(crate::emit::dispatch::emit_with_wisdom(source, function, &tree.nodes[0].code, &dispatcher, wisdom)?);
+    }
+    // One host driver per function, over its schedules' trees in source order.
+    let mut drivers = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (function, _) in trees {
+        if seen.contains(&function.name.as_str()) {
+            continue;
+        }
+        seen.push(&function.name);
+        let mine: Vec<&Tree> = function.schedules.iter().filter_map(|s| trees.iter().find(|(f, t)| f.name == function.name && t.schedule_name() == s.name).map(|(_, t)| t)).collect();
+        if mine.len() == function.schedules.len() {
+            drivers.extend(crate::emit::host::driver(source, function, &mine)?);
+        }
+    }
+    Ok((dispatch, drivers))
+}
+
+/// The leaf kernels' files (`emit_cuda`), the printed tree, and the files that describe the
+/// trees (`tree.yaml`, `tree.dot`, `tree.svg`).
+fn kernels_and_tree(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, compiled: &Compiled) -> Result<(BTreeMap<String, String>, String, Vec<(String, String)>), String> {
     let mut files = BTreeMap::new();
     let mut schedules = Vec::new();
     let mut text = String::new();
@@ -190,38 +241,12 @@ pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emi
             leaves,
             z3_queries: tree.queries,
         });
-        if emit_cuda {
-            let dispatcher = crate::dispatch::Dispatcher::new(function, tree)?;
-            for (name, body) in crate::emit::dispatch::emit_with_wisdom(source, function, &tree.nodes[0].code, &dispatcher, wisdom)? {
-                files.insert(name, body);
-            }
-        }
         render_text(tree, &mut text);
     }
-    if emit_cuda {
-        // One host driver per function, over its schedules' trees in source order.
-        let mut seen: Vec<&str> = Vec::new();
-        for (function, _) in trees {
-            if seen.contains(&function.name.as_str()) {
-                continue;
-            }
-            seen.push(&function.name);
-            let mine: Vec<&Tree> = function.schedules.iter().filter_map(|s| trees.iter().find(|(f, t)| f.name == function.name && t.schedule_name() == s.name).map(|(_, t)| t)).collect();
-            if mine.len() == function.schedules.len() {
-                for (name, body) in crate::emit::host::driver(source, function, &mine)? {
-                    if files.insert(name.clone(), body).is_some() {
-                        return Err(format!("two generated files would be named `{name}`"));
-                    }
-                }
-            }
-        }
-    }
     let yaml = serde_yaml::to_string(&TreeFile { source: source.to_string(), schedules }).map_err(|e| e.to_string())?;
-    files.insert("tree.yaml".into(), yaml);
     let pictures: Vec<_> = trees.iter().map(|(_, tree)| crate::emit::tree_picture::picture(tree, compiled)).collect();
-    files.insert("tree.dot".into(), dot(&pictures));
-    files.insert(SVG_PICTURE.into(), crate::emit::tree_svg::svg(&pictures));
-    Ok(Generated { files, text })
+    let described = vec![("tree.yaml".into(), yaml), ("tree.dot".into(), dot(&pictures)), (SVG_PICTURE.into(), crate::emit::tree_svg::svg(&pictures))];
+    Ok((files, text, described))
 }
 
 /// The decision diagrams drawn as SVG (`tree_svg.rs`).
