@@ -34,6 +34,8 @@ pub(super) struct Builder<'a> {
     /// Codes made ahead of their evaluation, by key, whose counts the worker makes.
     pub(super) speculated: HashMap<String, crate::strategy::caching::Staged>,
     pub(super) speculator: speculate::Speculator,
+    /// Whether next codes are counted ahead on a worker: only where a core is spare for it.
+    pub(super) speculate: bool,
 }
 
 /// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
@@ -85,20 +87,21 @@ pub(super) fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
 /// what an earlier build on this thread left in the thread's context: repeated in-process
 /// builds (benchmarks, tests, `tune`) answer as a fresh `gen` does.
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
-    let (tree, queries) = build_in_turn(function, kernel, backend.timeout_ms(), None);
+    let (tree, queries) = build_in_turn(function, kernel, backend.timeout_ms(), None, true);
     backend.add_queries(queries);
     tree
 }
 
 /// [`build`] with a back end of `timeout_ms`, returning its query count; with `turn`, the
-/// build's first Z3 query waits until the builds before it in `turn` have finished.
-fn build_in_turn(function: &KernelFunction, kernel: Kernel, timeout_ms: u32, turn: Option<(std::sync::Arc<Turns>, usize)>) -> (Result<Tree, String>, u64) {
+/// build's first Z3 query waits until the builds before it in `turn` have finished. With
+/// `speculate`, a worker counts the codes the tree will likely ask for next ([`speculate`]).
+fn build_in_turn(function: &KernelFunction, kernel: Kernel, timeout_ms: u32, turn: Option<(std::sync::Arc<Turns>, usize)>, speculate: bool) -> (Result<Tree, String>, u64) {
     constraints::solver::in_fresh_thread(move || {
         if let Some((turns, k)) = turn {
             constraints::solver::gate_z3(move || turns.wait_for_those_before(k));
         }
         let own = Backend::new(timeout_ms);
-        let tree = build_in_context(function, kernel, &own);
+        let tree = build_in_context(function, kernel, &own, speculate);
         (tree, own.queries())
     })
 }
@@ -129,7 +132,7 @@ impl Drop for Finished<'_> {
     }
 }
 
-pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
+pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend, speculate: bool) -> Result<Tree, String> {
     let machine = MachineSymbols::avoiding(&program_symbols(function));
     let schedule_name = kernel.name.clone();
     let mut root = root_constraints(function, &machine);
@@ -143,7 +146,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         }
     }
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), granularity: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0, speculated: HashMap::new(), speculator: Default::default() };
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), granularity: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0, speculated: HashMap::new(), speculator: Default::default(), speculate };
     // Every Z3 query runs on this thread, in one order (the speculator's worker counts with
     // LLVM only): Z3 contexts working on other threads at
     // the same time change this one's models (and so the number of queries the tree reports)
@@ -325,6 +328,9 @@ impl Builder<'_> {
                 },
             },
         };
+        if !self.speculate {
+            return;
+        }
         for guess in next(&made) {
             let key = format!("{guess:?}");
             if self.cache.contains_key(&key) || self.speculated.contains_key(&key) {
@@ -554,15 +560,20 @@ pub fn build_all<'p>(program: &'p crate::frontend::CheckedProgram, backend: &Bac
     let timeout_ms = backend.timeout_ms();
     let turns = std::sync::Arc::new(Turns { done: std::sync::Mutex::new(vec![false; jobs.len()]), changed: std::sync::Condvar::new() });
     let results: Vec<std::sync::Mutex<Option<(Result<Tree, String>, u64)>>> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let helpers = cores.min(jobs.len()).saturating_sub(1);
+    // Counting ahead pays where a core is left beside the builds; where the builds take every
+    // core it only competes with them (2mm 75.7 -> 84.0 ms with it on two cores, syrk alone
+    // 80.9 -> 74.0 ms; bench/RESULTS.md).
+    let speculate = jobs.len() < cores;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || loop {
         let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let Some((function, _, kernel)) = jobs.get(k) else { break };
         let _finished = Finished(&turns, k);
-        let built = build_in_turn(function, kernel.clone(), timeout_ms, Some((turns.clone(), k)));
+        let built = build_in_turn(function, kernel.clone(), timeout_ms, Some((turns.clone(), k)), speculate);
         *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(built);
     };
-    let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len()).saturating_sub(1);
     std::thread::scope(|scope| {
         // This thread works too, so the builds finish even where no helper can be started.
         for _ in 0..helpers {
