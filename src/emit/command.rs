@@ -201,8 +201,9 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     ptxas.sort();
     ptxas.dedup();
     let extras = Extras { wisdom: with_wisdom, ptxas: &ptxas };
-    // The check of the schedules as written runs on the other core while the trees are built
-    // (jacobi2d: 54 of ~160 ms); its refusal comes first, whatever the build gave.
+    // The check of the schedules as written runs on a thread of its own beside the tree builds
+    // (jacobi2d: 55 ms of CPU, its critical path); its refusal comes first, whatever the build
+    // gave.
     let points = as_written_points(&program);
     let (checked, built) = std::thread::scope(|scope| {
         let check = std::thread::Builder::new().stack_size(CHECK_STACK_BYTES).spawn_scoped(scope, || carried_dependence(&name, &text, &program, &points, r.color));

@@ -532,10 +532,6 @@ pub(super) fn take(node: &mut Node, s: Strategy, code: Kernel, ev: Evaluated) {
     node.decisions.push(format!("apply {}", s.name()));
 }
 
-/// A kernel and its variants under the implemented strategies, named by suffix (`""`,
-/// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
-/// the schedule asks for caching and it applies, then each of those `" +narrow"`), as the code
-/// that runs: for benchmarks and tests.
 /// The tree of every schedule of a program, with its function; an error names the schedule
 /// (the first in source order to fail). Schedules are built side by side, as many at once as
 /// the machine has cores, in source order; each build's first Z3 query waits until every
@@ -593,6 +589,10 @@ pub fn build_all<'p>(program: &'p crate::frontend::CheckedProgram, backend: &Bac
     }
 }
 
+/// A kernel and its variants under the implemented strategies, named by suffix (`""`,
+/// `" +nounroll"`, `" +granularity"`, `" +granularity +nounroll"`, each also `" +cache"` when
+/// the schedule asks for caching and it applies, then each of those `" +narrow"`), as the code
+/// that runs: for benchmarks and tests.
 pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Vec<(String, Kernel)> {
     let uncached = Kernel { cache: Vec::new(), ..kernel.clone() };
     let mut logical = vec![(String::new(), uncached.clone())];
