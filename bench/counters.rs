@@ -14,7 +14,10 @@
 //! the block-reduced `double` sums and small atomic kernels report-3 showed the model lacked;
 //! `examples/reductions-2/` (report-4), written at the same time by another helper who saw
 //! neither the model nor that folder, reports on them. `COUNTERS_PARTS=design,report-4`
-//! measures only the parts named. Prints a Markdown table per kernel, then per
+//! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
+//! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
+//! `RegisterEstimate`'s `Debug`), so a rule for `for_architecture` can be tried offline on the
+//! design part before it is built. Prints a Markdown table per kernel, then per
 //! part and architecture the number of programs and kernels, the mean and maximum absolute
 //! relative error, and the worst kernel. Needs nvcc on PATH (`make setup`).
 
@@ -67,6 +70,9 @@ fn main() {
         eprintln!("COUNTERS_PARTS names `{unknown}`, not a part; the parts: {}", PARTS.map(|(part, _)| part).join(", "));
         std::process::exit(2);
     }
+    let dump = std::env::var_os("COUNTERS_DUMP").map(|path| {
+        std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap_or_else(|e| panic!("COUNTERS_DUMP {}: {e}", path.to_string_lossy()))
+    });
     let parts: Vec<(&str, &[&str])> = PARTS.iter().copied().filter(|(part, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == part))).collect();
     for &(part, dirs) in &parts {
         for path in programs(root, dirs) {
@@ -91,6 +97,10 @@ fn main() {
                         assert_eq!(estimate[2], node.counters.registers, "{shown} {name}: the tree's estimate is sm_90's");
                         let e90 = (f64::from(estimate[2]) - f64::from(ptxas[2])) / f64::from(ptxas[2]);
                         println!("| {part} | {shown} | {name} | {} / {} / {} | {} | {} | {} | {:+.1}% |", estimate[0], estimate[1], estimate[2], ptxas[0], ptxas[1], ptxas[2], 100.0 * e90);
+                        if let Some(file) = &dump {
+                            use std::io::Write;
+                            writeln!(&*file, "{part}\t{shown}\t{name}\t{estimate:?}\t{ptxas:?}\t{model:?}").unwrap_or_else(|e| panic!("COUNTERS_DUMP: {e}"));
+                        }
                         rows.push(Row { part, program: shown.clone(), kernel: name, estimate, ptxas });
                     }
                 }

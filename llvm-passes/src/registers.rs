@@ -29,10 +29,12 @@
 //!
 //! Unrolling by `ptxas`: when the optimised IR still has an innermost loop whose body is
 //! straight-line code or guarded code only (every conditional branch inside is loop control or
-//! a *triangle*, `if (c) { ... }` without `else`, which ptxas turns into predication), `ptxas`
-//! unrolls it by [`UNROLL_COPIES`] (seen in the SASS of `vecadd` and the staged transposition)
-//! and overlaps the copies: the words one iteration defines are live once per copy, next to
-//! the loop's invariants. ptxas spends registers on this only up to what costs no occupancy,
+//! a *guard*, `if (c) { ... }` without `else`, however deep such guards nest: [`guarded_only`];
+//! ptxas turns them into predication), `ptxas` unrolls it by [`UNROLL_COPIES`] (seen in the
+//! SASS of `vecadd` and the staged transposition) and overlaps the copies: the words one
+//! iteration defines are live once per copy, next to the loop's invariants; what an
+//! instruction holds only while it runs (the uniform operands it reads, an expansion's
+//! temporaries) is held once, not per copy. ptxas spends registers on this only up to what costs no occupancy,
 //! the register file per multiprocessor over its resident threads: 65536 / 2048 = 32 on sm_80
 //! and sm_90 ([`OCCUPANCY_FREE_REGISTERS_SM90`]). So for such a loop the estimate is at least
 //! `min(32, invariants + 4 x one iteration's words + FIXED_COST)`. The budget depends on the
@@ -314,7 +316,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 for (body, defined) in unrolled.iter().zip(&defined_in) {
                     if body.contains(&b) {
                         let one_iteration: u32 = live.iter().filter(|k| defined.contains(k)).map(|k| width.get(k).map_or(0, |w| w.0)).sum();
-                        let copies = UNROLL_COPIES * (one_iteration + at_instruction);
+                        // The copies' values overlap; what the instruction holds while it runs
+                        // (operands read, an expansion's temporaries) is held by one copy at a
+                        // time (design part: sm_75 mean 15.6 -> 14.6%, bench/RESULTS.md).
+                        let copies = UNROLL_COPIES * one_iteration + at_instruction;
                         unrolled_peak = unrolled_peak.max(w - one_iteration + copies);
                     }
                 }
@@ -668,15 +673,50 @@ fn unroll_disabled(branch: InstructionValue<'_>) -> bool {
 }
 
 /// Whether every two-way branch inside the loop `body` is loop control (an arm leaves the
-/// loop) or a triangle (one arm's only successor is the other arm).
+/// loop) or a guard: one arm reaches the other on every path inside the body, so the branch
+/// skips code and rejoins, `if (c) { ... }` without `else`, however the skipped code nests
+/// further guards (a tile load's `if (e < n) { if (g >= 0 && g < m) ... }`, whose `&&` is a
+/// branch of its own). ptxas predicates such code and unrolls the loop as straight-line code.
+/// A diamond (`if ... else`) is not a guard: neither arm reaches the other.
 pub fn guarded_only(body: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
+    let header = loop_header(body, succs);
     body.iter().all(|&b| match succs[b].as_slice() {
         [x, y] if body.contains(x) && body.contains(y) => {
-            let falls_into = |from: &usize, to: &usize| succs[*from].as_slice() == [*to];
-            falls_into(x, y) || falls_into(y, x)
+            reaches_on_every_path(*x, *y, body, header, succs) || reaches_on_every_path(*y, *x, body, header, succs)
         }
         _ => true,
     })
+}
+
+/// The header of a natural loop: the block of `body` entered from outside it (for a loop with
+/// no entry from outside, the smallest block index, so the answer is deterministic).
+fn loop_header(body: &HashSet<usize>, succs: &[Vec<usize>]) -> Option<usize> {
+    let entered = |h: usize| succs.iter().enumerate().any(|(p, ss)| !body.contains(&p) && ss.contains(&h));
+    body.iter().copied().filter(|&h| entered(h)).min().or_else(|| body.iter().copied().min())
+}
+
+/// Whether every path from `from` inside `body`, not taking the back edge to `header`,
+/// reaches `to` before it leaves the body or ends. An innermost loop's body has no cycle
+/// but through its header, so the walk terminates; a block already on the path (which a
+/// malformed body could give) counts as not reaching.
+fn reaches_on_every_path(from: usize, to: usize, body: &HashSet<usize>, header: Option<usize>, succs: &[Vec<usize>]) -> bool {
+    fn walk(v: usize, to: usize, body: &HashSet<usize>, header: Option<usize>, succs: &[Vec<usize>], on_path: &mut Vec<usize>, known: &mut HashMap<usize, bool>) -> bool {
+        if v == to {
+            return true;
+        }
+        if let Some(&k) = known.get(&v) {
+            return k;
+        }
+        if on_path.contains(&v) || succs[v].is_empty() {
+            return false;
+        }
+        on_path.push(v);
+        let all = succs[v].iter().all(|&s| body.contains(&s) && Some(s) != header && walk(s, to, body, header, succs, on_path, known));
+        on_path.pop();
+        known.insert(v, all);
+        all
+    }
+    walk(from, to, body, header, succs, &mut Vec::new(), &mut HashMap::new())
 }
 
 #[cfg(test)]
@@ -693,5 +733,23 @@ mod tests {
         let diamond = vec![vec![1], vec![2, 3], vec![4], vec![4], vec![1, 5], vec![]];
         let l = &innermost_loops(&diamond)[0];
         assert!(!guarded_only(l, &diamond));
+    }
+
+    #[test]
+    fn nested_guards_are_guards_and_a_diamond_inside_one_is_not() {
+        // Loop 1 -> {2, 5}; 2 -> {3, 5}; 3 -> {4, 5}; 4 -> 5; 5 -> 1 or exit 6:
+        // `if (e < n) { if (g >= 0 && g < m) { 4 } }`, the `&&` a branch of its own.
+        let nested = vec![vec![1], vec![2, 5], vec![3, 5], vec![4, 5], vec![5], vec![1, 6], vec![]];
+        let l = &innermost_loops(&nested)[0];
+        assert_eq!(l.len(), 5);
+        assert!(guarded_only(l, &nested));
+        // The same with a diamond inside the guard: 2 -> {3, 4}; 3 -> 7; 4 -> 7; 7 -> 5.
+        let inner_diamond = vec![vec![1], vec![2, 5], vec![3, 4], vec![7], vec![7], vec![1, 6], vec![], vec![5]];
+        let l = &innermost_loops(&inner_diamond)[0];
+        assert!(!guarded_only(l, &inner_diamond), "the inner if/else is not a guard");
+        // A guard whose skipped code leaves the loop (`break`) on one path is not a guard.
+        let breaking = vec![vec![1], vec![2, 4], vec![3, 6], vec![4], vec![1, 6], vec![], vec![]];
+        let l = &innermost_loops(&breaking)[0];
+        assert!(!guarded_only(l, &breaking));
     }
 }
