@@ -13,7 +13,10 @@
 //! not seen the block reduction. `examples/design-red/` (2026-11-27) was written for design:
 //! the block-reduced `double` sums and small atomic kernels report-3 showed the model lacked;
 //! `examples/reductions-2/` (report-4), written at the same time by another helper who saw
-//! neither the model nor that folder, reports on them. `COUNTERS_PARTS=design,report-4`
+//! neither the model nor that folder, reports on them. `examples/heldout-2/` (report-5,
+//! 2026-11-27) holds eight programs a helper wrote after the nested-guard rule, seeing neither
+//! the model nor its figures: stencils, DL layers, two-schedule programs.
+//! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
 //! `RegisterEstimate`'s `Debug`), so a rule for `for_architecture` can be tried offline on the
@@ -29,12 +32,13 @@ use std::path::Path;
 use std::time::Instant;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 5] = [
+const PARTS: [(&str, &[&str]); 6] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
     ("report-3", &["examples/reductions"]),
     ("report-4", &["examples/reductions-2"]),
+    ("report-5", &["examples/heldout-2"]),
 ];
 
 struct Row {
