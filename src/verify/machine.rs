@@ -109,6 +109,17 @@ impl std::fmt::Display for Who {
     }
 }
 
+/// What the engine's hot path returns: a fault is boxed so that a result is small. Returned
+/// by value through every level of an expression's evaluation, the unboxed `Fault` (about 200
+/// bytes) made jacobi-2d's `gen`, whose critical path is this engine, 20% slower.
+type Faulted<T> = Result<T, Box<Fault>>;
+
+impl From<Box<Fault>> for Fault {
+    fn from(fault: Box<Fault>) -> Fault {
+        *fault
+    }
+}
+
 /// What stopped a run.
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -279,7 +290,7 @@ impl Frame<'_> {
     }
 
     /// The flat position of `array[index]`, bounds-checked per subscript.
-    fn position(&mut self, array: usize, index: &[i64], site: usize) -> Result<usize, Fault> {
+    fn position(&mut self, array: usize, index: &[i64], site: usize) -> Faulted<usize> {
         let who = self.who();
         let site_text = &self.code.sites[site];
         let buf = match self.places[array] {
@@ -289,7 +300,7 @@ impl Frame<'_> {
         let mut flat: i64 = 0;
         for (i, e) in index.iter().zip(&buf.dims) {
             if *i < 0 || i >= e {
-                return Err(Fault::OutOfBounds { array: buf.name.clone(), site: site_text.clone(), index: index.to_vec(), extents: buf.dims.clone(), who });
+                return Err(Box::new(Fault::OutOfBounds { array: buf.name.clone(), site: site_text.clone(), index: index.to_vec(), extents: buf.dims.clone(), who }));
             }
             flat = flat * e + i;
         }
@@ -297,16 +308,16 @@ impl Frame<'_> {
     }
 
     /// Record an access for race detection; a conflict with an earlier one is a race.
-    fn track(&mut self, array: usize, flat: usize, site: usize, write: bool) -> Result<(), Fault> {
+    fn track(&mut self, array: usize, flat: usize, site: usize, write: bool) -> Faulted<()> {
         self.track_as(array, flat, site, write, false)
     }
 
     /// Record an atomic add: a write that conflicts with plain accesses only.
-    fn track_atomic(&mut self, array: usize, flat: usize, site: usize) -> Result<(), Fault> {
+    fn track_atomic(&mut self, array: usize, flat: usize, site: usize) -> Faulted<()> {
         self.track_as(array, flat, site, true, true)
     }
 
-    fn track_as(&mut self, array: usize, flat: usize, site: usize, write: bool, atomic: bool) -> Result<(), Fault> {
+    fn track_as(&mut self, array: usize, flat: usize, site: usize, write: bool, atomic: bool) -> Faulted<()> {
         let me = Acc { block: lin(self.bid, self.gdim), thread: lin(self.tid, self.bdim), epoch: self.epoch, site: site as u32, atomic };
         let shadows = match self.places[array] {
             Place::Global(i) => self.gshadow.as_deref_mut().map(|s| &mut s[i]),
@@ -321,7 +332,7 @@ impl Frame<'_> {
         if let Some(other) = clash {
             let (first, second) = (self.describe(&other), self.describe(&me));
             let buf = self.buffer(array);
-            return Err(Fault::Race { array: buf.name.clone(), element: buf.unflatten(flat), first, second });
+            return Err(Box::new(Fault::Race { array: buf.name.clone(), element: buf.unflatten(flat), first, second }));
         }
         if write {
             // Earlier reads are ordered before this write (else a race was reported), so a
@@ -334,7 +345,7 @@ impl Frame<'_> {
         Ok(())
     }
 
-    fn eval(&mut self, slots: &[Value], e: &E) -> Result<Value, Fault> {
+    fn eval(&mut self, slots: &[Value], e: &E) -> Faulted<Value> {
         Ok(match e {
             E::Const(v) => *v,
             E::Slot(s) => slots[*s],
@@ -371,7 +382,7 @@ impl Frame<'_> {
 
     /// The [`Magnitude`] of `value` (evaluated as `v`): a slot's or a shared element's own, through
     /// floating casts; else `v` as one term.
-    fn magnitude(&mut self, slots: &[Value], value: &E, v: Value) -> Result<Magnitude, Fault> {
+    fn magnitude(&mut self, slots: &[Value], value: &E, v: Value) -> Faulted<Magnitude> {
         let tracked = match value {
             E::Slot(s) => self.mags.as_deref().map_or((0.0, 0), |m| m[*s]),
             E::Cast(t, a) if !t.is_integer() => return self.magnitude(slots, a, v),
@@ -386,7 +397,7 @@ impl Frame<'_> {
 
     /// A floating place's [`Magnitude`] after `place op= value`: a sum adds both sides' terms,
     /// a plain assignment takes the value's when it is tracked; anything else is untracked.
-    fn follow(&mut self, slots: &[Value], op: AssignOp, (old, old_mag): (Value, Magnitude), value: &E, v: Value) -> Result<Magnitude, Fault> {
+    fn follow(&mut self, slots: &[Value], op: AssignOp, (old, old_mag): (Value, Magnitude), value: &E, v: Value) -> Faulted<Magnitude> {
         Ok(match op {
             AssignOp::Add | AssignOp::Sub => {
                 let before = if old_mag.1 > 0 { old_mag } else { (old.as_f64().abs(), 1) };
@@ -405,7 +416,7 @@ impl Frame<'_> {
     /// The flat position of `array[indices]`: every subscript evaluated, then bounds-checked.
     /// Up to eight subscripts are held on the stack: an allocation per access made jacobi-2d's
     /// `gen`, whose critical path is this engine's check of the schedules as written, 5% slower.
-    fn flat(&mut self, slots: &[Value], array: usize, indices: &[E], site: usize) -> Result<usize, Fault> {
+    fn flat(&mut self, slots: &[Value], array: usize, indices: &[E], site: usize) -> Faulted<usize> {
         let mut small = [0i64; 8];
         if indices.len() <= small.len() {
             for (k, i) in indices.iter().enumerate() {
@@ -419,15 +430,15 @@ impl Frame<'_> {
     }
 
     /// Run from `pc` until a barrier, a launch (host) or the end.
-    fn run(&mut self, slots: &mut [Value], pc: &mut usize) -> Result<Stop, Fault> {
+    fn run(&mut self, slots: &mut [Value], pc: &mut usize) -> Faulted<Stop> {
         let instrs = &self.code.instrs;
         while *pc < instrs.len() {
             *self.steps += 1;
             if *self.steps > STEP_BUDGET {
-                return Err(Fault::Error("the run exceeded its step budget".into()));
+                return Err(Box::new(Fault::Error("the run exceeded its step budget".into())));
             }
             if *self.steps % (1 << 20) == 0 && constraints::budget::expired() {
-                return Err(Fault::Error(constraints::budget::REASON.into()));
+                return Err(Box::new(Fault::Error(constraints::budget::REASON.into())));
             }
             match &instrs[*pc] {
                 Instr::Set { slot, op, value } => {
@@ -498,7 +509,7 @@ impl Frame<'_> {
                 Instr::Compare(i) => return Ok(Stop::Compare(*i)),
                 Instr::Fact { cond, text } => {
                     if !self.eval(slots, cond)?.truthy() {
-                        return Err(Fault::OutsideFacts(text.clone()));
+                        return Err(Box::new(Fault::OutsideFacts(text.clone())));
                     }
                 }
             }
@@ -515,12 +526,13 @@ enum Stop {
     Done,
 }
 
-fn arith(r: Result<Value, &'static str>) -> Result<Value, Fault> {
-    r.map_err(|m| Fault::Arithmetic(m.to_string()))
+#[inline]
+fn arith(r: Result<Value, &'static str>) -> Faulted<Value> {
+    r.map_err(|m| Box::new(Fault::Arithmetic(m.to_string())))
 }
 
 /// `old op= v` (for `=`, just `v`).
-fn combine(op: AssignOp, old: Value, v: Value) -> Result<Value, Fault> {
+fn combine(op: AssignOp, old: Value, v: Value) -> Faulted<Value> {
     let bin = match op {
         AssignOp::Set => return Ok(v),
         AssignOp::Add | AssignOp::AtomicAdd => BinOp::Add,
@@ -575,7 +587,7 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
     loop {
         let stop = {
             let mut f = Frame { code: host, places: &places, globals, shared: &mut [], gshadow: None, sshadow: None, kernel: false, tid: [0; 3], bid: [0; 3], bdim: [1; 3], gdim: [1; 3], epoch: 0, steps: &mut steps, mags: None };
-            f.run(&mut slots, &mut pc).map_err(|fault| stopped(fault, host.place_of(pc), &stats))?
+            f.run(&mut slots, &mut pc).map_err(|fault| stopped(*fault, host.place_of(pc), &stats))?
         };
         match stop {
             Stop::Done => return Ok(stats),

@@ -31,6 +31,7 @@ impl Value {
 
     /// C's conversion to `ty` (floating to integer truncates; out of range saturates, where C
     /// leaves it undefined).
+    #[inline]
     pub fn to(self, ty: ScalarType) -> Value {
         match ty {
             // A `char` is held as the `int` it is promoted to, wrapped to 8 bits.
@@ -111,6 +112,7 @@ pub fn common(a: ScalarType, b: ScalarType) -> ScalarType {
 
 /// An arithmetic or comparison operator applied with C's conversions. `Err` for integer
 /// division or remainder by zero.
+#[inline]
 pub fn binary(op: BinOp, a: Value, b: Value) -> Result<Value, &'static str> {
     let ty = common(a.ty(), b.ty());
     let (a, b) = (a.to(ty), b.to(ty));
