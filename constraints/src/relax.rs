@@ -213,11 +213,20 @@ impl Relaxation {
                 }
             }
             rows.retain(|r| !r.coeffs.is_empty());
-            let count = |col: usize| {
-                let pos = rows.iter().filter(|r| r.coeffs.get(&col).is_some_and(|k| *k > 0)).count();
-                let neg = rows.iter().filter(|r| r.coeffs.get(&col).is_some_and(|k| *k < 0)).count();
-                (pos * neg) as i64 - (pos + neg) as i64
-            };
+            // Each column's rows with a positive and with a negative coefficient, in one pass
+            // over the rows (a pass per column was 3% of jacobi-2d's `gen`).
+            let mut signs: BTreeMap<usize, (i64, i64)> = BTreeMap::new();
+            for row in &rows {
+                for (c, k) in &row.coeffs {
+                    let (pos, neg) = signs.entry(*c).or_default();
+                    if *k > 0 {
+                        *pos += 1;
+                    } else if *k < 0 {
+                        *neg += 1;
+                    }
+                }
+            }
+            let count = |col: usize| signs.get(&col).map_or(0, |(pos, neg)| pos * neg - (pos + neg));
             // A divisibility's quotient goes last: eliminated before its dividend's variables,
             // it would take the integrality that refutes `n == 1, n == 4*q` with it.
             let Some(col) = live.iter().copied().min_by_key(|c| (self.columns[*c].is_none(), count(*c), *c)) else { return false };
