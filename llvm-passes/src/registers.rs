@@ -679,44 +679,142 @@ fn unroll_disabled(branch: InstructionValue<'_>) -> bool {
 /// branch of its own). ptxas predicates such code and unrolls the loop as straight-line code.
 /// A diamond (`if ... else`) is not a guard: neither arm reaches the other.
 pub fn guarded_only(body: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
-    let header = loop_header(body, succs);
+    let within = PostDominators::of_body(body, succs);
     body.iter().all(|&b| match succs[b].as_slice() {
-        [x, y] if body.contains(x) && body.contains(y) => {
-            reaches_on_every_path(*x, *y, body, header, succs) || reaches_on_every_path(*y, *x, body, header, succs)
-        }
+        [x, y] if body.contains(x) && body.contains(y) => within.post_dominates(*y, *x) || within.post_dominates(*x, *y),
         _ => true,
     })
 }
 
-/// The header of a natural loop: the block of `body` entered from outside it (for a loop with
-/// no entry from outside, the smallest block index, so the answer is deterministic).
-fn loop_header(body: &HashSet<usize>, succs: &[Vec<usize>]) -> Option<usize> {
-    let entered = |h: usize| succs.iter().enumerate().any(|(p, ss)| !body.contains(&p) && ss.contains(&h));
-    body.iter().copied().filter(|&h| entered(h)).min().or_else(|| body.iter().copied().min())
+/// The post-dominator tree of a loop body with its back edges cut: every path from a block
+/// ends at one virtual exit, reached by leaving the body, by the back edge to the header, or
+/// by a block without successors. `a` post-dominates `b` when every path from `b` inside the
+/// body passes through `a`, which is "`b` reaches `a` on every path". Built with Cooper,
+/// Harvey and Kennedy's iterative algorithm on the reversed graph and numbered by a
+/// depth-first walk of the tree, so each question is two comparisons: a body of thousands of
+/// guards is decided in linear time, without recursion.
+struct PostDominators {
+    /// Each block's (entry, exit) number in a depth-first walk of the tree; none for a block
+    /// from which the exit is not reached (only a malformed body has one).
+    span: HashMap<usize, (usize, usize)>,
 }
 
-/// Whether every path from `from` inside `body`, not taking the back edge to `header`,
-/// reaches `to` before it leaves the body or ends. An innermost loop's body has no cycle
-/// but through its header, so the walk terminates; a block already on the path (which a
-/// malformed body could give) counts as not reaching.
-fn reaches_on_every_path(from: usize, to: usize, body: &HashSet<usize>, header: Option<usize>, succs: &[Vec<usize>]) -> bool {
-    fn walk(v: usize, to: usize, body: &HashSet<usize>, header: Option<usize>, succs: &[Vec<usize>], on_path: &mut Vec<usize>, known: &mut HashMap<usize, bool>) -> bool {
-        if v == to {
-            return true;
+impl PostDominators {
+    fn of_body(body: &HashSet<usize>, succs: &[Vec<usize>]) -> PostDominators {
+        // The header: the block entered from outside the body (the smallest index if there
+        // were several, or none, so that the answer is deterministic).
+        let entered = succs.iter().enumerate().filter(|(p, _)| !body.contains(p)).flat_map(|(_, ss)| ss.iter().copied()).filter(|s| body.contains(s));
+        let header = entered.min().or_else(|| body.iter().copied().min());
+        // Node n < blocks.len() is blocks[n]; the exit is node `exit`.
+        let mut blocks: Vec<usize> = body.iter().copied().collect();
+        blocks.sort_unstable();
+        let index: HashMap<usize, usize> = blocks.iter().enumerate().map(|(n, b)| (*b, n)).collect();
+        let exit = blocks.len();
+        // Forward edges (a block to its successors inside, or to the exit) and their reverse.
+        let mut next: Vec<Vec<usize>> = vec![Vec::new(); exit + 1];
+        let mut prev: Vec<Vec<usize>> = vec![Vec::new(); exit + 1];
+        for (n, &b) in blocks.iter().enumerate() {
+            let mut to_exit = succs[b].is_empty();
+            for s in &succs[b] {
+                match index.get(s) {
+                    Some(&m) if Some(*s) != header => next[n].push(m),
+                    _ => to_exit = true,
+                }
+            }
+            if to_exit {
+                next[n].push(exit);
+            }
+            for &m in &next[n] {
+                prev[m].push(n);
+            }
         }
-        if let Some(&k) = known.get(&v) {
-            return k;
+        // Reverse postorder of the reversed graph from the exit (iterative depth-first walk).
+        let mut postorder = Vec::with_capacity(exit + 1);
+        let mut visited = vec![false; exit + 1];
+        let mut stack = vec![(exit, 0usize)];
+        visited[exit] = true;
+        while let Some((n, i)) = stack.last_mut() {
+            if let Some(&m) = prev[*n].get(*i) {
+                *i += 1;
+                if !visited[m] {
+                    visited[m] = true;
+                    stack.push((m, 0));
+                }
+            } else {
+                postorder.push(*n);
+                stack.pop();
+            }
         }
-        if on_path.contains(&v) || succs[v].is_empty() {
-            return false;
+        let mut rank = vec![usize::MAX; exit + 1];
+        for (r, &n) in postorder.iter().enumerate() {
+            rank[n] = r;
         }
-        on_path.push(v);
-        let all = succs[v].iter().all(|&s| body.contains(&s) && Some(s) != header && walk(s, to, body, header, succs, on_path, known));
-        on_path.pop();
-        known.insert(v, all);
-        all
+        const NONE: usize = usize::MAX;
+        let mut ipdom = vec![NONE; exit + 1];
+        ipdom[exit] = exit;
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for &n in postorder.iter().rev().filter(|&&n| n != exit) {
+                let mut new = NONE;
+                for &m in next[n].iter().filter(|&&m| ipdom[m] != NONE) {
+                    new = if new == NONE {
+                        m
+                    } else {
+                        let (mut a, mut b) = (new, m);
+                        while a != b {
+                            while rank[a] < rank[b] {
+                                a = ipdom[a];
+                            }
+                            while rank[b] < rank[a] {
+                                b = ipdom[b];
+                            }
+                        }
+                        a
+                    };
+                }
+                if new != NONE && ipdom[n] != new {
+                    ipdom[n] = new;
+                    changed = true;
+                }
+            }
+        }
+        // Number the tree depth-first from the exit.
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); exit + 1];
+        for n in 0..exit {
+            if ipdom[n] != NONE {
+                children[ipdom[n]].push(n);
+            }
+        }
+        let mut span = HashMap::new();
+        let mut clock = 0;
+        let mut entry = vec![0usize; exit + 1];
+        let mut stack = vec![(exit, 0usize)];
+        entry[exit] = clock;
+        while let Some((n, i)) = stack.last_mut() {
+            if let Some(&c) = children[*n].get(*i) {
+                *i += 1;
+                clock += 1;
+                entry[c] = clock;
+                stack.push((c, 0));
+            } else {
+                clock += 1;
+                if *n != exit {
+                    span.insert(blocks[*n], (entry[*n], clock));
+                }
+                stack.pop();
+            }
+        }
+        PostDominators { span }
     }
-    walk(from, to, body, header, succs, &mut Vec::new(), &mut HashMap::new())
+
+    /// Whether every path from block `b` inside the body passes through block `a`.
+    fn post_dominates(&self, a: usize, b: usize) -> bool {
+        match (self.span.get(&a), self.span.get(&b)) {
+            (Some(&(a_in, a_out)), Some(&(b_in, b_out))) => a_in <= b_in && b_out <= a_out,
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -751,5 +849,24 @@ mod tests {
         let breaking = vec![vec![1], vec![2, 4], vec![3, 6], vec![4], vec![1, 6], vec![], vec![]];
         let l = &innermost_loops(&breaking)[0];
         assert!(!guarded_only(l, &breaking));
+    }
+
+    #[test]
+    fn a_long_chain_of_guards_is_decided_without_recursion() {
+        // Loop header 1, then 20000 guards in sequence: g -> {g + 1, g + 2} (the guarded
+        // block g + 1 falls into g + 2), the last join back to the header or out.
+        let guards = 20_000;
+        let join = 2 + 2 * guards;
+        let mut succs: Vec<Vec<usize>> = vec![vec![1], vec![2]];
+        for g in 0..guards {
+            let at = 2 + 2 * g;
+            succs.push(vec![at + 1, at + 2]);
+            succs.push(vec![at + 2]);
+        }
+        succs.push(vec![1, join + 1]);
+        succs.push(vec![]);
+        let l = &innermost_loops(&succs)[0];
+        assert_eq!(l.len(), join);
+        assert!(guarded_only(l, &succs));
     }
 }
