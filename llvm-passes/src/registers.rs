@@ -681,7 +681,12 @@ fn unroll_disabled(branch: InstructionValue<'_>) -> bool {
 pub fn guarded_only(body: &HashSet<usize>, succs: &[Vec<usize>]) -> bool {
     let within = PostDominators::of_body(body, succs);
     body.iter().all(|&b| match succs[b].as_slice() {
-        [x, y] if body.contains(x) && body.contains(y) => within.post_dominates(*y, *x) || within.post_dominates(*x, *y),
+        [x, y] if body.contains(x) && body.contains(y) => {
+            // An arm that falls straight into the other is a guard even where the other is the
+            // header (a second back edge, which the tree below cuts).
+            let falls_into = |from: &usize, to: &usize| succs[*from].as_slice() == [*to];
+            falls_into(x, y) || falls_into(y, x) || within.post_dominates(*y, *x) || within.post_dominates(*x, *y)
+        }
         _ => true,
     })
 }
@@ -849,6 +854,11 @@ mod tests {
         let breaking = vec![vec![1], vec![2, 4], vec![3, 6], vec![4], vec![1, 6], vec![], vec![]];
         let l = &innermost_loops(&breaking)[0];
         assert!(!guarded_only(l, &breaking));
+        // A guard whose arm falls into the header (two back edges: 2 -> 1 and 3 -> 1).
+        let two_latches = vec![vec![1], vec![2, 4], vec![3, 1], vec![1], vec![]];
+        let l = &innermost_loops(&two_latches)[0];
+        assert_eq!(l.len(), 3);
+        assert!(guarded_only(l, &two_latches));
     }
 
     #[test]
