@@ -1,8 +1,9 @@
 //! Lowering and counters on every example: the IR verifies, LLVM's PTX assembles with the real
-//! `ptxas` for sm_75/sm_80/sm_90, the register estimate meets issue 3's target at sm_90 (every
-//! kernel and strategy variant within 25%, mean within 10%) against what the device runs, the
-//! emitted CUDA compiled by `nvcc` (the truth of `make bench-counters` and `gen --ptxas`;
-//! issue 24), and shared memory and threads per block are the polynomials the kernel declares.
+//! `ptxas` for sm_75/sm_80/sm_90, the register estimate is held at sm_90 against what the
+//! device runs, the emitted CUDA compiled by `nvcc` (the truth of `make bench-counters` and
+//! `gen --ptxas`; issue 24): every example kernel within 25%, its strategy variants within the
+//! error measured for them (see the test's comment), and shared memory and threads per block
+//! are the polynomials the kernel declares.
 
 use constraints::Poly;
 use metafork::counters::{count, count_with_cuda};
@@ -98,7 +99,7 @@ fn kernels_and_variants() -> Vec<(String, KernelFunction, Kernel)> {
 /// nvcc holds above the occupancy-free budget, `transpose +cache` 56 registers). So this
 /// guards what is measured, not the target (that is `make bench-counters`' on the report
 /// parts, issue 24): the mean stays within 13%, no more than 8 variants go over 25%, none over
-/// 50%, and the kernels named there are all that may.
+/// 50%, and only variants of the four kernels in `KNOWN_OVER` may be over 25%.
 #[test]
 fn every_kernel_and_strategy_variant_stays_within_the_measured_error_of_nvcc_at_sm90() {
     if !have_ptxas() {
