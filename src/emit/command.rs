@@ -105,7 +105,9 @@ fn as_written_points(program: &crate::frontend::CheckedProgram) -> Vec<Option<Ve
 }
 
 /// The check of every schedule as written at its function's `points` (see
-/// [`as_written_points`]). It runs on the verifier's engine only (no Z3), so `gen` runs it
+/// [`as_written_points`]). It runs on the verifier's engine only (no Z3), and the kernel only
+/// (`RunOptions::kernel_only`: it looks for races and accesses out of bounds, not for a
+/// difference from the serial code, so the serial code is not run beside it), so `gen` runs it
 /// beside the tree build.
 fn carried_dependence(name: &str, text: &str, program: &crate::frontend::CheckedProgram, points: &[Option<Vec<std::collections::BTreeMap<String, i64>>>], color: bool) -> Result<(), Failure> {
     use crate::verify::differential::{run_point, Outcome, Programs};
@@ -118,7 +120,7 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
             for (i, point) in points.iter().enumerate() {
                 let values: Vec<String> = point.iter().map(|(k, v)| format!("{k} = {v}")).collect();
                 let subscripts = |xs: &[i64]| xs.iter().map(|x| format!("[{x}]")).collect::<String>();
-                let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true, step_budget: Some(AS_WRITTEN_STEPS) }) {
+                let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true, step_budget: Some(AS_WRITTEN_STEPS), kernel_only: true }) {
                     Outcome::Fault(Fault::Race { array, element, first, second }) => {
                         let Some(at) = source_span(&schedule.body, &second.1).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
                         crate::frontend::Diagnostic::new(
@@ -202,7 +204,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     ptxas.dedup();
     let extras = Extras { wisdom: with_wisdom, ptxas: &ptxas };
     // The check of the schedules as written runs on a thread of its own beside the tree builds
-    // (jacobi2d: 55 ms of CPU, its critical path); its refusal comes first, whatever the build
+    // (jacobi2d: 55 ms of CPU and its critical path in the fourteenth session; bench/RESULTS.md has what it costs now); its refusal comes first, whatever the build
     // gave.
     let points = as_written_points(&program);
     let (checked, built) = std::thread::scope(|scope| {

@@ -556,6 +556,12 @@ pub struct RunOptions {
     /// Instructions the run may execute, at most [`STEP_BUDGET`] (the default): `gen`'s check
     /// of the schedule as written gives up early on a program that loops long.
     pub step_budget: Option<u64>,
+    /// Run each instance of the launched schedule as the kernel only: its memory is taken as
+    /// the program's, the schedule's serial code is skipped and nothing is compared. For a
+    /// check that looks for the kernel's own faults (races, accesses out of bounds), not for
+    /// a difference from the serial program: `gen`'s check of the schedules as written, which
+    /// so does half the work.
+    pub kernel_only: bool,
 }
 
 /// What a run did.
@@ -594,6 +600,13 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
             Stop::Barrier(_) => return Err(stopped(Fault::Error("a barrier outside a kernel".into()), host.place_of(pc), &stats)),
             Stop::Launch(i) => {
                 let k = kernel.ok_or_else(|| stopped(Fault::Error("a launch without a kernel".into()), Where::Kernel, &stats))?;
+                if options.kernel_only {
+                    launch(host, &host.launches[i], &slots, globals, k, options, &mut steps, &mut stats).map_err(|fault| stopped(fault, Where::Kernel, &stats))?;
+                    // On past the schedule's serial code, to its comparison (which follows it).
+                    pc = host.instrs[pc..].iter().position(|x| matches!(x, Instr::Compare(c) if *c == i)).map(|d| pc + d + 1).ok_or_else(|| stopped(Fault::Error("a launch without its comparison".into()), Where::Kernel, &stats))?;
+                    stats.compared += 1;
+                    continue;
+                }
                 let mut copy = globals.to_vec();
                 launch(host, &host.launches[i], &slots, &mut copy, k, options, &mut steps, &mut stats).map_err(|fault| stopped(fault, Where::Kernel, &stats))?;
                 launched = Some((i, copy));

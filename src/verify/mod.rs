@@ -241,7 +241,7 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
     let mut failure = None;
     let mut unusable: Option<String> = None;
     for (i, p) in points.iter().enumerate() {
-        match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true, step_budget: None }) {
+        match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true, step_budget: None, kernel_only: false }) {
             Outcome::Passed(_) => run += 1,
             Outcome::Unusable(why) => {
                 unusable.get_or_insert_with(|| {

@@ -28,7 +28,7 @@ fn point(values: &[(&str, i64)]) -> BTreeMap<String, i64> {
 
 fn passes(f: &metafork::frontend::model::KernelFunction, kernel: &Kernel, at: &BTreeMap<String, i64>) -> bool {
     let programs = Programs::new(f, 0, kernel).unwrap();
-    matches!(run_point(f, &programs, at, 7, RunOptions { detect_races: true, step_budget: None }), Outcome::Passed(_))
+    matches!(run_point(f, &programs, at, 7, RunOptions { detect_races: true, step_budget: None, kernel_only: false }), Outcome::Passed(_))
 }
 
 /// The two-thread check under the root facts plus `extra`.

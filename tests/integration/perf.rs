@@ -130,7 +130,7 @@ fn proved_and_equal(f: &metafork::frontend::model::KernelFunction, tree: &metafo
     let programs = metafork::verify::differential::Programs::new(f, 0, kernel).unwrap();
     for (i, p) in points.iter().enumerate() {
         let point: BTreeMap<String, i64> = p.map(|(k, v)| (k.to_string(), v)).into();
-        let outcome = metafork::verify::differential::run_point(f, &programs, &point, i as u64, metafork::verify::machine::RunOptions { detect_races: true, step_budget: None });
+        let outcome = metafork::verify::differential::run_point(f, &programs, &point, i as u64, metafork::verify::machine::RunOptions { detect_races: true, step_budget: None, kernel_only: false });
         assert!(matches!(outcome, metafork::verify::differential::Outcome::Passed(_)), "{point:?}: {outcome:?}");
     }
 }

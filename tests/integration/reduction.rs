@@ -159,14 +159,14 @@ fn the_rounding_bound_admits_another_order_and_nothing_more() {
     let (f, tree) = &trees[0];
     let leaf = tree.leaves().find(|n| matches!(n.kind, metafork::tree::NodeKind::Leaf)).unwrap();
     let point: std::collections::BTreeMap<String, i64> = [("n", 13), ("m", 11), ("B0", 4), ("B1", 4)].iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let races = RunOptions { detect_races: true, step_budget: None };
+    let races = RunOptions { detect_races: true, step_budget: None, kernel_only: false };
     let programs = Programs::new(f, 0, &leaf.staged).unwrap();
     assert!(matches!(run_point(f, &programs, &point, 3, races), Outcome::Passed(_)), "the atomic code is within the bound");
     // The same additions, plain: no race detection (they would race), and no bound.
     let mut plain = (*leaf.staged).clone();
     assert!(map_atomic(&mut plain.body, &mut |op, _| *op = AssignOp::Add) >= 1);
     let programs = Programs::new(f, 0, &plain).unwrap();
-    match run_point(f, &programs, &point, 3, RunOptions { detect_races: false, step_budget: None }) {
+    match run_point(f, &programs, &point, 3, RunOptions { detect_races: false, step_budget: None, kernel_only: false }) {
         Outcome::Mismatch(d) => assert_eq!(d.array, "t"),
         other => panic!("plain additions in the grid's order matched the serial sum bit for bit, so this test does not reorder: {other:?}"),
     }

@@ -11,7 +11,7 @@ use metafork::tree::{NodeKind, Tree};
 use metafork::verify::differential::{run_point, Outcome, Programs};
 use metafork::verify::machine::{Fault, RunOptions};
 
-const RACES: RunOptions = RunOptions { detect_races: true, step_budget: None };
+const RACES: RunOptions = RunOptions { detect_races: true, step_budget: None, kernel_only: false };
 use metafork::verify::twothread::{check, Verdict, Witness};
 use metafork::verify::{verify_tree, Options, Status};
 use std::collections::BTreeMap;
@@ -276,11 +276,9 @@ fn shared_tile_written_one_past_its_end() {
     caught(&f, &t, &k, "out of bounds");
 }
 
-#[test]
-fn store_without_the_thread_index() {
-    // Every thread of a block writes the block's first element.
-    let (f, t) = example_tree("vecadd");
-    let mut k = first_leaf(&t);
+/// `k` with `threadIdx` replaced by 0 in its declarations' initialisers: every thread of a
+/// block then works on the block's first element.
+fn without_the_thread_index(k: &mut Kernel) {
     fn drop_tid(x: &mut Expr) {
         match &mut x.kind {
             ExprKind::Builtin(Builtin::ThreadIdx(_)) => *x = e(ExprKind::Int(0)),
@@ -299,6 +297,14 @@ fn store_without_the_thread_index() {
             }
         }
     });
+}
+
+#[test]
+fn store_without_the_thread_index() {
+    // Every thread of a block writes the block's first element.
+    let (f, t) = example_tree("vecadd");
+    let mut k = first_leaf(&t);
+    without_the_thread_index(&mut k);
     race_within_a_block(&f, &t, &k);
 }
 
@@ -325,6 +331,34 @@ fn wrong_arithmetic_is_a_mismatch() {
         Outcome::Mismatch(d) => assert_eq!(d.array, "c"),
         other => panic!("{other:?}"),
     }
+    // Run as the kernel only (`gen`'s check of the schedules as written), nothing is compared:
+    // the same kernel passes, each launch counted, its memory taken as the program's.
+    match run_point(&f, &programs, &point, 3, RunOptions { kernel_only: true, ..RACES }) {
+        Outcome::Passed(stats) => assert!(stats.launches >= 1 && stats.compared == stats.launches, "{stats:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_run_of_the_kernel_only_still_finds_its_races() {
+    let (f, t) = example_tree("vecadd");
+    let mut k = first_leaf(&t);
+    without_the_thread_index(&mut k);
+    let programs = Programs::new(&f, schedule_index(&f, &t), &k).unwrap();
+    let leaf = kernel_leaves(&t)[0];
+    let points = metafork::verify::sample::points(&f, &leaf.correctness_constraints(&t.machine), &backend(), 8, 96, 5).unwrap();
+    let mut races = 0;
+    for (i, p) in points.iter().enumerate() {
+        // Where the full run stops on the race, the kernel-only run stops on the same one.
+        if let Outcome::Fault(Fault::Race { first, second, .. }) = run_point(&f, &programs, p, i as u64, RACES) {
+            match run_point(&f, &programs, p, i as u64, RunOptions { kernel_only: true, ..RACES }) {
+                Outcome::Fault(Fault::Race { first: a, second: b, .. }) => assert_eq!((a, b), (first, second)),
+                other => panic!("at {p:?}: {other:?}"),
+            }
+            races += 1;
+        }
+    }
+    assert!(races > 0, "no sampled point shows the race");
 }
 
 // ---- the command line ----
