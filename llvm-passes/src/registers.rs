@@ -273,13 +273,13 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         through_loops.extend(through);
     }
     let succs = &cfg.succs;
-    let unrolled: Vec<HashSet<usize>> = innermost_loops(succs)
+    // Innermost loops of straight-line or guarded code: ptxas unrolls them, or, where a latch
+    // says `#pragma unroll 1`, keeps them rolled (their loads are issued early, below). Each
+    // loop's guards are decided once.
+    let (kept_rolled, unrolled): (Vec<HashSet<usize>>, Vec<HashSet<usize>>) = innermost_loops(succs)
         .into_iter()
-        .filter(|body| {
-            guarded_only(body, succs)
-                && !body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled))
-        })
-        .collect();
+        .filter(|body| guarded_only(body, succs))
+        .partition(|body| body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled)));
     // The values each loop ptxas unrolls defines: one iteration's words, copied per unrolled
     // copy; the rest of what is live there is invariant across the copies.
     let defined_in: Vec<HashSet<Key>> =
@@ -351,10 +351,6 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // code (the copies a strategy unrolled, or a merged block's iterations): ptxas still issues
     // the body's loads early, ahead of the arithmetic and stores between them, up to what
     // costs no occupancy ([`Region::hoisted_peak`]).
-    let kept_rolled: Vec<HashSet<usize>> = innermost_loops(succs)
-        .into_iter()
-        .filter(|body| guarded_only(body, succs) && body.iter().any(|&b| blocks[b].get_terminator().is_some_and(unroll_disabled)))
-        .collect();
     if !kept_rolled.is_empty() {
         let read_only = read_only_objects(function);
         let hoistable = |i: &InstructionValue| i.get_opcode() == InstructionOpcode::Load && read_only.contains(&key(underlying_object(i)));

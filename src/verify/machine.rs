@@ -560,7 +560,7 @@ pub struct RunOptions {
     /// the program's, the schedule's serial code is skipped and nothing is compared. For a
     /// check that looks for the kernel's own faults (races, accesses out of bounds), not for
     /// a difference from the serial program: `gen`'s check of the schedules as written, which
-    /// so does half the work.
+    /// thus does about half the work.
     pub kernel_only: bool,
 }
 
@@ -568,7 +568,9 @@ pub struct RunOptions {
 #[derive(Clone, Debug, Default)]
 pub struct RunStats {
     pub launches: u64,
-    /// Launches whose result was compared with the serial code's (all of them identical).
+    /// Launches whose result was compared with the serial code's (all of them identical); in a
+    /// run with [`RunOptions::kernel_only`], the launches whose memory was taken as the
+    /// program's (nothing is compared there).
     pub compared: u64,
     pub blocks: u64,
     pub threads: u64,
