@@ -14,20 +14,20 @@ use crate::frontend::model::{KernelFunction, Role, Schedule};
 use crate::frontend::source::Span;
 use constraints::Poly;
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum KernelParamKind {
     Scalar(ScalarType),
     Array { elem: ScalarType, is_const: bool, extents: Vec<Poly> },
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KernelParam {
     pub name: String,
     pub kind: KernelParamKind,
 }
 
 /// An array in (dynamic) shared memory, one per thread block.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SharedArray {
     pub name: String,
     pub elem: ScalarType,
@@ -40,7 +40,7 @@ impl SharedArray {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Kernel {
     pub name: String,
     pub params: Vec<KernelParam>,

@@ -53,7 +53,7 @@ impl fmt::Display for ScalarType {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Ident {
     pub name: String,
     pub span: Span,
@@ -82,13 +82,13 @@ pub struct Param {
     pub span: Span,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Stmt {
     pub kind: StmtKind,
     pub span: Span,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Declarator {
     pub name: Ident,
     pub init: Expr,
@@ -97,13 +97,13 @@ pub struct Declarator {
 /// A local array's initializer: an element's value, or a braced list (C's rules: a flat list
 /// fills the elements in row-major order, one brace per sub-array fills that sub-array; the
 /// elements not named are zero).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Init {
     Value(Expr),
     List(Vec<Init>, Span),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AssignOp {
     Set,
     Add,
@@ -129,7 +129,7 @@ impl AssignOp {
 }
 
 /// `for (T var = lo; var < hi; var += step)`, or `<=` when `inclusive`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ForLoop {
     pub var: Ident,
     pub ty: ScalarType,
@@ -140,7 +140,7 @@ pub struct ForLoop {
     pub body: Box<Stmt>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum StmtKind {
     Decl { ty: ScalarType, vars: Vec<Declarator> },
     /// A per-thread array of constant size, `float acc[4];` or `float acc[2][2] = {...};`.
@@ -160,13 +160,13 @@ pub enum StmtKind {
     Barrier,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnOp {
     Neg,
     Not,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
     Mul,
     Div,
@@ -223,7 +223,7 @@ impl BinOp {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Expr {
     pub kind: ExprKind,
     pub span: Span,
@@ -243,6 +243,53 @@ pub enum ExprKind {
     Call(Ident, Vec<Expr>),
     /// A CUDA index (`threadIdx.x`, `blockIdx.y`, ...): only in kernel forms, never parsed.
     Builtin(Builtin),
+}
+
+/// Codes are memoised by their syntax (`tree::build`'s maps key on [`crate::kernel::Kernel`]):
+/// equality is the derived one. A float literal is hashed by its bits with the two zeros made
+/// one, so that equal literals hash alike; no literal is NaN (the lexer reads digits only),
+/// and were one made, it would only miss the memo, never hit a wrong entry.
+impl Eq for ExprKind {}
+
+impl std::hash::Hash for ExprKind {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            ExprKind::Int(v) => v.hash(h),
+            ExprKind::Float { value, single } => {
+                (if *value == 0.0 { 0 } else { value.to_bits() }).hash(h);
+                single.hash(h);
+            }
+            ExprKind::Var(name) => name.hash(h),
+            ExprKind::Index { array, indices } => {
+                array.hash(h);
+                indices.hash(h);
+            }
+            ExprKind::Unary(op, e) => {
+                op.hash(h);
+                e.hash(h);
+            }
+            ExprKind::Binary(op, a, b) => {
+                op.hash(h);
+                a.hash(h);
+                b.hash(h);
+            }
+            ExprKind::Cond(c, a, b) => {
+                c.hash(h);
+                a.hash(h);
+                b.hash(h);
+            }
+            ExprKind::Cast(ty, e) => {
+                ty.hash(h);
+                e.hash(h);
+            }
+            ExprKind::Call(f, args) => {
+                f.hash(h);
+                args.hash(h);
+            }
+            ExprKind::Builtin(b) => b.hash(h),
+        }
+    }
 }
 
 /// Which CUDA index register, and along which dimension (0 = x, 1 = y, 2 = z).
@@ -494,5 +541,32 @@ pub fn walk_stmt(s: &Stmt, on_stmt: &mut dyn FnMut(&Stmt), on_expr: &mut dyn FnM
         StmtKind::MetaSchedule { body, .. } => walk_stmt(body, on_stmt, on_expr),
         StmtKind::Assume(e) | StmtKind::Assert(e) => on_expr(e),
         StmtKind::Empty | StmtKind::Barrier => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    fn float(value: f64) -> Expr {
+        Expr::new(ExprKind::Binary(BinOp::Mul, Box::new(Expr::new(ExprKind::Float { value, single: false }, Span::default())), Box::new(Expr::new(ExprKind::Var("x".into()), Span::default()))), Span::default())
+    }
+
+    #[test]
+    fn equal_expressions_hash_alike_and_a_changed_literal_is_another_key() {
+        let state = std::collections::hash_map::RandomState::new();
+        let key = |e: &Expr| state.hash_one(e);
+        assert_eq!(float(0.5), float(0.5));
+        assert_eq!(key(&float(0.5)), key(&float(0.5)));
+        assert_ne!(float(0.5), float(0.25));
+        // The two zeros are equal literals, so they must hash alike.
+        assert_eq!(float(0.0), float(-0.0));
+        assert_eq!(key(&float(0.0)), key(&float(-0.0)));
+        // A code keyed by its syntax finds itself in a map, and only itself.
+        let mut memo = std::collections::HashMap::new();
+        memo.insert(float(0.5), 1);
+        assert_eq!(memo.get(&float(0.5)), Some(&1));
+        assert_eq!(memo.get(&float(0.25)), None);
     }
 }

@@ -91,7 +91,7 @@ pub struct ParLoop {
 }
 
 /// A serial `for` loop: around a schedule (host), or between the grid and block groups.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SerialLoop {
     pub var: String,
     pub ty: ScalarType,

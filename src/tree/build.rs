@@ -12,28 +12,28 @@ pub(super) struct Builder<'a> {
     pub(super) backend: &'a Backend,
     pub(super) machine: MachineSymbols,
     pub(super) nodes: Vec<Node>,
-    pub(super) cache: HashMap<String, Evaluated>,
+    pub(super) cache: HashMap<Kernel, Evaluated>,
     /// Staged forms by logical code (without its unrolling flag).
-    pub(super) staged: HashMap<String, crate::strategy::caching::Staged>,
+    pub(super) staged: HashMap<Kernel, crate::strategy::caching::Staged>,
     /// Strategy results by (strategy, code): the same code is refused on several branches.
-    pub(super) applied: HashMap<(Strategy, String), Option<Kernel>>,
+    pub(super) applied: HashMap<(Strategy, std::sync::Arc<Kernel>), Option<Kernel>>,
     /// Granularity-reduced code by the code without unrolling flag and cached arrays.
-    pub(super) reduced: HashMap<String, Option<Kernel>>,
+    pub(super) reduced: HashMap<Kernel, Option<Kernel>>,
     /// Register-blocked code by (code, factor).
-    pub(super) blocked: HashMap<(String, i64), Option<Kernel>>,
+    pub(super) blocked: HashMap<(Kernel, i64), Option<Kernel>>,
     /// The granularity parameter a code's blockable loop runs to, by the code's body,
     /// parameters and host loops: the independence proof behind it was a quarter of matmul's
     /// `gen` when asked again at every settled node.
-    pub(super) granularity: HashMap<String, Option<String>>,
+    pub(super) granularity: HashMap<(Vec<crate::frontend::ast::Stmt>, Vec<crate::kernel::KernelParam>, Vec<crate::frontend::model::SerialLoop>), Option<String>>,
     /// The root system: the context in which accesses are modelled for the performance counters.
     pub(super) root: System,
     /// Performance conditions by (code that runs, counter).
-    pub(super) conditions: HashMap<(String, PerfKind), Vec<Condition>>,
+    pub(super) conditions: HashMap<(Kernel, PerfKind), Vec<Condition>>,
     /// The most levels one code's performance conditions can add (see [`Tree::height_bound`]).
     pub(super) perf_levels: usize,
     /// Codes made ahead of their evaluation, by key, whose counts the worker makes.
-    pub(super) speculated: HashMap<String, crate::strategy::caching::Staged>,
-    pub(super) speculator: speculate::Speculator,
+    pub(super) speculated: HashMap<Kernel, crate::strategy::caching::Staged>,
+    pub(super) speculator: speculate::Speculator<Kernel>,
     /// Whether next codes are counted ahead on a worker: only where a core is spare for it.
     pub(super) speculate: bool,
 }
@@ -231,19 +231,18 @@ impl Builder<'_> {
     }
 
     pub(super) fn evaluate(&mut self, kernel: &Kernel) -> Result<Evaluated, String> {
-        let key = format!("{kernel:?}");
-        if let Some(v) = self.cache.get(&key) {
+        if let Some(v) = self.cache.get(kernel) {
             return Ok(v.clone());
         }
         // Staging and counting a code take long on a big kernel: none starts past the deadline.
         if constraints::budget::expired() {
             return Err(BUDGET_SPENT.into());
         }
-        let staged = match self.speculated.remove(&key) {
+        let staged = match self.speculated.remove(kernel) {
             Some(staged) => staged,
             None => self.final_code(kernel)?,
         };
-        let c = match self.speculator.take(&key) {
+        let c = match self.speculator.take(kernel) {
             Some(counted) => counted?,
             None => count(&staged.kernel, &[])?,
         };
@@ -256,7 +255,7 @@ impl Builder<'_> {
             cached: staged.cached,
             counters: CounterValues { registers: c.registers.registers, shared_bytes, threads_per_block },
         };
-        self.cache.insert(key, v.clone());
+        self.cache.insert(kernel.clone(), v.clone());
         Ok(v)
     }
 
@@ -265,12 +264,11 @@ impl Builder<'_> {
         // Staging does not depend on the flags that act on the staged code: stage once, then
         // apply them: unrolling and the register cap as flags, 32-bit indices, then CSE.
         let unrolled = unstaged_flags_cleared(kernel);
-        let skey = format!("{unrolled:?}");
-        let mut staged = match self.staged.get(&skey) {
+        let mut staged = match self.staged.get(&unrolled) {
             Some(s) => s.clone(),
             None => {
                 let s = stage(self.function, &unrolled, self.backend)?;
-                self.staged.insert(skey, s.clone());
+                self.staged.insert(unrolled, s.clone());
                 s
             }
         };
@@ -313,15 +311,14 @@ impl Builder<'_> {
     /// same point; each next code must differ from `now` only in flags that act after staging,
     /// so no other Z3 query runs here and the tree's queries keep their order.
     pub(super) fn count_ahead(&mut self, now: &Kernel, next: impl FnOnce(&Kernel) -> Vec<Kernel>) {
-        let key = format!("{now:?}");
-        let made = match self.cache.get(&key) {
+        let made = match self.cache.get(now) {
             Some(ev) => ev.staged.clone(),
-            None => match self.speculated.get(&key) {
+            None => match self.speculated.get(now) {
                 Some(s) => s.kernel.clone(),
                 None => match self.final_code(now) {
                     Ok(s) => {
                         let k = s.kernel.clone();
-                        self.speculated.insert(key, s);
+                        self.speculated.insert(now.clone(), s);
                         k
                     }
                     Err(_) => return, // evaluating `now` reports it
@@ -332,13 +329,12 @@ impl Builder<'_> {
             return;
         }
         for guess in next(&made) {
-            let key = format!("{guess:?}");
-            if self.cache.contains_key(&key) || self.speculated.contains_key(&key) {
+            if self.cache.contains_key(&guess) || self.speculated.contains_key(&guess) {
                 continue;
             }
             let Ok(staged) = self.final_code(&guess) else { continue };
-            self.speculator.submit(key.clone(), staged.kernel.clone());
-            self.speculated.insert(key, staged);
+            self.speculator.submit(guess.clone(), staged.kernel.clone());
+            self.speculated.insert(guess, staged);
         }
     }
 
@@ -346,12 +342,11 @@ impl Builder<'_> {
     /// the code without them once, then give the result the parent's flags.
     pub(super) fn reduce_granularity(&mut self, code: &Kernel) -> Result<Option<Kernel>, String> {
         let plain = plain_code(code);
-        let key = format!("{plain:?}");
-        let reduced = match self.reduced.get(&key) {
+        let reduced = match self.reduced.get(&plain) {
             Some(r) => r.clone(),
             None => {
                 let r = reduce_granularity(self.function, &plain, self.backend)?;
-                self.reduced.insert(key, r.clone());
+                self.reduced.insert(plain, r.clone());
                 r
             }
         };
@@ -417,7 +412,7 @@ impl Builder<'_> {
 
     /// The code `s` makes of `node`'s, or `None` when it does not apply there (memoised by code).
     pub(super) fn apply(&mut self, s: Strategy, node: &Node) -> Result<Option<Kernel>, String> {
-        let key = (s, format!("{:?}", node.code));
+        let key = (s, node.code.clone());
         if let Some(r) = self.applied.get(&key) {
             return Ok(r.clone());
         }

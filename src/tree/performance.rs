@@ -9,7 +9,7 @@ impl Builder<'_> {
     /// patterns).
     pub(super) fn conditions(&mut self, staged: &Kernel, kind: PerfKind) -> Vec<Condition> {
         // Unrolling and the register cap act in LLVM and ptxas, not on the body's accesses.
-        let code = format!("{:?}", Kernel { no_unroll: false, max_registers: None, ..staged.clone() });
+        let code = Kernel { no_unroll: false, max_registers: None, ..staged.clone() };
         if let Some(c) = self.conditions.get(&(code.clone(), kind)) {
             return c.clone();
         }

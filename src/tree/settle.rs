@@ -106,7 +106,7 @@ impl Builder<'_> {
     /// body, parameters and host loops: the flags the tree sets on the code, unrolling,
     /// register caps, CSE, do not change which loop is the granularity's).
     pub(super) fn granularity_of(&mut self, code: &Kernel) -> Result<Option<String>, String> {
-        let key = format!("{:?}", (&code.body, &code.params, &code.host_loops));
+        let key = (code.body.clone(), code.params.clone(), code.host_loops.clone());
         if let Some(g) = self.granularity.get(&key) {
             return Ok(g.clone());
         }
@@ -117,7 +117,7 @@ impl Builder<'_> {
 
     /// `code` register-blocked by `k` ([`crate::strategy::block::block`]), memoised by code.
     pub(super) fn blocked_code(&mut self, code: &Kernel, k: i64) -> Result<Option<Kernel>, String> {
-        let key = (format!("{code:?}"), k);
+        let key = (code.clone(), k);
         if let Some(b) = self.blocked.get(&key) {
             return Ok(b.clone());
         }

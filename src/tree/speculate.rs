@@ -14,44 +14,58 @@ use crate::kernel::Kernel;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// What a submitted code is known by: the tree uses the code it will ask to evaluate.
+pub(super) trait Key: Eq + std::hash::Hash + Clone + Send + 'static {}
+impl<K: Eq + std::hash::Hash + Clone + Send + 'static> Key for K {}
+
 /// What the tree's thread and the worker share.
-#[derive(Default)]
-struct Shared {
+struct Shared<K> {
     /// Submitted and not started, oldest first (the worker takes the newest).
-    queue: Vec<(String, Kernel)>,
+    queue: Vec<(K, Kernel)>,
     /// The code the worker is counting.
-    running: Option<String>,
+    running: Option<K>,
     /// Counts made and not yet taken.
-    done: HashMap<String, Result<Counters, String>>,
+    done: HashMap<K, Result<Counters, String>>,
     /// Set when the speculator is dropped: the worker stops.
     closed: bool,
 }
 
-type Link = Arc<(Mutex<Shared>, Condvar)>;
+impl<K> Default for Shared<K> {
+    fn default() -> Self {
+        Shared { queue: Vec::new(), running: None, done: HashMap::new(), closed: false }
+    }
+}
 
-fn lock(link: &Link) -> MutexGuard<'_, Shared> {
+type Link<K> = Arc<(Mutex<Shared<K>>, Condvar)>;
+
+fn lock<K>(link: &Link<K>) -> MutexGuard<'_, Shared<K>> {
     link.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The worker, started at the first submission.
-#[derive(Default)]
-pub(super) struct Speculator {
-    link: Option<Link>,
+pub(super) struct Speculator<K: Key> {
+    link: Option<Link<K>>,
     /// Whether no worker could be started (every code is then counted where it is needed).
     unavailable: bool,
+}
+
+impl<K: Key> Default for Speculator<K> {
+    fn default() -> Self {
+        Speculator { link: None, unavailable: false }
+    }
 }
 
 /// The worker's stack: lowering recurses through the code's statements, as on the main thread.
 const WORKER_STACK_BYTES: usize = 64 << 20;
 
-impl Speculator {
+impl<K: Key> Speculator<K> {
     /// Queue `code` (a final code, the tree's key `key`) for the worker.
-    pub(super) fn submit(&mut self, key: String, code: Kernel) {
+    pub(super) fn submit(&mut self, key: K, code: Kernel) {
         if self.unavailable {
             return;
         }
         if self.link.is_none() {
-            let link: Link = Default::default();
+            let link: Link<K> = Default::default();
             let theirs = link.clone();
             match std::thread::Builder::new().name("metafork-count".into()).stack_size(WORKER_STACK_BYTES).spawn(move || work(&theirs)) {
                 Ok(_) => self.link = Some(link),
@@ -63,7 +77,7 @@ impl Speculator {
         }
         let Some(link) = &self.link else { return };
         let mut shared = lock(link);
-        if shared.running.as_deref() == Some(key.as_str()) || shared.done.contains_key(&key) || shared.queue.iter().any(|(k, _)| *k == key) {
+        if shared.running.as_ref() == Some(&key) || shared.done.contains_key(&key) || shared.queue.iter().any(|(k, _)| *k == key) {
             return;
         }
         shared.queue.push((key, code));
@@ -72,7 +86,7 @@ impl Speculator {
 
     /// The worker's count of the code submitted as `key`, waiting while it is being made;
     /// `None` when the worker has not started it (it is withdrawn) or it was never submitted.
-    pub(super) fn take(&mut self, key: &str) -> Option<Result<Counters, String>> {
+    pub(super) fn take(&mut self, key: &K) -> Option<Result<Counters, String>> {
         let link = self.link.as_ref()?;
         let mut shared = lock(link);
         if let Some(i) = shared.queue.iter().position(|(k, _)| k == key) {
@@ -83,7 +97,7 @@ impl Speculator {
             if let Some(counted) = shared.done.remove(key) {
                 return Some(counted);
             }
-            if shared.running.as_deref() != Some(key) {
+            if shared.running.as_ref() != Some(key) {
                 return None;
             }
             shared = link.1.wait(shared).unwrap_or_else(|e| e.into_inner());
@@ -91,7 +105,7 @@ impl Speculator {
     }
 }
 
-impl Drop for Speculator {
+impl<K: Key> Drop for Speculator<K> {
     fn drop(&mut self) {
         if let Some(link) = &self.link {
             let mut shared = lock(link);
@@ -102,7 +116,7 @@ impl Drop for Speculator {
     }
 }
 
-fn work(link: &Link) {
+fn work<K: Key>(link: &Link<K>) {
     let mut shared = lock(link);
     loop {
         if shared.closed {
@@ -145,8 +159,8 @@ mod tests {
     #[test]
     fn the_worker_counts_what_the_tree_would_and_withdraws_what_it_has_not_started() {
         let codes = kernels();
-        let mut s = Speculator::default();
-        assert!(s.take("never submitted").is_none());
+        let mut s = Speculator::<String>::default();
+        assert!(s.take(&"never submitted".to_string()).is_none());
         for (i, code) in codes.iter().enumerate() {
             s.submit(format!("k{i}"), code.clone());
         }
