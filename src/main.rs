@@ -6,6 +6,12 @@ use clap::Parser;
 
 const STACK_BYTES: usize = 64 << 20;
 
+/// mimalloc serves the Rust side's many small, short-lived allocations (trees, systems,
+/// polynomials) in fewer instructions than the C library's allocator (bench/RESULTS.md,
+/// sixteenth session); LLVM's and Z3's own allocations still go through `malloc`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let cli = metafork::cli::Cli::parse();
     let worker = std::thread::Builder::new().stack_size(STACK_BYTES).spawn(move || metafork::cli::run(cli));
