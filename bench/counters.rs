@@ -22,7 +22,9 @@
 //! `RegisterEstimate`'s `Debug`), so a rule for `for_architecture` can be tried offline on the
 //! design part before it is built. Prints a Markdown table per kernel, then per
 //! part and architecture the number of programs and kernels, the mean and maximum absolute
-//! relative error, and the worst kernel. Needs nvcc on PATH (`make setup`).
+//! relative error, and the worst kernel; then the same errors by shape of code (shared tiles or
+//! none, a loop ptxas unrolls or none) and by the size of the true count, for the design part
+//! and for the report parts together. Needs nvcc on PATH (`make setup`).
 
 use metafork::frontend::check_source;
 use metafork::kernel::Kernel;
@@ -48,6 +50,20 @@ struct Row {
     /// The estimate for each of `ARCHS` (`RegisterEstimate::for_architecture`).
     estimate: Vec<u32>,
     ptxas: Vec<u32>,
+    /// The shape of code the kernel is, for the table by shape ([`shape_of`]).
+    shape: &'static str,
+}
+
+/// The shapes of code the model treats differently, so that the figures say which shape of
+/// code the estimate cannot reach its target on (issue 24.1): whether the code stages tiles in
+/// shared memory, and whether the model saw a loop LLVM leaves for ptxas to unroll.
+fn shape_of(staged: &Kernel, model: &llvm_passes::registers::RegisterEstimate) -> &'static str {
+    match (!staged.shared.is_empty(), model.unrolled_loop) {
+        (false, false) => "no tiles, no loop to unroll",
+        (false, true) => "no tiles, a loop ptxas unrolls",
+        (true, false) => "shared tiles, no loop to unroll",
+        (true, true) => "shared tiles, a loop ptxas unrolls",
+    }
 }
 
 fn programs(root: &Path, dirs: &[&str]) -> Vec<std::path::PathBuf> {
@@ -105,7 +121,8 @@ fn main() {
                             use std::io::Write;
                             writeln!(&*file, "{part}\t{shown}\t{name}\t{estimate:?}\t{ptxas:?}\t{model:?}").unwrap_or_else(|e| panic!("COUNTERS_DUMP: {e}"));
                         }
-                        rows.push(Row { part, program: shown.clone(), kernel: name, estimate, ptxas });
+                        let shape = shape_of(&node.staged, &model);
+                        rows.push(Row { part, program: shown.clone(), kernel: name, estimate, ptxas, shape });
                     }
                 }
             }
@@ -126,6 +143,51 @@ fn main() {
             let (max, worst) = errors.iter().fold((0.0, None), |acc, (e, r)| if *e > acc.0 { (*e, Some(*r)) } else { acc });
             let worst = worst.map_or("-".to_string(), |r| format!("{} `{}` ({} vs {})", r.program, r.kernel, r.estimate[i], r.ptxas[i]));
             println!("| {part} | {arch} | {} | {} | {:.1}% | {:.1}% | {worst} |", program_count[part], errors.len(), 100.0 * mean, 100.0 * max);
+        }
+    }
+    // The same figures by shape of code: the design part, and every report part together.
+    println!();
+    println!("| parts | shape of code | leaf kernels | mean abs. error sm_75 / 80 / 90 | max abs. error sm_75 / 80 / 90 |");
+    println!("|---|---|---|---|---|");
+    let mut shapes: Vec<&str> = rows.iter().map(|r| r.shape).collect();
+    shapes.sort();
+    shapes.dedup();
+    for (parts_name, is_design) in [("design", true), ("report parts", false)] {
+        for shape in &shapes {
+            let here: Vec<&Row> = rows.iter().filter(|r| (r.part == "design") == is_design && r.shape == *shape).collect();
+            if here.is_empty() {
+                continue;
+            }
+            let errors = |i: usize| here.iter().map(|r| (f64::from(r.estimate[i]) - f64::from(r.ptxas[i])).abs() / f64::from(r.ptxas[i])).collect::<Vec<f64>>();
+            let mean = |i: usize| 100.0 * errors(i).iter().sum::<f64>() / here.len() as f64;
+            let max = |i: usize| 100.0 * errors(i).iter().fold(0.0f64, |a, e| a.max(*e));
+            println!("| {parts_name} | {shape} | {} | {:.1} / {:.1} / {:.1}% | {:.1} / {:.1} / {:.1}% |", here.len(), mean(0), mean(1), mean(2), max(0), max(1), max(2));
+        }
+    }
+    // And by the size of the true count: an error of two registers is 50% of four.
+    println!();
+    println!("| parts | ptxas count | leaf kernels (sm_90) | mean abs. error sm_75 / 80 / 90 | mean error in registers sm_75 / 80 / 90 |");
+    println!("|---|---|---|---|---|");
+    for (parts_name, is_design) in [("design", true), ("report parts", false)] {
+        for (low, high, size) in [(0, 16, "under 16"), (16, 32, "16-31"), (32, u32::MAX, "32 and over")] {
+            let mut relative = [Vec::new(), Vec::new(), Vec::new()];
+            let mut registers = [Vec::new(), Vec::new(), Vec::new()];
+            for r in rows.iter().filter(|r| (r.part == "design") == is_design) {
+                for i in 0..ARCHS.len() {
+                    if (low..high).contains(&r.ptxas[i]) {
+                        let off = (f64::from(r.estimate[i]) - f64::from(r.ptxas[i])).abs();
+                        relative[i].push(off / f64::from(r.ptxas[i]));
+                        registers[i].push(off);
+                    }
+                }
+            }
+            if relative.iter().all(Vec::is_empty) {
+                continue;
+            }
+            let mean = |v: &Vec<f64>| if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 };
+            let [r0, r1, r2] = relative.each_ref().map(|v| 100.0 * mean(v));
+            let [a0, a1, a2] = registers.each_ref().map(mean);
+            println!("| {parts_name} | {size} | {} | {r0:.1} / {r1:.1} / {r2:.1}% | {a0:.1} / {a1:.1} / {a2:.1} |", relative[2].len());
         }
     }
     println!();
