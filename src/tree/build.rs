@@ -33,7 +33,7 @@ pub(super) struct Builder<'a> {
     pub(super) perf_levels: usize,
     /// Codes made ahead of their evaluation, by key, whose counts the worker makes.
     pub(super) speculated: HashMap<Kernel, crate::strategy::caching::Staged>,
-    pub(super) speculator: speculate::Speculator<Kernel>,
+    pub(super) speculator: speculate::Speculator,
     /// Whether next codes are counted ahead on a worker: only where a core is spare for it.
     pub(super) speculate: bool,
 }

@@ -14,58 +14,45 @@ use crate::kernel::Kernel;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-/// What a submitted code is known by: the tree uses the code it will ask to evaluate.
-pub(super) trait Key: Eq + std::hash::Hash + Clone + Send + 'static {}
-impl<K: Eq + std::hash::Hash + Clone + Send + 'static> Key for K {}
-
-/// What the tree's thread and the worker share.
-struct Shared<K> {
+/// What the tree's thread and the worker share. A submitted code is known by its key: the code
+/// the tree will ask to evaluate (before staging).
+#[derive(Default)]
+struct Shared {
     /// Submitted and not started, oldest first (the worker takes the newest).
-    queue: Vec<(K, Kernel)>,
+    queue: Vec<(Kernel, Kernel)>,
     /// The code the worker is counting.
-    running: Option<K>,
+    running: Option<Kernel>,
     /// Counts made and not yet taken.
-    done: HashMap<K, Result<Counters, String>>,
+    done: HashMap<Kernel, Result<Counters, String>>,
     /// Set when the speculator is dropped: the worker stops.
     closed: bool,
 }
 
-impl<K> Default for Shared<K> {
-    fn default() -> Self {
-        Shared { queue: Vec::new(), running: None, done: HashMap::new(), closed: false }
-    }
-}
+type Link = Arc<(Mutex<Shared>, Condvar)>;
 
-type Link<K> = Arc<(Mutex<Shared<K>>, Condvar)>;
-
-fn lock<K>(link: &Link<K>) -> MutexGuard<'_, Shared<K>> {
+fn lock(link: &Link) -> MutexGuard<'_, Shared> {
     link.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The worker, started at the first submission.
-pub(super) struct Speculator<K: Key> {
-    link: Option<Link<K>>,
+#[derive(Default)]
+pub(super) struct Speculator {
+    link: Option<Link>,
     /// Whether no worker could be started (every code is then counted where it is needed).
     unavailable: bool,
-}
-
-impl<K: Key> Default for Speculator<K> {
-    fn default() -> Self {
-        Speculator { link: None, unavailable: false }
-    }
 }
 
 /// The worker's stack: lowering recurses through the code's statements, as on the main thread.
 const WORKER_STACK_BYTES: usize = 64 << 20;
 
-impl<K: Key> Speculator<K> {
+impl Speculator {
     /// Queue `code` (a final code, the tree's key `key`) for the worker.
-    pub(super) fn submit(&mut self, key: K, code: Kernel) {
+    pub(super) fn submit(&mut self, key: Kernel, code: Kernel) {
         if self.unavailable {
             return;
         }
         if self.link.is_none() {
-            let link: Link<K> = Default::default();
+            let link: Link = Default::default();
             let theirs = link.clone();
             match std::thread::Builder::new().name("metafork-count".into()).stack_size(WORKER_STACK_BYTES).spawn(move || work(&theirs)) {
                 Ok(_) => self.link = Some(link),
@@ -86,7 +73,7 @@ impl<K: Key> Speculator<K> {
 
     /// The worker's count of the code submitted as `key`, waiting while it is being made;
     /// `None` when the worker has not started it (it is withdrawn) or it was never submitted.
-    pub(super) fn take(&mut self, key: &K) -> Option<Result<Counters, String>> {
+    pub(super) fn take(&mut self, key: &Kernel) -> Option<Result<Counters, String>> {
         let link = self.link.as_ref()?;
         let mut shared = lock(link);
         if let Some(i) = shared.queue.iter().position(|(k, _)| k == key) {
@@ -105,7 +92,7 @@ impl<K: Key> Speculator<K> {
     }
 }
 
-impl<K: Key> Drop for Speculator<K> {
+impl Drop for Speculator {
     fn drop(&mut self) {
         if let Some(link) = &self.link {
             let mut shared = lock(link);
@@ -116,7 +103,7 @@ impl<K: Key> Drop for Speculator<K> {
     }
 }
 
-fn work<K: Key>(link: &Link<K>) {
+fn work(link: &Link) {
     let mut shared = lock(link);
     loop {
         if shared.closed {
@@ -159,13 +146,14 @@ mod tests {
     #[test]
     fn the_worker_counts_what_the_tree_would_and_withdraws_what_it_has_not_started() {
         let codes = kernels();
-        let mut s = Speculator::<String>::default();
-        assert!(s.take(&"never submitted".to_string()).is_none());
+        let mut s = Speculator::default();
+        let never = Kernel { cse: 1, ..codes[0].clone() };
+        assert!(s.take(&never).is_none());
         for (i, code) in codes.iter().enumerate() {
-            s.submit(format!("k{i}"), code.clone());
+            s.submit(code.clone(), code.clone());
         }
         // Submitting a key again queues nothing more.
-        s.submit("k0".into(), codes[0].clone());
+        s.submit(codes[0].clone(), codes[0].clone());
         {
             let shared = lock(s.link.as_ref().unwrap());
             assert_eq!(shared.queue.len() + usize::from(shared.running.is_some()) + shared.done.len(), codes.len());
@@ -179,7 +167,7 @@ mod tests {
         let mut counted_by_worker = 0;
         for (i, code) in codes.iter().enumerate() {
             let here = count(code, &[]).unwrap();
-            match s.take(&format!("k{i}")) {
+            match s.take(code) {
                 Some(theirs) => {
                     assert!(same(&theirs.unwrap(), &here), "code {i}");
                     counted_by_worker += 1;
@@ -187,12 +175,12 @@ mod tests {
                 None => {}
             }
             // Taken or withdrawn: it is not there a second time.
-            assert!(s.take(&format!("k{i}")).is_none());
+            assert!(s.take(code).is_none());
         }
         // What the worker started was waited for, never withdrawn.
         assert!(counted_by_worker >= 1);
         // Dropping the speculator ends its worker with work still queued.
-        s.submit("late".into(), codes[0].clone());
+        s.submit(never, codes[0].clone());
         drop(s);
     }
 }
