@@ -34,8 +34,28 @@ pub(super) struct Builder<'a> {
     /// Codes made ahead of their evaluation, by key, whose counts the worker makes.
     pub(super) speculated: HashMap<Kernel, crate::strategy::caching::Staged>,
     pub(super) speculator: speculate::Speculator,
-    /// Whether next codes are counted ahead on a worker: only where a core is spare for it.
-    pub(super) speculate: bool,
+    /// Whether next codes are counted ahead on a worker: only while a core is spare for it.
+    pub(super) speculate: Speculate,
+}
+
+/// When a build counts codes ahead on a worker ([`Builder::count_ahead`]). Counting is a pure
+/// function of the code, so the policy changes when a count is made, never the tree.
+#[derive(Clone)]
+pub(super) enum Speculate {
+    Always,
+    /// While fewer of the program's builds are unfinished than there are cores: builds side by
+    /// side take every core at first, and the last one running gets the others' cores as they
+    /// finish (mvt's two trees finished 33 ms apart, one core idle meanwhile).
+    WhileCoresSpare { unfinished: std::sync::Arc<std::sync::atomic::AtomicUsize>, cores: usize },
+}
+
+impl Speculate {
+    fn now(&self) -> bool {
+        match self {
+            Speculate::Always => true,
+            Speculate::WhileCoresSpare { unfinished, cores } => unfinished.load(std::sync::atomic::Ordering::Relaxed) < *cores,
+        }
+    }
 }
 
 /// Every symbol of the program: parameters, derived scalars, loop counters are not symbols.
@@ -87,15 +107,15 @@ pub(super) fn unstaged_flags_cleared(code: &Kernel) -> Kernel {
 /// what an earlier build on this thread left in the thread's context: repeated in-process
 /// builds (benchmarks, tests, `tune`) answer as a fresh `gen` does.
 pub fn build(function: &KernelFunction, kernel: Kernel, backend: &Backend) -> Result<Tree, String> {
-    let (tree, queries) = build_in_turn(function, kernel, backend.timeout_ms(), None, true);
+    let (tree, queries) = build_in_turn(function, kernel, backend.timeout_ms(), None, Speculate::Always);
     backend.add_queries(queries);
     tree
 }
 
 /// [`build`] with a back end of `timeout_ms`, returning its query count; with `turn`, the
-/// build's first Z3 query waits until the builds before it in `turn` have finished. With
-/// `speculate`, a worker counts the codes the tree will likely ask for next ([`speculate`]).
-fn build_in_turn(function: &KernelFunction, kernel: Kernel, timeout_ms: u32, turn: Option<(std::sync::Arc<Turns>, usize)>, speculate: bool) -> (Result<Tree, String>, u64) {
+/// build's first Z3 query waits until the builds before it in `turn` have finished. While
+/// `speculate` allows, a worker counts the codes the tree will likely ask for next ([`speculate`]).
+fn build_in_turn(function: &KernelFunction, kernel: Kernel, timeout_ms: u32, turn: Option<(std::sync::Arc<Turns>, usize)>, speculate: Speculate) -> (Result<Tree, String>, u64) {
     constraints::solver::in_fresh_thread(move || {
         if let Some((turns, k)) = turn {
             constraints::solver::gate_z3(move || turns.wait_for_those_before(k));
@@ -132,7 +152,7 @@ impl Drop for Finished<'_> {
     }
 }
 
-pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend, speculate: bool) -> Result<Tree, String> {
+pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backend: &Backend, speculate: Speculate) -> Result<Tree, String> {
     let machine = MachineSymbols::avoiding(&program_symbols(function));
     let schedule_name = kernel.name.clone();
     let mut root = root_constraints(function, &machine);
@@ -325,7 +345,7 @@ impl Builder<'_> {
                 },
             },
         };
-        if !self.speculate {
+        if !self.speculate.now() {
             return;
         }
         for guess in next(&made) {
@@ -555,14 +575,17 @@ pub fn build_all<'p>(program: &'p crate::frontend::CheckedProgram, backend: &Bac
     let helpers = cores.min(jobs.len()).saturating_sub(1);
     // Counting ahead pays where a core is left beside the builds; where the builds take every
     // core it only competes with them (2mm 75.7 -> 84.0 ms with it on two cores, syrk alone
-    // 80.9 -> 74.0 ms; bench/RESULTS.md).
-    let speculate = jobs.len() < cores;
+    // 80.9 -> 74.0 ms; bench/RESULTS.md). So a build counts ahead once fewer builds than cores
+    // are left.
+    let unfinished = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(jobs.len()));
+    let speculate = Speculate::WhileCoresSpare { unfinished: unfinished.clone(), cores };
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || loop {
         let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let Some((function, _, kernel)) = jobs.get(k) else { break };
         let _finished = Finished(&turns, k);
-        let built = build_in_turn(function, kernel.clone(), timeout_ms, Some((turns.clone(), k)), speculate);
+        let built = build_in_turn(function, kernel.clone(), timeout_ms, Some((turns.clone(), k)), speculate.clone());
+        unfinished.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(built);
     };
     std::thread::scope(|scope| {
