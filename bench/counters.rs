@@ -16,6 +16,9 @@
 //! neither the model nor that folder, reports on them. `examples/heldout-2/` (report-5,
 //! 2026-11-27) holds eight programs a helper wrote after the nested-guard rule, seeing neither
 //! the model nor its figures: stencils, DL layers, two-schedule programs.
+//! `examples/heldout-3/` (report-6, 2026-11-27) holds ten more by a helper who read only the
+//! language document, the README and the design part's programs: elementwise DL epilogues,
+//! quantisation, row-wise reductions, a banded product, pooling, cached tiles.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -34,13 +37,14 @@ use std::path::Path;
 use std::time::Instant;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 6] = [
+const PARTS: [(&str, &[&str]); 7] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
     ("report-3", &["examples/reductions"]),
     ("report-4", &["examples/reductions-2"]),
     ("report-5", &["examples/heldout-2"]),
+    ("report-6", &["examples/heldout-3"]),
 ];
 
 struct Row {
