@@ -7,32 +7,39 @@
 use super::*;
 use super::derived;
 
+/// A memo table keyed by code. Keys are whole kernels (their syntax trees), hashed at every
+/// lookup, so the hasher is rustc's Fx, several times cheaper per word than the default
+/// SipHash (SipHash was 4% of mvt's `gen`). Fx is not keyed against collisions chosen on
+/// purpose; the keys come from the program being compiled, whose author would only slow
+/// their own build.
+pub(super) type Memo<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
 pub(super) struct Builder<'a> {
     pub(super) function: &'a KernelFunction,
     pub(super) backend: &'a Backend,
     pub(super) machine: MachineSymbols,
     pub(super) nodes: Vec<Node>,
-    pub(super) cache: HashMap<Kernel, Evaluated>,
+    pub(super) cache: Memo<Kernel, Evaluated>,
     /// Staged forms by logical code (without its unrolling flag).
-    pub(super) staged: HashMap<Kernel, crate::strategy::caching::Staged>,
+    pub(super) staged: Memo<Kernel, crate::strategy::caching::Staged>,
     /// Strategy results by (strategy, code): the same code is refused on several branches.
-    pub(super) applied: HashMap<(Strategy, std::sync::Arc<Kernel>), Option<Kernel>>,
+    pub(super) applied: Memo<(Strategy, std::sync::Arc<Kernel>), Option<Kernel>>,
     /// Granularity-reduced code by the code without unrolling flag and cached arrays.
-    pub(super) reduced: HashMap<Kernel, Option<Kernel>>,
+    pub(super) reduced: Memo<Kernel, Option<Kernel>>,
     /// Register-blocked code by (code, factor).
-    pub(super) blocked: HashMap<(Kernel, i64), Option<Kernel>>,
+    pub(super) blocked: Memo<(Kernel, i64), Option<Kernel>>,
     /// The granularity parameter a code's blockable loop runs to, by the code's body,
     /// parameters and host loops: the independence proof behind it was a quarter of matmul's
     /// `gen` when asked again at every settled node.
-    pub(super) granularity: HashMap<(Vec<crate::frontend::ast::Stmt>, Vec<crate::kernel::KernelParam>, Vec<crate::frontend::model::SerialLoop>), Option<String>>,
+    pub(super) granularity: Memo<(Vec<crate::frontend::ast::Stmt>, Vec<crate::kernel::KernelParam>, Vec<crate::frontend::model::SerialLoop>), Option<String>>,
     /// The root system: the context in which accesses are modelled for the performance counters.
     pub(super) root: System,
     /// Performance conditions by (code that runs, counter).
-    pub(super) conditions: HashMap<(Kernel, PerfKind), Vec<Condition>>,
+    pub(super) conditions: Memo<(Kernel, PerfKind), Vec<Condition>>,
     /// The most levels one code's performance conditions can add (see [`Tree::height_bound`]).
     pub(super) perf_levels: usize,
     /// Codes made ahead of their evaluation, by key, whose counts the worker makes.
-    pub(super) speculated: HashMap<Kernel, crate::strategy::caching::Staged>,
+    pub(super) speculated: Memo<Kernel, crate::strategy::caching::Staged>,
     pub(super) speculator: speculate::Speculator,
     /// Whether next codes are counted ahead on a worker: only while a core is spare for it.
     pub(super) speculate: Speculate,
@@ -55,6 +62,35 @@ impl Speculate {
             Speculate::Always => true,
             Speculate::WhileCoresSpare { unfinished, cores } => unfinished.load(std::sync::atomic::Ordering::Relaxed) < *cores,
         }
+    }
+}
+
+/// A child of `parent` with the system `constraints`: the parent's code, counters and what is
+/// left to do, no children and no witness yet. Built field by field so that the parent's
+/// system, children and witness are not copied only to be replaced (three copies of the
+/// system per branch before).
+fn below(parent: &Node, constraints: System, decision: String) -> Node {
+    let mut decisions = Vec::with_capacity(parent.decisions.len() + 1);
+    decisions.extend(parent.decisions.iter().cloned());
+    decisions.push(decision);
+    Node {
+        id: parent.id,
+        code: parent.code.clone(),
+        staged: parent.staged.clone(),
+        cached: parent.cached.clone(),
+        applied: parent.applied.clone(),
+        blocked_by: parent.blocked_by,
+        strategies_left: parent.strategies_left.clone(),
+        counters_left: parent.counters_left.clone(),
+        perf_done: parent.perf_done,
+        constraints,
+        decisions,
+        counters: parent.counters.clone(),
+        kind: parent.kind.clone(),
+        children: Vec::new(),
+        depth: parent.depth + 1,
+        unknown: parent.unknown,
+        witness: None,
     }
 }
 
@@ -166,7 +202,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         }
     }
     let before = backend.queries();
-    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: HashMap::new(), staged: HashMap::new(), applied: HashMap::new(), reduced: HashMap::new(), blocked: HashMap::new(), granularity: HashMap::new(), root: root.clone(), conditions: HashMap::new(), perf_levels: 0, speculated: HashMap::new(), speculator: Default::default(), speculate };
+    let mut b = Builder { function, backend, machine: machine.clone(), nodes: Vec::new(), cache: Memo::default(), staged: Memo::default(), applied: Memo::default(), reduced: Memo::default(), blocked: Memo::default(), granularity: Memo::default(), root: root.clone(), conditions: Memo::default(), perf_levels: 0, speculated: Memo::default(), speculator: Default::default(), speculate };
     // Every Z3 query runs on this thread, in one order (the speculator's worker counts with
     // LLVM only): Z3 contexts working on other threads at
     // the same time change this one's models (and so the number of queries the tree reports)
@@ -399,7 +435,7 @@ impl Builder<'_> {
         let mut sys = parent.constraints.clone();
         sys.add(added.clone());
         let (unknown, witness) = self.consistent(&sys, parent.witness.as_ref())?;
-        let mut node = self.branch_known(parent, added, decision);
+        let mut node = below(parent, sys, decision);
         node.witness = witness;
         node.unknown |= unknown;
         Some(node)
@@ -410,13 +446,7 @@ impl Builder<'_> {
     pub(super) fn branch_known(&self, parent: &Node, added: &Constraint, decision: String) -> Node {
         let mut sys = parent.constraints.clone();
         sys.add(added.clone());
-        let mut node = parent.clone();
-        node.witness = None;
-        node.children = Vec::new();
-        node.constraints = sys;
-        node.depth += 1;
-        node.decisions.push(decision);
-        node
+        below(parent, sys, decision)
     }
 
     pub(super) fn child(&mut self, parent: usize, edge: (&'static str, Counter, Constraint), node: Node) -> usize {

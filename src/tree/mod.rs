@@ -31,7 +31,7 @@ use crate::perf::fork::{Condition, Kind as PerfKind};
 use crate::strategy::{base_context, caching::stage, cse::eliminate, granularity::reduce_granularity, merge::{extent_lower_bound, merge, FACTOR as MERGE_FACTOR}, narrow, prefetch::prefetch, unroll::unroll};
 use constraints::solver::{Backend, CheckResult, Implication, Model};
 use constraints::{Constraint, Domain, Poly, System, Var};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// The machine's limits, as symbols whose names avoid the program's own.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -149,7 +149,7 @@ mod tests {
         let mut s = Speculator::default();
         let never = Kernel { cse: 1, ..codes[0].clone() };
         assert!(s.take(&never).is_none());
-        for (i, code) in codes.iter().enumerate() {
+        for code in &codes {
             s.submit(code.clone(), code.clone());
         }
         // Submitting a key again queues nothing more.
