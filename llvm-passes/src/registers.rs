@@ -61,7 +61,9 @@ use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, L
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
 use inkwell::values::{AsValueRef, FunctionValue, InstructionOpcode, InstructionValue, Operand};
-use std::collections::{HashMap, HashSet};
+// Keys are LLVM value pointers and block indices: Fx hashes them in a few instructions,
+// where the default SipHash was 1-2% of a whole `gen`.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Registers a kernel holds beyond its live values (the stack pointer, the special-register
 /// copies ptxas keeps): one constant for every kernel, the value minimising the mean error of
@@ -172,10 +174,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // Values in uniform registers: not held, read where used.
     let uniform = uniform_values_in(&cfg, function);
     let is_tracked = |v: LLVMValueRef| is_tracked(v) && !uniform.contains(&key(v));
-    let mut width: HashMap<Key, (u32, u32)> = HashMap::new();
+    let mut width: HashMap<Key, (u32, u32)> = HashMap::default();
     let mut info: Vec<BlockInfo> = Vec::new();
     // phi_in[b] = values flowing from block b into phis of its successors.
-    let mut phi_in: Vec<HashSet<Key>> = vec![HashSet::new(); blocks.len()];
+    let mut phi_in: Vec<HashSet<Key>> = vec![HashSet::default(); blocks.len()];
     for p in function.get_param_iter() {
         let r = p.as_value_ref();
         if is_tracked(r) {
@@ -185,8 +187,8 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| uniform.contains(k)) };
     for bb in blocks {
         let instrs: Vec<InstructionValue> = bb.get_instructions().collect();
-        let mut upward = HashSet::new();
-        let mut defs = HashSet::new();
+        let mut upward = HashSet::default();
+        let mut defs = HashSet::default();
         for i in &instrs {
             let r = i.as_value_ref();
             let is_phi = i.get_opcode() == InstructionOpcode::Phi;
@@ -234,8 +236,8 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // Backward dataflow to a fixed point; `kill[b]`: values not live into block `b`.
     let n = info.len();
     let dataflow = |kill: &[HashSet<Key>]| {
-        let mut live_in: Vec<HashSet<Key>> = vec![HashSet::new(); n];
-        let mut live_out: Vec<HashSet<Key>> = vec![HashSet::new(); n];
+        let mut live_in: Vec<HashSet<Key>> = vec![HashSet::default(); n];
+        let mut live_out: Vec<HashSet<Key>> = vec![HashSet::default(); n];
         let mut changed = true;
         while changed {
             changed = false;
@@ -256,7 +258,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         }
         (live_in, live_out)
     };
-    let (live_in, held_live_out) = dataflow(&vec![HashSet::new(); n]);
+    let (live_in, held_live_out) = dataflow(&vec![HashSet::default(); n]);
     // Rematerialisation: a value ptxas can compute again where it is read
     // (`recomputable_values`) that is live through a loop without being read in it need not
     // be held: computed again at each instruction that reads it, where it counts (as a uniform
@@ -264,8 +266,8 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     // relieve pressure, not otherwise: it is applied where the count without it exceeds
     // [`REMATERIALISE_ABOVE`].
     let recomputable = recomputable_values(function, &uniform);
-    let mut kill: Vec<HashSet<Key>> = vec![HashSet::new(); n];
-    let mut through_loops: HashSet<Key> = HashSet::new();
+    let mut kill: Vec<HashSet<Key>> = vec![HashSet::default(); n];
+    let mut through_loops: HashSet<Key> = HashSet::default();
     for (header, body) in cfg.loops() {
         let read_inside: HashSet<Key> = body.iter().flat_map(|&b| info[b].instrs.iter().flat_map(value_operands)).map(key).collect();
         let through: Vec<Key> = live_in[header].iter().filter(|k| recomputable.contains(k) && !read_inside.contains(k)).copied().collect();
@@ -341,7 +343,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         }
         (max_w, max_p, unrolled_peak)
     };
-    let mut counted = peak(&HashSet::new(), &held_live_out);
+    let mut counted = peak(&HashSet::default(), &held_live_out);
     if counted.0 + FIXED_COST > REMATERIALISE_ABOVE && !through_loops.is_empty() {
         let (_, live_out) = dataflow(&kill);
         counted = peak(&through_loops, &live_out);
@@ -381,7 +383,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
 /// one incoming value on each path (a copy at the end of that predecessor), so it holds the
 /// widest of them, not their sum.
 fn words_read(i: &InstructionValue<'_>, counted: &dyn Fn(&Key) -> bool) -> u32 {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let words = value_operands(i).into_iter().filter(|vr| counted(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
     if i.get_opcode() == InstructionOpcode::Phi {
         words.max().unwrap_or(0)
@@ -414,7 +416,7 @@ impl<'ctx> Region<'_, 'ctx> {
         let mut order: Vec<usize> = self.body.iter().copied().collect();
         order.sort_unstable(); // LLVM's block order: structured code's order of execution
         let header = self.cfg.back_edges.iter().find(|(latch, h)| self.body.contains(latch) && self.body.contains(h)).map(|&(_, h)| h);
-        let mut live: HashSet<Key> = HashSet::new();
+        let mut live: HashSet<Key> = HashSet::default();
         for &(latch, h) in &self.cfg.back_edges {
             if Some(h) == header && self.body.contains(&latch) {
                 live.extend(self.live_out[latch].iter().filter(|k| tracked(k)).copied());
@@ -471,8 +473,8 @@ fn underlying_object(i: &InstructionValue<'_>) -> LLVMValueRef {
 /// the read-only arrays (`const T *__restrict__` in the emitted CUDA), whose loads nvcc and
 /// ptxas may move ahead of any store.
 fn read_only_objects(function: FunctionValue<'_>) -> HashSet<Key> {
-    let mut loaded = HashSet::new();
-    let mut written = HashSet::new();
+    let mut loaded = HashSet::default();
+    let mut written = HashSet::default();
     for bb in function.get_basic_block_iter() {
         for i in bb.get_instructions() {
             match i.get_opcode() {
@@ -484,7 +486,7 @@ fn read_only_objects(function: FunctionValue<'_>) -> HashSet<Key> {
                 }
                 // Intrinsics read special registers, compute, or synchronise; any other call
                 // (or a memory intrinsic) may write anything.
-                InstructionOpcode::Call if callee_name(&i).is_none_or(|n| !n.starts_with("llvm.") || n.starts_with("llvm.mem")) => return HashSet::new(),
+                InstructionOpcode::Call if callee_name(&i).is_none_or(|n| !n.starts_with("llvm.") || n.starts_with("llvm.mem")) => return HashSet::default(),
                 _ => {}
             }
         }
@@ -787,7 +789,7 @@ impl PostDominators {
                 children[ipdom[n]].push(n);
             }
         }
-        let mut span = HashMap::new();
+        let mut span = HashMap::default();
         let mut clock = 0;
         let mut entry = vec![0usize; exit + 1];
         let mut stack = vec![(exit, 0usize)];

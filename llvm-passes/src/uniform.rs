@@ -36,7 +36,9 @@ use inkwell::llvm_sys::core::{
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMOpcode;
 use inkwell::values::{AsValueRef, FunctionValue, InstructionOpcode, InstructionValue, Operand, PhiValue};
-use std::collections::{HashMap, HashSet};
+// Keys are LLVM value pointers and block indices: Fx hashes them in a few instructions,
+// where the default SipHash was 1-2% of a whole `gen`.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// A value's identity (its address in LLVM).
 pub type Key = usize;
@@ -62,7 +64,7 @@ pub fn uniform_values_in(cfg: &Cfg<'_>, function: FunctionValue<'_>) -> HashSet<
     let block_of: Vec<usize> =
         cfg.blocks.iter().enumerate().flat_map(|(n, b)| b.get_instructions().map(move |_| n)).collect();
     let analysis = Analysis { cfg, instrs: &instrs, block_of: &block_of, function };
-    let before_forcing = analysis.fixpoint(&HashSet::new());
+    let before_forcing = analysis.fixpoint(&HashSet::default());
     let loops = cfg.loops();
     let innermost_loop: Vec<Option<&HashSet<usize>>> = (0..cfg.blocks.len())
         .map(|b| loops.iter().map(|(_, body)| body).filter(|body| body.contains(&b)).min_by_key(|body| body.len()))
@@ -131,7 +133,7 @@ impl Analysis<'_, '_> {
         uniform.extend(self.instrs.iter().filter(|i| candidate(i)).map(|i| key(i.as_value_ref())));
         uniform.retain(|k| !forced.contains(k));
         let operand_uniform = |v: LLVMValueRef, uniform: &HashSet<Key>| !is_tracked(v) || uniform.contains(&key(v));
-        let mut deciding: HashMap<usize, Vec<LLVMValueRef>> = HashMap::new();
+        let mut deciding: HashMap<usize, Vec<LLVMValueRef>> = HashMap::default();
         let mut changed = true;
         while changed {
             changed = false;
@@ -259,7 +261,7 @@ fn deciding_conditions(cfg: &Cfg<'_>, b: usize) -> Vec<LLVMValueRef> {
 /// per-thread elements (`c + (p*n + q)*4`) are of this kind.
 pub fn recomputable_values(function: FunctionValue<'_>, uniform: &HashSet<Key>) -> HashSet<Key> {
     let instrs: Vec<InstructionValue> = function.get_basic_block_iter().flat_map(|b| b.get_instructions()).collect();
-    let mut out: HashSet<Key> = HashSet::new();
+    let mut out: HashSet<Key> = HashSet::default();
     loop {
         let before = out.len();
         for i in &instrs {

@@ -8,7 +8,8 @@ use crate::emit::cuda::emit_kernel;
 use crate::frontend::model::KernelFunction;
 use crate::tree::{NodeKind, Tree};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 #[derive(Serialize)]
@@ -181,7 +182,7 @@ type LeafGroups = HashMap<usize, std::rc::Rc<Vec<usize>>>;
 /// [`leaf_kernel_name`] does). Grouped by hashing the code once per leaf, not by comparing
 /// each leaf with all others.
 fn leaves_by_code(tree: &Tree) -> LeafGroups {
-    let mut groups: HashMap<&crate::kernel::Kernel, Vec<usize>> = HashMap::new();
+    let mut groups: HashMap<&crate::kernel::Kernel, Vec<usize>> = HashMap::default();
     let kernel_leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).collect();
     for n in &kernel_leaves {
         groups.entry(&*n.staged).or_default().push(n.id);
@@ -201,7 +202,7 @@ fn kernels_and_yaml(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: 
     for (function, tree) in trees {
         let root_set: Vec<String> = tree.root_constraints.constraints().iter().map(|c| c.to_string()).collect();
         // A constraint is printed once per tree: a leaf's system repeats its ancestors' forks.
-        let mut printed: HashMap<&constraints::Constraint, String> = HashMap::new();
+        let mut printed: HashMap<&constraints::Constraint, String> = HashMap::default();
         let mut shown = |c| printed.entry(c).or_insert_with(|| c.to_string()).clone();
         let by_code = leaves_by_code(tree);
         let mut leaves = Vec::new();
