@@ -21,13 +21,18 @@ impl Var {
     }
 
     fn order_key(&self) -> (bool, &str) {
-        let upper = self.0.chars().next().is_some_and(|c| c.is_ascii_uppercase());
+        let upper = self.0.as_bytes().first().is_some_and(|c| c.is_ascii_uppercase());
         (upper, &self.0)
     }
 }
 
 impl Ord for Var {
+    /// Systems and points are ordered maps of variables, so this runs in every lookup: a
+    /// clone of the same variable compares equal without reading its name.
     fn cmp(&self, other: &Self) -> Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return Ordering::Equal;
+        }
         self.order_key().cmp(&other.order_key())
     }
 }
