@@ -59,31 +59,34 @@ impl Counters {
 }
 
 /// Register estimates by the IR they were made from, for the whole process (a pure function
-/// of the IR: the pipeline and the model are fixed). Bounded by the IR text it holds: a
+/// of the IR: the pipeline and the model are fixed). The IR is keyed by its bitcode, which
+/// encodes the same module as its text and is cheaper to make: printing the text, with its
+/// column bookkeeping, was 4% of mvt's `gen` (bench/RESULTS.md, seventeenth session).
+/// Bounded by the bitcode it holds: a
 /// long-lived process (the fuzzer, a tool embedding the library) builds thousands of trees, and
 /// an unbounded memo grew by about 70 KB per program (bench/RESULTS.md, eleventh session); past
 /// [`MEMO_BYTES`] it starts over, which costs only re-counting.
 #[derive(Default)]
 struct EstimateMemo {
-    by_ir: std::collections::HashMap<String, registers::RegisterEstimate>,
+    by_ir: std::collections::HashMap<Vec<u8>, registers::RegisterEstimate>,
     ir_bytes: usize,
 }
 
-/// The most IR text the memo keeps (a tree's distinct IR is a few hundred KB at most).
+/// The most bitcode the memo keeps (a tree's distinct IR is a few hundred KB at most).
 const MEMO_BYTES: usize = 16 << 20;
 
 impl EstimateMemo {
-    fn get(&self, ir: &str) -> Option<registers::RegisterEstimate> {
+    fn get(&self, ir: &[u8]) -> Option<registers::RegisterEstimate> {
         self.by_ir.get(ir).cloned()
     }
 
-    fn insert(&mut self, ir: String, estimate: registers::RegisterEstimate) {
+    fn insert(&mut self, ir: Vec<u8>, estimate: registers::RegisterEstimate) {
         if self.ir_bytes + ir.len() > MEMO_BYTES {
             self.by_ir.clear();
             self.ir_bytes = 0;
         }
         let bytes = ir.len();
-        // Two threads may count the same IR at once: its text is held, and counted, once.
+        // Two threads may count the same IR at once: its bitcode is held, and counted, once.
         if self.by_ir.insert(ir, estimate).is_none() {
             self.ir_bytes += bytes;
         }
@@ -106,7 +109,7 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     let module = lower_kernel(&context, kernel).map_err(|e| e.to_string())?;
     // Codes that differ as kernels (flags, strategy results) often lower to the same IR, and
     // the estimate is a function of the IR: the pipeline (2-4 ms) runs once per distinct IR.
-    let lowered = module.print_to_string().to_string();
+    let lowered = module.write_bitcode_to_memory().as_slice().to_vec();
     let known = ptxas_archs.is_empty().then(|| estimates().get(&lowered)).flatten();
     if known.is_none() {
         pipeline::optimize(&module)?;
@@ -165,13 +168,13 @@ mod tests {
     }
 
     #[test]
-    fn the_estimate_memo_holds_at_most_its_bound_of_ir_text() {
+    fn the_estimate_memo_holds_at_most_its_bound_of_ir() {
         let mut memo = EstimateMemo::default();
-        let ir_of = |i: usize| format!("{i:08}{}", "x".repeat(1 << 20));
+        let ir_of = |i: usize| format!("{i:08}{}", "x".repeat(1 << 20)).into_bytes();
         for i in 0..40 {
             memo.insert(ir_of(i), an_estimate(i as u32));
             assert!(memo.ir_bytes <= MEMO_BYTES, "after {i} inserts the memo holds {} bytes", memo.ir_bytes);
-            assert_eq!(memo.ir_bytes, memo.by_ir.keys().map(String::len).sum::<usize>());
+            assert_eq!(memo.ir_bytes, memo.by_ir.keys().map(Vec::len).sum::<usize>());
             assert_eq!(memo.get(&ir_of(i)), Some(an_estimate(i as u32)), "the newest entry is always kept");
         }
         // The same IR again is held, and counted, once.
