@@ -65,6 +65,11 @@ impl Speculate {
     }
 }
 
+/// Whether `c` holds at `point`, every variable of it given there in its domain in `system`.
+fn holds_at(c: &Constraint, system: &System, point: &std::collections::BTreeMap<Var, constraints::Rational>) -> bool {
+    c.poly().vars().iter().all(|v| point.get(v).is_some_and(|x| system.domain(v).admits(x))) && c.holds_at(point) == Ok(true)
+}
+
 /// A child of `parent` with the system `constraints`: the parent's code, counters and what is
 /// left to do, no children and no witness yet. Built field by field so that the parent's
 /// system, children and witness are not copied only to be replaced (three copies of the
@@ -434,6 +439,15 @@ impl Builder<'_> {
     pub(super) fn branch(&self, parent: &Node, added: &Constraint, decision: String) -> Option<Node> {
         let mut sys = parent.constraints.clone();
         sys.add(added.clone());
+        // The parent's witness solves the parent's system ([`Node::witness`]), so where `added`
+        // holds there too it solves the child's: only `added` is evaluated, not the whole
+        // system again (the answer `check_with_witness` would give, for less).
+        if let Some(w) = parent.witness.as_ref().filter(|w| w.approximate.is_empty() && holds_at(added, &sys, &w.values)) {
+            debug_assert_eq!(sys.holds_at(&w.values), Ok(true), "a node's witness solves its system");
+            let mut node = below(parent, sys, decision);
+            node.witness = Some(w.clone());
+            return Some(node);
+        }
         let (unknown, witness) = self.consistent(&sys, parent.witness.as_ref())?;
         let mut node = below(parent, sys, decision);
         node.witness = witness;
