@@ -101,6 +101,11 @@ fn kind_name(k: &NodeKind) -> String {
 pub fn leaf_kernel_name(tree: &Tree, id: usize) -> String {
     let code = &tree.nodes[id].staged;
     let first = tree.leaves().find(|n| matches!(n.kind, NodeKind::Leaf) && n.staged == *code).map_or(id, |n| n.id);
+    kernel_named_after(tree, first)
+}
+
+/// The name of the kernel whose first leaf (in node order) is `first`.
+fn kernel_named_after(tree: &Tree, first: usize) -> String {
     format!("{}_leaf{first}", tree.schedule_name())
 }
 
@@ -174,21 +179,35 @@ fn kernels_and_tree(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: 
     Ok((files, text, vec![("tree.yaml".into(), yaml), ("tree.dot".into(), dot(&pictures)), (SVG_PICTURE.into(), crate::emit::tree_svg::svg(&pictures))]))
 }
 
-/// Per kernel leaf, the kernel leaves that run its code ([`leaves_by_code`]).
-type LeafGroups = HashMap<usize, std::rc::Rc<Vec<usize>>>;
+/// The kernel leaves of a tree grouped by their code, each group in node order (its first
+/// leaf names the kernel, as in [`leaf_kernel_name`]). Grouped by hashing each leaf's code
+/// once, not by comparing each leaf with all others.
+struct LeafGroups {
+    groups: Vec<Vec<usize>>,
+    /// Per kernel leaf, its group's index.
+    of: HashMap<usize, usize>,
+}
 
-/// The leaves of `tree` that run a kernel, grouped by their code: per kernel leaf, the ids
-/// of every kernel leaf with the same code, in node order (the first names the kernel, as
-/// [`leaf_kernel_name`] does). Grouped by hashing the code once per leaf, not by comparing
-/// each leaf with all others.
-fn leaves_by_code(tree: &Tree) -> LeafGroups {
-    let mut groups: HashMap<&crate::kernel::Kernel, Vec<usize>> = HashMap::default();
-    let kernel_leaves: Vec<&crate::tree::Node> = tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)).collect();
-    for n in &kernel_leaves {
-        groups.entry(&*n.staged).or_default().push(n.id);
+impl LeafGroups {
+    fn of(tree: &Tree) -> LeafGroups {
+        let mut index: HashMap<&crate::kernel::Kernel, usize> = HashMap::default();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut of = HashMap::default();
+        for n in tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)) {
+            let g = *index.entry(&*n.staged).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[g].push(n.id);
+            of.insert(n.id, g);
+        }
+        LeafGroups { groups, of }
     }
-    let shared: HashMap<&crate::kernel::Kernel, std::rc::Rc<Vec<usize>>> = groups.into_iter().map(|(k, ids)| (k, std::rc::Rc::new(ids))).collect();
-    kernel_leaves.iter().map(|n| (n.id, shared[&*n.staged].clone())).collect()
+
+    /// The leaves that run kernel leaf `id`'s code, `id` among them; `None` for other nodes.
+    fn group(&self, id: usize) -> Option<&[usize]> {
+        self.of.get(&id).map(|&g| self.groups[g].as_slice())
+    }
 }
 
 /// The leaf kernels' files (`emit_cuda`), the printed tree, and `tree.yaml`. The YAML is
@@ -204,13 +223,13 @@ fn kernels_and_yaml(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: 
         // A constraint is printed once per tree: a leaf's system repeats its ancestors' forks.
         let mut printed: HashMap<&constraints::Constraint, String> = HashMap::default();
         let mut shown = |c| printed.entry(c).or_insert_with(|| c.to_string()).clone();
-        let by_code = leaves_by_code(tree);
+        let by_code = LeafGroups::of(tree);
         let mut leaves = Vec::new();
         for n in tree.leaves() {
             let path: Vec<String> = n.constraints.constraints().iter().map(|c| shown(c)).filter(|c| !root_set.contains(c)).collect();
-            let (file, name) = match by_code.get(&n.id).filter(|_| emit_cuda) {
+            let (file, name) = match by_code.group(n.id).filter(|_| emit_cuda) {
                 Some(group) => {
-                    let name = format!("{}_leaf{}", tree.schedule_name(), group[0]);
+                    let name = kernel_named_after(tree, group[0]);
                     let file = format!("{name}.cu");
                     if group[0] == n.id {
                         let mut code = (*n.staged).clone();
@@ -314,7 +333,7 @@ fn render_text(tree: &Tree, by_code: &LeafGroups, out: &mut String) {
             let last = i + 1 == count;
             let child = &tree.nodes[e.child];
             let what = match &child.kind {
-                NodeKind::Leaf => format!("  => kernel {}_leaf{}", tree.schedule_name(), by_code.get(&child.id).map_or(child.id, |group| group[0])),
+                NodeKind::Leaf => format!("  => kernel {}", kernel_named_after(tree, by_code.group(child.id).map_or(child.id, |group| group[0]))),
                 NodeKind::Infeasible { .. } => "  => no kernel".to_string(),
                 NodeKind::Inner => String::new(),
             };
