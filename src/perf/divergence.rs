@@ -13,7 +13,7 @@
 
 use super::lanes::WARP;
 use super::pattern::{thread_strides, LaneValues};
-use constraints::{Constraint, Rel};
+use constraints::{Constraint, Poly, Rel};
 use std::collections::BTreeMap;
 
 /// A thread-dependent condition of the kernel.
@@ -21,6 +21,9 @@ use std::collections::BTreeMap;
 pub struct Branch {
     pub condition: Constraint,
     pub lanes: LaneValues,
+    /// The condition's coefficient per thread index, when it is affine in them and uses no
+    /// division ([`thread_strides`]): found once, used at every point.
+    strides: Option<[Poly; 3]>,
 }
 
 /// Diverging warps and warps, for the first block.
@@ -72,6 +75,11 @@ pub fn by_lanes(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -> C
 }
 
 impl Branch {
+    pub fn new(lanes: LaneValues, condition: Constraint) -> Branch {
+        let strides = if lanes.divisions.is_empty() { thread_strides(condition.poly()) } else { None };
+        Branch { condition, lanes, strides }
+    }
+
     /// Diverging warps of the block; `None` where a value is missing. Lane by lane through
     /// the model's divisions (in machine integers, [`super::lane_eval`]); an affine condition
     /// by its closed form.
@@ -90,23 +98,17 @@ impl Branch {
     /// [`Branch::count`] without the shortcut: every lane's condition evaluated through the
     /// access model (slow; the reference the shortcut is tested against).
     pub fn count_through_model(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<Count> {
-        let mut truth = |_: i64, t: [i64; 3]| self.lanes.eval(self.condition.poly(), point, t).map(|v| holds(self.condition.rel(), v));
+        let at = self.lanes.at(point);
+        let mut truth = |_: i64, t: [i64; 3]| at.eval(self.condition.poly(), t).map(|v| holds(self.condition.rel(), v));
         count_warps(block, &mut truth)
     }
 
     /// The condition's coefficients per thread index and its constant, at `point`, when it is
     /// affine in the thread indices and uses no division.
     pub fn affine(&self, point: &BTreeMap<String, i64>) -> Option<([i64; 3], i64)> {
-        if !self.lanes.divisions.is_empty() {
-            return None;
-        }
-        let p = self.condition.poly();
-        let strides = thread_strides(p)?;
-        let mut coeffs = [0i64; 3];
-        for (c, s) in coeffs.iter_mut().zip(&strides) {
-            *c = self.lanes.eval(s, point, [0, 0, 0])?;
-        }
-        Some((coeffs, self.lanes.eval(p, point, [0, 0, 0])?))
+        let [x, y, z] = self.strides.as_ref()?;
+        let v = self.lanes.at(point).eval_each(&[x, y, z, self.condition.poly()], [0, 0, 0])?;
+        Some(([v[0], v[1], v[2]], v[3]))
     }
 }
 

@@ -77,12 +77,40 @@ impl LaneValues {
     /// `p` for the lane with thread indices `t`; `None` when a value is missing, not an
     /// integer, or a division by zero occurs.
     pub fn eval(&self, p: &Poly, point: &BTreeMap<String, i64>, t: [i64; 3]) -> Option<i64> {
+        self.at(point).eval(p, t)
+    }
+
+    /// The point's values, converted once for the many lanes (and polynomials) evaluated at it.
+    pub fn at<'a>(&'a self, point: &BTreeMap<String, i64>) -> LanePoint<'a> {
+        let base = point.iter().map(|(k, v)| (Var::new(k), Rational::from_integer((*v).into()))).collect();
+        LanePoint { lanes: self, base }
+    }
+}
+
+/// [`LaneValues`] at one parameter point: [`LanePoint::eval`] is [`LaneValues::eval`] at that
+/// point, without converting the point again for each lane.
+pub struct LanePoint<'a> {
+    lanes: &'a LaneValues,
+    base: BTreeMap<Var, Rational>,
+}
+
+impl LanePoint<'_> {
+    /// `p` for the lane with thread indices `t` (see [`LaneValues::eval`]).
+    pub fn eval(&self, p: &Poly, t: [i64; 3]) -> Option<i64> {
+        self.eval_each(&[p], t).map(|v| v[0])
+    }
+
+    /// Each of `ps` for the lane with thread indices `t`, the lane's divisions computed once;
+    /// `None` when one of them is `None`.
+    pub fn eval_each(&self, ps: &[&Poly], t: [i64; 3]) -> Option<Vec<i64>> {
         let int = |v: i64| Rational::from_integer(v.into());
-        let mut values: BTreeMap<Var, Rational> = point.iter().map(|(k, v)| (Var::new(k), int(*v))).collect();
+        let mut values = self.base.clone();
         for (d, v) in t.into_iter().enumerate() {
             values.insert(thread(d as u8), int(v));
         }
         let is_division = |v: &Var| crate::access::is_aux(v.name());
+        // Every other variable is 0; a variable set to 0 here stays 0 for the polynomials
+        // after, as it would be in a fresh evaluation.
         let exact = |p: &Poly, values: &mut BTreeMap<Var, Rational>| -> Option<i64> {
             for v in p.vars() {
                 if !values.contains_key(&v) {
@@ -95,19 +123,22 @@ impl LaneValues {
             let r = p.eval(values).ok()?;
             r.is_integer().then(|| i64::try_from(r.to_integer()).ok()).flatten()
         };
-        for (name, def) in &self.divisions {
+        for (name, def) in &self.lanes.divisions {
             let (x, d) = (exact(&def.dividend, &mut values)?, exact(&def.divisor, &mut values)?);
             if d == 0 {
                 return None;
             }
             values.insert(Var::new(name), int(if def.quotient { x.div_euclid(d) } else { x.rem_euclid(d) }));
         }
-        exact(p, &mut values)
+        ps.iter().map(|p| exact(p, &mut values)).collect()
     }
 }
 
+/// The model's variable for thread index `d` (0: x), made once: lane evaluation asks for it
+/// per lane, and clones of one variable compare without reading their names.
 pub(super) fn thread(d: u8) -> Var {
-    Var::new(&builtin_var(Builtin::ThreadIdx(d)))
+    static THREADS: std::sync::OnceLock<[Var; 3]> = std::sync::OnceLock::new();
+    THREADS.get_or_init(|| [0, 1, 2].map(|d| Var::new(&builtin_var(Builtin::ThreadIdx(d)))))[d as usize].clone()
 }
 
 impl Pattern {
@@ -137,7 +168,8 @@ impl Pattern {
     /// [`Pattern::warp`] with every lane evaluated through the exact rational path (slow; the
     /// reference the integer path is tested against).
     pub fn warp_through_model(&self, point: &BTreeMap<String, i64>, block: [i64; 3]) -> Option<super::lanes::Warp> {
-        self.first_warp(block, |t| self.lanes.eval(&self.index, point, t))
+        let at = self.lanes.at(point);
+        self.first_warp(block, |t| at.eval(&self.index, t))
     }
 
     /// The first warp's elements, `element` giving each lane's from its thread indices.
@@ -227,5 +259,5 @@ pub fn branches(function: &KernelFunction, kernel: &Kernel, system: &System, bac
             seen.push(g.clone());
         }
     }
-    seen.into_iter().map(|c| super::divergence::Branch { lanes: LaneValues::for_poly(c.poly(), &col.aux_defs), condition: c }).collect()
+    seen.into_iter().map(|c| super::divergence::Branch::new(LaneValues::for_poly(c.poly(), &col.aux_defs), c)).collect()
 }
