@@ -3,6 +3,11 @@
 //! test threads for all of them, so a long test never leaves a core idle while the rest of its
 //! file is done (issue 25).
 
+/// The allocator the `metafork` binary runs with (src/main.rs), for the same work done
+/// in-process here: the shared trees, the proofs, the lane sweeps.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod common;
 
 mod caching;
