@@ -39,17 +39,26 @@ pub struct Extras<'a> {
     pub ptxas: &'a [String],
 }
 
+/// ptxas's reports of every tree's distinct kernel leaves, per architecture of `archs` (in
+/// its order), each architecture's nvcc runs on a thread of its own: they are independent
+/// processes of seconds each, and a user asking for three architectures waits for the
+/// slowest rather than the sum.
+fn compile_for_each_arch(trees: &[(&crate::frontend::model::KernelFunction, crate::tree::Tree)], archs: &[String]) -> Vec<Result<Vec<std::collections::BTreeMap<String, llvm_passes::ptxas::PtxasReport>>, String>> {
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = archs.iter().map(|arch| scope.spawn(move || trees.iter().map(|(function, tree)| crate::compiled::compile_leaves(function, tree, arch)).collect())).collect();
+        runs.into_iter().map(|run| run.join().unwrap_or_else(|_| Err("compiling the leaves with nvcc failed unexpectedly".to_string()))).collect()
+    })
+}
+
 /// Everything `gen` writes for `text` (named `name`), with `extras`.
 pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedProgram, emit_cuda: bool, extras: &Extras) -> Result<(DirFiles, Vec<(&'p crate::frontend::model::KernelFunction, crate::tree::Tree)>, String), String> {
     let wisdom = extras.wisdom;
     let backend = constraints::solver::Backend::default();
     let trees = crate::tree::build_all(program, &backend)?;
     let mut compiled = crate::emit::tree_files::Compiled::new();
-    for arch in extras.ptxas {
-        for (function, tree) in &trees {
-            for (kernel, report) in crate::compiled::compile_leaves(function, tree, arch)? {
-                compiled.entry(kernel).or_default().insert(arch.clone(), report);
-            }
+    for (arch, reports) in extras.ptxas.iter().zip(compile_for_each_arch(&trees, extras.ptxas)) {
+        for (kernel, report) in reports?.into_iter().flatten() {
+            compiled.entry(kernel).or_default().insert(arch.clone(), report);
         }
     }
     let generated = crate::emit::tree_files::generate_with_wisdom(name, &trees, emit_cuda, wisdom.map_or(&[], |(_, w)| w), &compiled)?;
