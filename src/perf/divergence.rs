@@ -75,6 +75,7 @@ pub fn by_lanes(coeffs: [i64; 3], constant: i64, rel: Rel, block: [i64; 3]) -> C
 }
 
 impl Branch {
+    /// The branch on `condition`, its lanes evaluated through `lanes` (the divisions it needs).
     pub fn new(lanes: LaneValues, condition: Constraint) -> Branch {
         let strides = if lanes.divisions.is_empty() { thread_strides(condition.poly()) } else { None };
         Branch { condition, lanes, strides }

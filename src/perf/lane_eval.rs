@@ -166,4 +166,23 @@ mod tests {
         let steep = agree(&LaneValues::default(), &(n * tx().pow(20)), &big);
         assert_eq!((steep[0], steep[1], steep[2], steep[63]), (Some(0), Some(1 << 62), None, None));
     }
+
+    /// Several polynomials at one point and lane give what each gives alone, a variable the
+    /// first one sets to 0 included, and `None` when any one is `None`.
+    #[test]
+    fn evaluating_together_is_evaluating_each_alone() {
+        let point: BTreeMap<String, i64> = [("N".to_string(), 9)].into();
+        let div = |quotient| AuxDef { dividend: tx() + Poly::var("N"), divisor: Poly::int(4), quotient };
+        let lanes = LaneValues { divisions: vec![("$aux_q".into(), div(true)), ("$aux_r".into(), div(false))] };
+        let ps = [Poly::var("M") + tx(), Poly::var("$aux_q") * Poly::var("N") + Poly::var("M"), Poly::var("$aux_r") - tx()];
+        let at = lanes.at(&point);
+        for x in 0..40 {
+            let alone: Vec<Option<i64>> = ps.iter().map(|p| lanes.eval(p, &point, [x, 0, 0])).collect();
+            assert_eq!(at.eval_each(&ps.iter().collect::<Vec<_>>(), [x, 0, 0]), alone.iter().copied().collect::<Option<Vec<i64>>>(), "lane {x}");
+            assert_eq!(alone[1], Some((x + 9).div_euclid(4) * 9), "lane {x}");
+        }
+        let missing = [Poly::var("M"), Poly::var("$aux_unknown")];
+        assert_eq!(at.eval_each(&missing.iter().collect::<Vec<_>>(), [3, 0, 0]), None);
+        assert_eq!(at.eval(&missing[0], [3, 0, 0]), Some(0));
+    }
 }
