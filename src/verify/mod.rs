@@ -15,6 +15,7 @@ pub mod twothread;
 use crate::frontend::model::KernelFunction;
 use crate::tree::{NodeKind, Tree};
 use constraints::solver::Backend;
+use constraints::System;
 use differential::{Outcome, Programs};
 use std::collections::{BTreeMap, HashMap};
 use twothread::{StaticResult, Verdict};
@@ -172,13 +173,40 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
         twothread::check(function, kernel, &system, own)
     });
     let proofs: HashMap<&str, &StaticResult> = kernels.iter().map(|(k, _)| *k).zip(&general).collect();
-    let jobs: Vec<(&crate::tree::Node, &str)> = leaves.iter().copied().zip(keys.iter().map(String::as_str)).collect();
-    let check_leaf = |own: &Backend, leaf: &crate::tree::Node, key: &str, left: &std::sync::atomic::AtomicUsize, workers: usize| {
+    // Between the root's system and a leaf's own: the leaf's constraints on the program's
+    // parameters alone. Leaves of one code mostly differ in their machine constraints (registers,
+    // threads per block), which no access or barrier of the code reads, so one proof under the
+    // weaker system covers them all, each leaf's system holding all of its constraints. A defect
+    // or an unverified answer there is looked at again under the leaf's own constraints.
+    let program_systems: Vec<Option<System>> = leaves
+        .iter()
+        .zip(&keys)
+        .map(|(leaf, key)| (!matches!(proofs[key.as_str()].verdict, Verdict::Proved)).then(|| program_constraints(&leaf.correctness_constraints(&tree.machine), &tree.machine)))
+        .collect();
+    let mut weaker: Vec<(&str, &crate::kernel::Kernel, &System)> = Vec::new();
+    for ((key, leaf), system) in keys.iter().zip(&leaves).zip(&program_systems) {
+        if let Some(system) = system {
+            if !weaker.iter().any(|(k, _, s)| *k == key.as_str() && s.constraints() == system.constraints()) {
+                weaker.push((key, &leaf.staged, system));
+            }
+        }
+    }
+    let weaker_results = parallel_map(&weaker, backend, |own, (_, kernel, system)| twothread::check(function, kernel, system, own));
+    let weaker_proof = |key: &str, system: &System| {
+        weaker.iter().zip(&weaker_results).find(|((k, _, s), _)| *k == key && s.constraints() == system.constraints()).map(|(_, r)| r)
+    };
+    let jobs: Vec<(&crate::tree::Node, &str, Option<&System>)> = leaves.iter().copied().zip(keys.iter().map(String::as_str)).zip(&program_systems).map(|((l, k), s)| (l, k, s.as_ref())).collect();
+    let check_leaf = |own: &Backend, leaf: &crate::tree::Node, key: &str, program_system: Option<&System>, left: &std::sync::atomic::AtomicUsize, workers: usize| {
         let check = || {
             let general = proofs[key];
-            let statik = match general.verdict {
-                Verdict::Proved => general.clone(),
-                _ => twothread::check(function, &leaf.staged, &leaf.correctness_constraints(&tree.machine), own),
+            let weaker = program_system.and_then(|system| weaker_proof(key, system).map(|r| (system, r)));
+            let own_system = leaf.correctness_constraints(&tree.machine);
+            let statik = match (&general.verdict, weaker) {
+                (Verdict::Proved, _) => general.clone(),
+                (_, Some((_, proof))) if matches!(proof.verdict, Verdict::Proved) => proof.clone(),
+                // The weaker system was the leaf's own: its answer is the leaf's.
+                (_, Some((system, answer))) if system.constraints() == own_system.constraints() => answer.clone(),
+                _ => twothread::check(function, &leaf.staged, &own_system, own),
             };
             verify_leaf(function, schedule, tree, leaf, statik, own, options)
         };
@@ -190,8 +218,8 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
         report
     };
     let (left, workers) = (std::sync::atomic::AtomicUsize::new(jobs.len() + options.later_leaves), workers_for(jobs.len()));
-    let mut reports = parallel_map(&jobs, backend, |own, (leaf, key)| {
-        let report = check_leaf(own, leaf, key, &left, workers);
+    let mut reports = parallel_map(&jobs, backend, |own, &(leaf, key, program_system)| {
+        let report = check_leaf(own, leaf, key, program_system, &left, workers);
         done();
         report
     });
@@ -200,14 +228,22 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
     // budget is mostly unspent.
     let short: Vec<usize> = (0..reports.len()).filter(|&i| matches!(&reports[i], Ok(r) if r.budget_spent && matches!(r.status(), Status::Unverified(_)))).collect();
     if !short.is_empty() && !constraints::budget::expired() {
-        let again: Vec<(usize, (&crate::tree::Node, &str))> = short.iter().map(|&i| (i, jobs[i])).collect();
+        let again: Vec<(usize, (&crate::tree::Node, &str, Option<&System>))> = short.iter().map(|&i| (i, jobs[i])).collect();
         let (left, workers) = (std::sync::atomic::AtomicUsize::new(again.len() + options.later_leaves), workers_for(again.len()));
-        let retried = parallel_map(&again, backend, |own, (_, (leaf, key))| check_leaf(own, leaf, key, &left, workers));
+        let retried = parallel_map(&again, backend, |own, &(_, (leaf, key, program_system))| check_leaf(own, leaf, key, program_system, &left, workers));
         for ((i, _), report) in again.iter().zip(retried) {
             reports[*i] = report;
         }
     }
     reports.into_iter().collect()
+}
+
+/// The constraints of `system` that name no machine symbol: what it says of the program's
+/// parameters alone (a weaker system: every point of `system` satisfies it).
+fn program_constraints(system: &System, machine: &crate::tree::MachineSymbols) -> System {
+    let symbols = machine.all().map(constraints::Var::new);
+    let drop = system.constraints().iter().enumerate().filter(|(_, c)| c.poly().vars().iter().any(|v| symbols.contains(v))).map(|(i, _)| i).collect();
+    system.without(&drop)
 }
 
 /// The time one leaf's checks may take: the budget left, over the leaves still to check, times
@@ -473,6 +509,25 @@ mod tests {
         assert_eq!(few.status(), Status::Proved);
         let defect = report(Verdict::Proved, Some(Fault::Arithmetic("integer division by zero".into())), None, true);
         assert!(matches!(defect.status(), Status::Defect("mismatch", _)), "{:?}", defect.status());
+    }
+
+    /// The weaker system a leaf's proof is first tried under keeps exactly the constraints that
+    /// name no machine symbol, whatever the symbols were renamed to: here the program has its
+    /// own `R`, so the registers per thread are `R_dev`, and `R <= n` is the program's.
+    #[test]
+    fn the_program_constraints_drop_exactly_those_naming_a_machine_symbol() {
+        let taken: std::collections::BTreeSet<String> = ["R".to_string(), "n".to_string(), "B".to_string()].into();
+        let machine = crate::tree::MachineSymbols::avoiding(&taken);
+        assert_eq!(machine.registers_per_thread, "R_dev");
+        let mut system = System::new();
+        for text in ["B <= T_B", "32 <= B", "17 <= R_dev", "R <= n", "32*B <= R_B", "64*N_SM*W_SM <= n"] {
+            system.add(constraints::parse::parse_constraint(text).unwrap());
+        }
+        system.add(constraints::Constraint::divides(4, &constraints::Poly::var("n")));
+        let kept: Vec<String> = program_constraints(&system, &machine).constraints().iter().map(|c| c.to_string()).collect();
+        let expected: Vec<String> = [1, 3, 6].iter().map(|&i| system.constraints()[i].to_string()).collect();
+        assert_eq!(kept, expected);
+        assert_eq!(kept[2], "n % 4 == 0");
     }
 
     /// Each leaf may spend the budget left over the leaves still to check, per worker; never
