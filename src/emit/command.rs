@@ -206,6 +206,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
             copy.push('\n');
         }
     }
+    crate::emit::dispatch::check_before_build(&name, &program, &wisdom).map_err(|e| Failure::input(format!("error: {e}")))?;
     contradiction(&name, &text, &program, r.color)?;
     let with_wisdom = (!r.wisdom.is_empty()).then_some((copy.as_str(), wisdom.as_slice()));
     let mut ptxas = r.ptxas.to_vec();

@@ -100,10 +100,21 @@ impl Wisdom {
     /// it sets only program parameters, to values a C `int` holds, its sizes are data
     /// parameters, and the program's facts hold at them wherever they can be evaluated.
     pub fn check(&self, function: &KernelFunction, d: &Dispatcher) -> Result<(), String> {
-        let Some(best) = &self.best else { return Err(self.at("best", format!("the wisdom for `{}` has no `best` configuration (no candidate matched)", d.schedule))) };
+        let best = self.best_choice(&d.schedule)?;
         if !d.kernels.contains(&best.leaf) {
             return Err(self.at(&best.leaf, format!("leaf `{}` is not a kernel leaf of schedule `{}` (its leaves: {})", best.leaf.escape_debug(), d.schedule, d.kernels.join(", "))));
         }
+        self.check_values(function, &d.schedule, &d.facts)
+    }
+
+    fn best_choice(&self, schedule: &str) -> Result<&WisdomChoice, String> {
+        self.best.as_ref().ok_or_else(|| self.at("best", format!("the wisdom for `{schedule}` has no `best` configuration (no candidate matched)")))
+    }
+
+    /// All of [`Wisdom::check`] that needs no tree: the device's name, the parameters and sizes
+    /// it sets, and the program's facts at them.
+    fn check_values(&self, function: &KernelFunction, schedule: &str, facts: &crate::dispatch::facts::FactSet) -> Result<(), String> {
+        let best = self.best_choice(schedule)?;
         if self.device.trim().is_empty() || self.device.len() > 256 {
             return Err(self.at("device", "the device name must be 1 to 256 characters (the CUDA runtime's `cudaDeviceProp::name`)".into()));
         }
@@ -111,7 +122,7 @@ impl Wisdom {
         let data = function.data_parameters();
         for (name, value) in &best.parameters {
             if !program.contains(name) {
-                return Err(self.at(name, format!("the wisdom for `{}` sets `{}`, which is not a program parameter (those: {})", d.schedule, name.escape_debug(), program.join(", "))));
+                return Err(self.at(name, format!("the wisdom for `{schedule}` sets `{}`, which is not a program parameter (those: {})", name.escape_debug(), program.join(", "))));
             }
             if i32::try_from(*value).is_err() {
                 return Err(self.at(name, format!("`{name}` = {value} does not fit a C `int`")));
@@ -126,7 +137,7 @@ impl Wisdom {
             }
         }
         let point: std::collections::BTreeMap<String, i64> = best.parameters.iter().chain(&self.sizes).map(|(k, v)| (k.clone(), *v)).collect();
-        if let Some(f) = d.facts.first_failing_where_known(&point) {
+        if let Some(f) = facts.first_failing_where_known(&point) {
             return Err(self.at("parameters", format!("its configuration violates the program's fact `{}`", f.text)));
         }
         Ok(())
@@ -136,6 +147,32 @@ impl Wisdom {
     pub fn place(&self) -> String {
         format!("{}:{}", self.origin, self.first_line)
     }
+}
+
+/// The wisdom checked against the program alone, before any tree is built, so that a refusal
+/// costs no build: each names a schedule of the program, sets values [`Wisdom::check`] accepts
+/// (its leaf aside: that needs the tree), and no two are for one schedule, device and sizes.
+/// [`emit_with_wisdom`] checks all of it again with the leaf, in the same order.
+pub fn check_before_build(source: &str, program: &crate::frontend::CheckedProgram, wisdom: &[Wisdom]) -> Result<(), String> {
+    for (i, w) in wisdom.iter().enumerate() {
+        let Some(function) = program.kernels.iter().find(|f| f.schedules.iter().any(|s| s.name == w.schedule)) else {
+            return Err(unknown_schedule(w, source));
+        };
+        w.check_values(function, &w.schedule, &crate::dispatch::facts::FactSet::of(function)?)?;
+        if let Some(o) = wisdom[..i].iter().find(|o| o.schedule == w.schedule && o.device == w.device && o.sizes == w.sizes) {
+            return Err(second_wisdom(w, o));
+        }
+    }
+    Ok(())
+}
+
+/// The refusal of a wisdom for a schedule `source` does not have.
+pub fn unknown_schedule(w: &Wisdom, source: &str) -> String {
+    format!("{}: the wisdom is for schedule `{}`, which is not in {source}", w.place(), w.schedule.escape_debug())
+}
+
+fn second_wisdom(w: &Wisdom, first: &Wisdom) -> String {
+    format!("{}: a second wisdom for `{}` on `{}` at the same sizes (the first: {})", w.place(), w.schedule.escape_debug(), w.device.escape_debug(), first.place())
 }
 
 /// As [`emit`]; with wisdom for this schedule (any number of devices and sizes), the header also
@@ -150,7 +187,7 @@ pub fn emit_with_wisdom(source: &str, function: &KernelFunction, kernel: &Kernel
     for (i, w) in mine.iter().enumerate() {
         w.check(function, d)?;
         if let Some(o) = mine[..i].iter().find(|o| o.device == w.device && o.sizes == w.sizes) {
-            return Err(format!("{}: a second wisdom for `{s}` on `{}` at the same sizes (the first: {})", w.place(), w.device.escape_debug(), o.place()));
+            return Err(second_wisdom(w, o));
         }
     }
     let mut c = launcher(source, function, kernel, d);

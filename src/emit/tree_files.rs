@@ -122,7 +122,7 @@ pub type Compiled = BTreeMap<String, BTreeMap<String, llvm_passes::ptxas::PtxasR
 pub fn generate_with_wisdom(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, wisdom: &[crate::emit::dispatch::Wisdom], compiled: &Compiled) -> Result<Generated, String> {
     for w in wisdom {
         if !trees.iter().any(|(_, t)| t.schedule_name() == w.schedule) {
-            return Err(format!("{}: the wisdom is for schedule `{}`, which is not in {source}", w.place(), w.schedule.escape_debug()));
+            return Err(crate::emit::dispatch::unknown_schedule(w, source));
         }
     }
     std::thread::scope(|scope| {

@@ -294,6 +294,14 @@ int main() {
         assert!(err.contains(message), "{args:?}: {err}");
         assert!(!dir.join("bad").exists(), "nothing written on failure");
     };
+    // What needs no tree is refused before any is built: the same messages from the program alone.
+    let program = check_source("matmul.mf", &std::fs::read_to_string(example("matmul")).unwrap()).unwrap();
+    let early = |files: &[&str]| {
+        let wisdom: Vec<_> = files.iter().flat_map(|f| metafork::emit::dispatch::Wisdom::parse(&std::fs::read_to_string(dir.join(f)).unwrap(), f).unwrap()).collect();
+        metafork::emit::dispatch::check_before_build("matmul.mf", &program, &wisdom)
+    };
+    assert_eq!(early(&["h200.yaml", "more.yaml"]), Ok(()));
+    assert!(early(&["h200.yaml", "h200.yaml"]).unwrap_err().contains("h200.yaml:1: a second wisdom for `matmul` on `NVIDIA H200` at the same sizes"));
     refused(&["--wisdom", "h200.yaml", "--wisdom", "h200.yaml"], "h200.yaml:1: a second wisdom for `matmul` on `NVIDIA H200` at the same sizes");
     std::fs::write(dir.join("other.yaml"), format!("{}---\n{}", entry("NVIDIA H200", 64, 8, 1, 32), entry("NVIDIA H200", 64, 8, 1, 32).replace("schedule: matmul", "schedule: gemm"))).unwrap();
     refused(&["--wisdom", "other.yaml"], "other.yaml:8: the wisdom is for schedule `gemm`");
@@ -301,6 +309,9 @@ int main() {
     refused(&["--wisdom", "empty.yaml"], "empty.yaml: holds no wisdom");
     std::fs::write(dir.join("size.yaml"), entry("NVIDIA H200", 0, 8, 1, 32)).unwrap();
     refused(&["--wisdom", "size.yaml"], "size.yaml:3: size `n` = 0 is not a positive C `int`");
+    for (file, message) in [("other.yaml", "other.yaml:8: the wisdom is for schedule `gemm`"), ("size.yaml", "size.yaml:3: size `n` = 0")] {
+        assert!(early(&[file]).unwrap_err().contains(message), "{file}");
+    }
     std::fs::write(dir.join("bad.yaml"), format!("schedule: matmul\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{Q: 1}}}}\n")).unwrap();
     let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", &example("matmul"), "-o", "bad"]);
     assert_eq!(out.status.code(), Some(1));
