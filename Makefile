@@ -20,8 +20,12 @@ demo: build
 	./target/release/metafork gen --emit-cuda examples/matmul.mf -o out/matmul
 	@echo; echo "Wrote: $$(ls out/matmul | tr '\n' ' ')"
 
+# A fresh ptxas cache per run (llvm-passes/src/compile_cache.rs): the tests share nvcc's reports
+# within a run, and every run compiles for real at least once.
 test: setup
-	METAFORK_REQUIRE_NVCC=1 cargo test --workspace
+	@cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
+	echo "METAFORK_CACHE_DIR=$$cache METAFORK_REQUIRE_NVCC=1 cargo test --workspace" && \
+	METAFORK_CACHE_DIR="$$cache" METAFORK_REQUIRE_NVCC=1 cargo test --workspace
 
 # libFuzzer on the whole pipeline (FUZZ_TARGET=parse: the front end only); needs cargo-fuzz,
 # see scripts/fuzz.sh. Not part of `make test`.

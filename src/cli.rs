@@ -119,7 +119,9 @@ pub enum Command {
         wisdom: Vec<PathBuf>,
         /// Also compile every kernel leaf with nvcc for ARCH (repeatable) and record what ptxas
         /// reports (registers, static shared memory, spills) beside each leaf's estimate in
-        /// tree.yaml and in the picture; `verify` compiles again to check them.
+        /// tree.yaml and in the picture; `verify` compiles again to check them. With
+        /// METAFORK_CACHE_DIR set to a directory, nvcc's reports are kept there and a repeated
+        /// compile (same nvcc, architecture and source) is answered from it.
         #[arg(long = "ptxas", value_name = "ARCH", value_parser = crate::compiled::ARCHS)]
         ptxas: Vec<String>,
         /// After writing the files, verify every kernel leaf as `metafork verify` does; the exit

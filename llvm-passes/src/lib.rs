@@ -5,9 +5,11 @@
 //! the target set-up ([`target`]), the fixed optimisation pipeline that precedes counting
 //! ([`pipeline`]), the register-pressure transformations ([`pressure`]), the register estimate
 //! from IR ([`registers`], on the control-flow graph of [`cfg`] and the uniform-register model
-//! of [`uniform`]), and the exact mode that reads `ptxas -v` ([`ptxas`]).
+//! of [`uniform`]), and the exact mode that reads `ptxas -v` ([`ptxas`]), with an opt-in cache of its reports
+//! ([`compile_cache`]).
 
 pub mod cfg;
+pub mod compile_cache;
 pub mod pipeline;
 pub mod pressure;
 pub mod ptxas;

@@ -42,9 +42,14 @@ pub fn set_time_limit(limit: Duration) {
     TIME_LIMIT_MS.store(limit.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
 }
 
+/// The longest one tool run may take now.
+pub(crate) fn time_limit() -> Duration {
+    Duration::from_millis(TIME_LIMIT_MS.load(Ordering::Relaxed))
+}
+
 /// Run `command` to its end, or kill it once `limit` has passed; its status and its stderr
 /// followed by its stdout.
-fn run_bounded(mut command: Command, limit: Duration) -> Result<(std::process::ExitStatus, String), String> {
+pub(crate) fn run_bounded(mut command: Command, limit: Duration) -> Result<(std::process::ExitStatus, String), String> {
     use std::io::Read;
     let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
     let read = |mut r: Box<dyn Read + Send>| std::thread::spawn(move || {
@@ -72,32 +77,40 @@ fn run_bounded(mut command: Command, limit: Duration) -> Result<(std::process::E
 
 /// Write `source` to `input_name` in a fresh temporary directory (created with an
 /// unpredictable name, removed after), run `tool ARGS input -o kernel.cubin` within the time
-/// limit, and parse the ptxas report from its output.
-fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<Vec<PtxasReport>, String> {
+/// limit; its output (ptxas's report among it).
+fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<String, String> {
     let dir = tempfile::Builder::new().prefix("metafork-").tempdir().map_err(|e| e.to_string())?;
     let input = dir.path().join(input_name);
     std::fs::write(&input, source).map_err(|e| e.to_string())?;
     let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().into_owned());
     let mut command = Command::new(tool);
     command.args(args).arg(&input).arg("-o").arg(dir.path().join("kernel.cubin"));
-    let limit = Duration::from_millis(TIME_LIMIT_MS.load(Ordering::Relaxed));
-    let (status, log) = run_bounded(command, limit).map_err(|e| format!("{name} for {arch}: {e}"))?;
+    let (status, log) = run_bounded(command, time_limit()).map_err(|e| format!("{name} for {arch}: {e}"))?;
     if !status.success() {
         return Err(format!("{name} failed for {arch}:\n{log}"));
     }
-    Ok(parse_report(&log, arch))
+    Ok(log)
 }
 
-/// Compile a CUDA source with `nvcc` for `arch` and read ptxas's per-kernel report.
+/// Compile a CUDA source with `nvcc` for `arch` and read ptxas's per-kernel report; from the
+/// cache when `METAFORK_CACHE_DIR` names one ([`crate::compile_cache`]).
 pub fn compile_cuda(nvcc: &Path, source: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
     let args = ["-cubin".to_string(), format!("-arch={arch}"), "-O3".into(), "-Xptxas".into(), "-v".into()];
-    run_in_temp(nvcc, "kernel.cu", source, &args, arch)
+    let cached = crate::compile_cache::dir().and_then(|dir| crate::compile_cache::key(nvcc, &args, source).map(|key| (dir, key)));
+    if let Some(log) = cached.as_ref().and_then(|(dir, key)| crate::compile_cache::load(dir, key)) {
+        return Ok(parse_report(&log, arch));
+    }
+    let log = run_in_temp(nvcc, "kernel.cu", source, &args, arch)?;
+    if let Some((dir, key)) = &cached {
+        crate::compile_cache::store(dir, key, &log);
+    }
+    Ok(parse_report(&log, arch))
 }
 
 /// Assemble PTX for `arch` and read the per-kernel resource report.
 pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
     let args = ["-arch".to_string(), arch.to_string(), "-v".into(), "-O3".into()];
-    run_in_temp(ptxas, "kernel.ptx", ptx, &args, arch)
+    run_in_temp(ptxas, "kernel.ptx", ptx, &args, arch).map(|log| parse_report(&log, arch))
 }
 
 

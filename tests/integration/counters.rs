@@ -291,6 +291,56 @@ fn gen_records_ptxas_counts_that_tune_and_verify_agree_with() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The opt-in ptxas cache (`METAFORK_CACHE_DIR`): a repeated compile is answered from it (an
+/// entry edited to say 77 registers is what the next `gen --ptxas` records, so the hit is
+/// real), an entry written for another key or a symbolic link is a miss that compiles again,
+/// and without the variable nothing is cached.
+#[test]
+fn the_ptxas_cache_answers_a_repeated_compile_and_only_for_its_key() {
+    if crate::common::nvcc().is_none() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let dir = common::scratch("ptxas-cache");
+    let cache = dir.join("cache");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/saxpy.mf");
+    let gen = |out: &str, cache_dir: &std::path::Path| {
+        let o = Command::new(bin).env("METAFORK_CACHE_DIR", cache_dir).args(["gen", "--emit-cuda", "--ptxas", "sm_80", ex, "-o"]).arg(dir.join(out)).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(dir.join(out).join("tree.yaml")).unwrap()
+    };
+    let entries = || -> Vec<std::path::PathBuf> { std::fs::read_dir(&cache).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default() };
+    let compiled = gen("a", &cache);
+    assert!(compiled.contains("ptxas") || compiled.contains("compiled:"), "{compiled}");
+    let entry = entries();
+    assert_eq!(entry.len(), 1, "one nvcc run, one entry: {entry:?}");
+    let text = std::fs::read_to_string(&entry[0]).unwrap();
+    assert!(!compiled.contains("registers: 77"));
+    let edited: String = text.lines().map(|l| if l.contains("Used ") && l.contains(" registers") { format!("ptxas info    : Used 77 registers, used 0 barriers, 380 bytes cmem[0]\n") } else { format!("{l}\n") }).collect();
+    std::fs::write(&entry[0], &edited).unwrap();
+    assert!(gen("b", &cache).contains("registers: 77"), "the edited entry answered");
+    // Written for another key: a miss, compiled again and rewritten.
+    let foreign = edited.replacen(&entry[0].file_name().unwrap().to_string_lossy().to_string(), &"0".repeat(64), 1);
+    std::fs::write(&entry[0], &foreign).unwrap();
+    assert_eq!(gen("c", &cache), compiled);
+    let rewritten = std::fs::read_to_string(&entry[0]).unwrap();
+    assert_eq!(rewritten.lines().next(), text.lines().next(), "rewritten with its own key");
+    assert!(!rewritten.contains("Used 77") && rewritten.contains(" registers"), "{rewritten}");
+    // A link in its place is neither followed nor replaced.
+    let target = dir.join("elsewhere");
+    std::fs::write(&target, &edited).unwrap();
+    std::fs::remove_file(&entry[0]).unwrap();
+    std::os::unix::fs::symlink(&target, &entry[0]).unwrap();
+    assert_eq!(gen("d", &cache), compiled);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), edited);
+    assert!(std::fs::symlink_metadata(&entry[0]).unwrap().file_type().is_symlink());
+    // An empty variable: no cache.
+    let none = dir.join("none");
+    assert_eq!(gen("e", std::path::Path::new("")), compiled);
+    assert!(!none.exists() && entries().len() == 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Issue 24.3: the shared bytes tree.yaml reports for a leaf (the counter the tree forks on)
 /// are what the leaf's launch wrapper passes as dynamic shared memory and what the dispatch
 /// header's `metafork_<s>_shared_bytes` computes, at seeded random points, for the examples
