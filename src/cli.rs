@@ -182,7 +182,8 @@ pub enum Command {
     ///
     /// Registers are estimated from the kernel's LLVM IR after the fixed `default<O2>`
     /// pipeline (a liveness count of 32-bit words plus a fixed cost; see
-    /// `llvm-passes/src/registers.rs`). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_90)
+    /// `llvm-passes/src/registers.rs`; the pipeline runs without the passes that never change
+    /// these kernels' IR, and `make bench-pipeline` checks that the IR is O2's). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_90)
     /// the same IR is compiled to PTX by LLVM's NVPTX back end and assembled by the real
     /// `ptxas -v`, whose register count is shown beside the estimate for that architecture (a
     /// loop ptxas unrolls fills registers up to what costs no occupancy there: 32 on sm_80 and

@@ -436,3 +436,37 @@ fn powers_and_logarithms_lower_assemble_and_verify() {
     let c = count(&k, &archs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.ptxas.len(), archs.len());
 }
+
+/// The counters run `pipeline::PIPELINE`, `default<O2>` less the passes that leave our kernels
+/// as they were (issue 25): on every distinct code at a node of every example's tree, and of
+/// a held-out program's, both pipelines give the same function bodies and the same estimate.
+/// `make bench-pipeline` checks the whole corpus.
+#[test]
+fn the_counters_pipeline_makes_the_ir_default_o2_makes() {
+    use llvm_passes::pipeline;
+    let backend = constraints::solver::Backend::default();
+    let held_out = format!("{}/examples/heldout-3/atb_tiled.mf", env!("CARGO_MANIFEST_DIR"));
+    let mut programs = crate::common::examples();
+    programs.push((held_out.clone(), std::fs::read_to_string(&held_out).unwrap()));
+    let optimised = |kernel: &Kernel, reference: bool| {
+        let context = inkwell::context::Context::create();
+        let module = metafork::lower::lower_kernel(&context, kernel).unwrap();
+        if reference { pipeline::optimize_reference(&module) } else { pipeline::optimize(&module) }.unwrap();
+        let function = module.get_function(&kernel.name).unwrap();
+        let estimate = llvm_passes::registers::estimate(function).capped(llvm_passes::pressure::register_cap(&module, function));
+        (pipeline::function_bodies(&module), estimate.registers)
+    };
+    let mut compared = 0;
+    for (path, text) in programs {
+        for (_, tree) in crate::common::trees_of(&path, &text, &backend) {
+            let mut seen = std::collections::HashSet::new();
+            for node in tree.nodes.iter().filter(|n| seen.insert(n.staged.clone())) {
+                let (reference, ours) = (optimised(&node.staged, true), optimised(&node.staged, false));
+                assert!(reference.0.contains("define "), "{path}: no function body was compared");
+                assert_eq!(reference, ours, "{path}, {} node {}: the pipeline's IR is not default<O2>'s", tree.schedule_name(), node.id);
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 100, "only {compared} codes were compared");
+}

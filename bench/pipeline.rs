@@ -1,0 +1,108 @@
+//! Benchmark (`make bench-pipeline`, issue 25): the pipeline the counters run
+//! (`llvm_passes::pipeline::PIPELINE`, `default<O2>` less the passes that leave our kernels
+//! as they were) against `default<O2>` itself, over the corpus.
+//!
+//! For every program, every schedule's tree is built and every distinct code at one of its
+//! nodes (the staged code the tree counted there) is lowered twice: once optimised by
+//! `default<O2>`, once by the pipeline. Each pair is compared by its function bodies
+//! (`pipeline::function_bodies`) and by its register estimate. Prints per part the programs,
+//! the codes, how many are identical, and the median time per module of each pipeline with
+//! their ratio; then every code that differs. The design part is where the passes were
+//! chosen; the report part (the held-out folders and the tests' programs) was only checked.
+
+use metafork::frontend::check_source;
+use metafork::kernel::Kernel;
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Instant;
+
+const PARTS: [(&str, &[&str]); 2] = [
+    ("design", &["examples", "examples/polybench", "examples/design-red", "examples/reductions", "examples/language"]),
+    ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/reductions-2", "tests/programs"]),
+];
+
+fn programs(root: &Path, dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    let mut v = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+        let mut here: Vec<_> = entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
+        here.sort();
+        v.extend(here);
+    }
+    v
+}
+
+/// The optimised function bodies, register estimate and seconds the pipeline took, of `kernel`.
+fn optimised(kernel: &Kernel, reference: bool) -> (String, u32, f64) {
+    let context = inkwell::context::Context::create();
+    let module = metafork::lower::lower_kernel(&context, kernel).unwrap();
+    let start = Instant::now();
+    if reference {
+        llvm_passes::pipeline::optimize_reference(&module).unwrap();
+    } else {
+        llvm_passes::pipeline::optimize(&module).unwrap();
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let function = module.get_function(&kernel.name).unwrap();
+    let estimate = llvm_passes::registers::estimate(function).capped(llvm_passes::pressure::register_cap(&module, function));
+    (llvm_passes::pipeline::function_bodies(&module), estimate.registers, seconds)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let backend = constraints::solver::Backend::default();
+    let mut differing = Vec::new();
+    println!("| part | programs | distinct codes | identical bodies | identical estimates | O2 ms/module | pipeline ms/module | ratio |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (part, dirs) in PARTS {
+        let (mut programs_seen, mut codes, mut same_bodies, mut same_estimates) = (0, 0, 0, 0);
+        let (mut reference_s, mut pipeline_s) = (Vec::new(), Vec::new());
+        for path in programs(root, dirs) {
+            let shown = path.strip_prefix(root).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let Ok(program) = check_source(&shown, &text) else { continue };
+            programs_seen += 1;
+            for function in &program.kernels {
+                for schedule in &function.schedules {
+                    let Ok(kernel) = Kernel::from_schedule(function, schedule) else { continue };
+                    let tree = metafork::tree::build(function, kernel, &backend).unwrap_or_else(|e| panic!("{shown}: {e}"));
+                    let mut seen = HashSet::new();
+                    for node in &tree.nodes {
+                        if !seen.insert(node.staged.clone()) {
+                            continue;
+                        }
+                        codes += 1;
+                        // Alternate which runs first, so neither gains from a warm cache.
+                        let first_reference = codes % 2 == 0;
+                        let a = optimised(&node.staged, first_reference);
+                        let b = optimised(&node.staged, !first_reference);
+                        let (reference, ours) = if first_reference { (a, b) } else { (b, a) };
+                        reference_s.push(reference.2);
+                        pipeline_s.push(ours.2);
+                        same_bodies += usize::from(reference.0 == ours.0);
+                        same_estimates += usize::from(reference.1 == ours.1);
+                        if reference.0 != ours.0 || reference.1 != ours.1 {
+                            differing.push(format!("{part} {shown} {} node {}: estimate {} (O2) vs {}", tree.schedule, node.id, reference.1, ours.1));
+                        }
+                    }
+                }
+            }
+        }
+        let (r, p) = (median(reference_s) * 1e3, median(pipeline_s) * 1e3);
+        println!("| {part} | {programs_seen} | {codes} | {same_bodies} | {same_estimates} | {r:.2} | {p:.2} | {:.2}x |", r / p.max(1e-9));
+    }
+    if differing.is_empty() {
+        println!("\nEvery code's function bodies and estimate are the same after both pipelines.");
+    } else {
+        println!("\nCodes that differ:");
+        for d in &differing {
+            println!("- {d}");
+        }
+        std::process::exit(1);
+    }
+}
