@@ -437,16 +437,20 @@ fn powers_and_logarithms_lower_assemble_and_verify() {
     assert_eq!(c.ptxas.len(), archs.len());
 }
 
-/// The counters run `pipeline::PIPELINE`, `default<O2>` less the passes that leave our kernels
-/// as they were (issue 25): on every distinct code at a node of every example's tree, and of
-/// a held-out program's, both pipelines give the same function bodies and the same estimate.
-/// `make bench-pipeline` checks the whole corpus.
+/// The counters run `pipeline::PIPELINE`, `default<O2>` less the passes that have nothing to
+/// act on in our kernels (issue 25): on every distinct code at a node of the trees of four
+/// examples of different shapes (shared tiles, unrolling and register blocking; `char`
+/// elements; a time loop; a reduction) and of a held-out program's, both pipelines give the
+/// same function bodies and the same estimate. `make bench-pipeline` checks the whole corpus.
 #[test]
 fn the_counters_pipeline_makes_the_ir_default_o2_makes() {
     use llvm_passes::pipeline;
     let backend = constraints::solver::Backend::default();
-    let held_out = format!("{}/examples/heldout-3/atb_tiled.mf", env!("CARGO_MANIFEST_DIR"));
-    let mut programs = crate::common::examples();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let chosen = ["matmul.mf", "charpairs.mf", "jacobi1d.mf", "dot.mf"];
+    let mut programs: Vec<(String, String)> = crate::common::examples().into_iter().filter(|(path, _)| chosen.iter().any(|c| path.ends_with(&format!("/{c}")))).collect();
+    assert_eq!(programs.len(), chosen.len(), "an example was renamed");
+    let held_out = format!("{root}/examples/heldout-3/atb_tiled.mf");
     programs.push((held_out.clone(), std::fs::read_to_string(&held_out).unwrap()));
     let optimised = |kernel: &Kernel, reference: bool| {
         let context = inkwell::context::Context::create();
@@ -468,5 +472,5 @@ fn the_counters_pipeline_makes_the_ir_default_o2_makes() {
             }
         }
     }
-    assert!(compared > 100, "only {compared} codes were compared");
+    assert!(compared > 50, "only {compared} codes were compared");
 }
