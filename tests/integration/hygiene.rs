@@ -127,7 +127,10 @@ fn renamed_examples_from_hostile_file_names_compile_and_verify() {
             let children: Vec<_> = chunk
                 .iter()
                 .map(|(path, out, map)| {
-                    let child = Command::new(&nvcc).current_dir(out).args(["-c", "-arch=sm_90", "-o", "unit.o", "unit.cu"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+                    // Host code at -O0 (device code is ptxas's -O3 either way): whether it
+                    // compiles does not depend on the host optimiser, and matmul's unit takes
+                    // 3.2 s instead of 4.3 s.
+                    let child = Command::new(&nvcc).current_dir(out).args(["-c", "-O0", "-arch=sm_90", "-o", "unit.o", "unit.cu"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
                     (path, map, child)
                 })
                 .collect();
