@@ -36,6 +36,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+#[path = "corpus.rs"]
+mod corpus;
+use corpus::programs;
+
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
 const PARTS: [(&str, &[&str]); 7] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
@@ -68,17 +72,6 @@ fn shape_of(staged: &Kernel, model: &llvm_passes::registers::RegisterEstimate) -
         (true, false) => "shared tiles, no loop to unroll",
         (true, true) => "shared tiles, a loop ptxas unrolls",
     }
-}
-
-fn programs(root: &Path, dirs: &[&str]) -> Vec<std::path::PathBuf> {
-    let mut v = Vec::new();
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
-        let mut here: Vec<_> = entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
-        here.sort();
-        v.extend(here);
-    }
-    v
 }
 
 fn main() {

@@ -18,21 +18,14 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 
+#[path = "corpus.rs"]
+mod corpus;
+use corpus::programs;
+
 const PARTS: [(&str, &[&str]); 2] = [
     ("design", &["examples", "examples/polybench", "examples/design-red", "examples/reductions", "examples/language"]),
     ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/reductions-2", "tests/programs"]),
 ];
-
-fn programs(root: &Path, dirs: &[&str]) -> Vec<std::path::PathBuf> {
-    let mut v = Vec::new();
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
-        let mut here: Vec<_> = entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
-        here.sort();
-        v.extend(here);
-    }
-    v
-}
 
 /// The optimised function bodies, register estimate and seconds the pipeline took, of `kernel`.
 fn optimised(kernel: &Kernel, reference: bool) -> (String, u32, f64) {
