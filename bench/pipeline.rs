@@ -38,8 +38,7 @@ fn optimised(kernel: &Kernel, reference: bool) -> (String, u32, f64) {
         llvm_passes::pipeline::optimize(&module).unwrap();
     }
     let seconds = start.elapsed().as_secs_f64();
-    let function = module.get_function(&kernel.name).unwrap();
-    let estimate = llvm_passes::registers::estimate(function).capped(llvm_passes::pressure::register_cap(&module, function));
+    let estimate = metafork::counters::estimate_of(&module, &kernel.name).unwrap();
     (llvm_passes::pipeline::function_bodies(&module), estimate.registers, seconds)
 }
 

@@ -98,6 +98,13 @@ fn estimates() -> std::sync::MutexGuard<'static, EstimateMemo> {
     ESTIMATES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The register estimate of the kernel `name` in `module`, which the pipeline has optimised:
+/// the model's count, capped by the kernel's `maxnreg` annotation where it has one.
+pub fn estimate_of(module: &inkwell::module::Module<'_>, name: &str) -> Result<registers::RegisterEstimate, String> {
+    let function = module.get_function(name).ok_or("kernel function missing after the pipeline")?;
+    Ok(registers::estimate(function).capped(llvm_passes::pressure::register_cap(module, function)))
+}
+
 /// Lower, optimise with the fixed pipeline, and count; for each architecture given, run
 /// `ptxas` on LLVM's PTX and, when `function` is given, `nvcc` on the emitted CUDA.
 pub fn count(kernel: &Kernel, ptxas_archs: &[String]) -> Result<Counters, String> {
@@ -118,8 +125,7 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     let estimate = match known {
         Some(e) => e,
         None => {
-            let function = module.get_function(&kernel.name).ok_or("kernel function missing after the pipeline")?;
-            let e = registers::estimate(function).capped(llvm_passes::pressure::register_cap(&module, function));
+            let e = estimate_of(&module, &kernel.name)?;
             estimates().insert(lowered, e.clone());
             e
         }

@@ -456,8 +456,7 @@ fn the_counters_pipeline_makes_the_ir_default_o2_makes() {
         let context = inkwell::context::Context::create();
         let module = metafork::lower::lower_kernel(&context, kernel).unwrap();
         if reference { pipeline::optimize_reference(&module) } else { pipeline::optimize(&module) }.unwrap();
-        let function = module.get_function(&kernel.name).unwrap();
-        let estimate = llvm_passes::registers::estimate(function).capped(llvm_passes::pressure::register_cap(&module, function));
+        let estimate = metafork::counters::estimate_of(&module, &kernel.name).unwrap();
         (pipeline::function_bodies(&module), estimate.registers)
     };
     let mut compared = 0;
