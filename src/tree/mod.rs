@@ -22,7 +22,8 @@
 //! `build` the builder, the root and the resource-counter forks; `contention` the fork on a
 //! reduction's atomic contention (reducing in the block first); `fewer_threads` the refusal of
 //! the threads per block (blocking, then coarsening); `performance` the performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
-//! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only.
+//! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only;
+//! `collapse` replaces, once the tree is built, each fork whose two sides are the same tree by one side.
 
 use crate::counters::count;
 use crate::frontend::model::{FactKind, KernelFunction};
@@ -388,6 +389,7 @@ impl Tree {
 }
 
 mod build;
+mod collapse;
 mod contention;
 mod derived;
 mod fewer_threads;

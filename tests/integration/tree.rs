@@ -28,6 +28,13 @@ fn leaves_are_consistent_and_the_height_is_bounded() {
                 assert!(!leaf.decisions.is_empty(), "{path}: leaf {} records no decision", leaf.id);
                 assert!(!leaf.unknown, "{path}: leaf {} rests on an unknown answer", leaf.id);
             }
+            // No fork is left whose two sides split its region and run one code (issue 25).
+            for fork in tree.nodes.iter().filter(|n| n.children.len() == 2) {
+                let (a, b) = (&fork.children[0], &fork.children[1]);
+                let (x, y) = (&tree.nodes[a.child], &tree.nodes[b.child]);
+                let one_code = matches!((&x.kind, &y.kind), (NodeKind::Leaf, NodeKind::Leaf)) && x.staged == y.staged && x.applied == y.applied;
+                assert!(!(one_code && b.constraint == a.constraint.negate()), "{path}: node {}'s fork on {} chooses nothing: both sides run leaf {}'s code", fork.id, a.constraint, x.id);
+            }
         }
     }
 }

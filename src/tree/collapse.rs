@@ -1,0 +1,303 @@
+//! Forks that choose nothing (issue 25): a fork whose two sides are the same tree (the same
+//! edges below, and at each leaf the same outcome: the same code that runs, reached by the
+//! same strategies, or no kernel for the same counter) is replaced by one of its sides.
+//!
+//! Contract: a fork is replaced only when its two edges' constraints are each other's exact
+//! negation, and at every pair of corresponding nodes the two systems are one shared system
+//! plus the fork's constraint on one side and its negation on the other (the shared one
+//! extending the fork's own system), and the two paths of decisions are the same but for the
+//! fork's. The two sides' regions then split the shared one node by node, so the side kept,
+//! with the fork's constraint and decision dropped from every system and path below it, covers
+//! exactly what both covered, with the kernel both ran at each leaf. No distinct kernel is
+//! lost and no region is widened beyond what both sides covered; a node is marked unknown
+//! where any node of either side was. Collapsing runs bottom-up, so a collapse can make the
+//! fork above it one that chooses nothing too. The nodes left are renumbered in their order
+//! (a parent before its children, as built), so a tree's ids stay dense and deterministic.
+
+use super::{Edge, Node, NodeKind};
+use constraints::{Constraint, System};
+use std::collections::BTreeSet;
+
+/// The tree's nodes with every fork that chooses nothing replaced by one of its sides,
+/// renumbered.
+pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
+    // Children are built after their parents (a larger id), so this order visits a node's
+    // children before the node: a fork is compared after the forks below it are collapsed.
+    for id in (0..nodes.len()).rev() {
+        let Some(side) = one_outcome(&nodes, id) else { continue };
+        let fork = &nodes[id];
+        let (depth, decided) = (fork.depth, fork.decisions.len());
+        let unknown = fork.children.iter().any(|e| subtree(&nodes, e.child).iter().any(|&n| nodes[n].unknown));
+        // The side kept takes the fork's place, its edge's constraint and decision dropped
+        // from every system and path below it.
+        let at = edge_position(&nodes[side.child].constraints, &side.constraint).expect("checked by one_outcome");
+        for n in subtree(&nodes, side.child) {
+            let node = &mut nodes[n];
+            node.constraints = node.constraints.without(&BTreeSet::from([at]));
+            node.decisions.remove(decided);
+            node.depth -= 1;
+            node.unknown |= unknown;
+        }
+        nodes[id] = Node { id, depth, ..nodes[side.child].clone() };
+    }
+    renumber_reachable(nodes)
+}
+
+/// The edge to the side node `id` can be replaced by: its fork's two edges' constraints are
+/// each other's negation, and its two subtrees are the same tree (the same edges, the same
+/// outcome at each leaf) over the same systems but for that constraint.
+fn one_outcome(nodes: &[Node], id: usize) -> Option<Edge> {
+    let fork = &nodes[id];
+    let [a, b] = fork.children.as_slice() else { return None };
+    if b.constraint != a.constraint.negate() {
+        return None;
+    }
+    let (at_a, at_b) = (edge_position(&nodes[a.child].constraints, &a.constraint)?, edge_position(&nodes[b.child].constraints, &b.constraint)?);
+    let shared = nodes[a.child].constraints.without(&BTreeSet::from([at_a]));
+    if !extends(&shared, &fork.constraints) {
+        return None;
+    }
+    let mut pairs = vec![(a.child, b.child)];
+    while let Some((x, y)) = pairs.pop() {
+        let (u, v) = (&nodes[x], &nodes[y]);
+        let same_outcome = match (&u.kind, &v.kind) {
+            (NodeKind::Leaf, NodeKind::Leaf) => u.staged == v.staged && u.applied == v.applied && u.counters.registers == v.counters.registers,
+            (NodeKind::Infeasible { counter: c }, NodeKind::Infeasible { counter: d }) => c == d,
+            (NodeKind::Inner, NodeKind::Inner) => true,
+            _ => false,
+        };
+        let same_edges = u.children.len() == v.children.len()
+            && u.children.iter().zip(&v.children).all(|(e, f)| e.kind == f.kind && e.counter == f.counter && e.constraint == f.constraint);
+        let same_region = u.constraints.constraints().get(at_a) == Some(&a.constraint)
+            && v.constraints.constraints().get(at_b) == Some(&b.constraint)
+            && u.constraints.without(&BTreeSet::from([at_a])) == v.constraints.without(&BTreeSet::from([at_b]));
+        let same_path = without_index(&u.decisions, fork.decisions.len()) == without_index(&v.decisions, fork.decisions.len());
+        if !(same_outcome && same_edges && same_region && same_path) {
+            return None;
+        }
+        pairs.extend(u.children.iter().zip(&v.children).map(|(e, f)| (e.child, f.child)));
+    }
+    Some(a.clone())
+}
+
+/// Where `edge` is in `system` (its last occurrence).
+fn edge_position(system: &System, edge: &Constraint) -> Option<usize> {
+    system.constraints().iter().rposition(|c| c == edge)
+}
+
+/// Whether `wider` holds `base`'s constraints, in order, followed by others, and its domains.
+fn extends(wider: &System, base: &System) -> bool {
+    wider.constraints().starts_with(base.constraints()) && base.domains().iter().all(|(v, d)| wider.domains().get(v) == Some(d))
+}
+
+/// `items` without the one at `at` (all of them when there is none).
+fn without_index(items: &[String], at: usize) -> Vec<&String> {
+    items.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, s)| s).collect()
+}
+
+/// Node `root` and every node below it.
+fn subtree(nodes: &[Node], root: usize) -> Vec<usize> {
+    let mut all = vec![root];
+    let mut next = 0;
+    while let Some(&n) = all.get(next) {
+        all.extend(nodes[n].children.iter().map(|e| e.child));
+        next += 1;
+    }
+    all
+}
+
+/// The nodes reachable from the root, numbered in order, with their edges renumbered.
+fn renumber_reachable(nodes: Vec<Node>) -> Vec<Node> {
+    let mut reachable = vec![false; nodes.len()];
+    if let Some(r) = reachable.first_mut() {
+        *r = true;
+    }
+    for n in &nodes {
+        if reachable[n.id] {
+            for e in &n.children {
+                reachable[e.child] = true;
+            }
+        }
+    }
+    let mut new_id = vec![usize::MAX; nodes.len()];
+    let mut next = 0;
+    for (old, kept) in reachable.iter().enumerate() {
+        if *kept {
+            new_id[old] = next;
+            next += 1;
+        }
+    }
+    nodes
+        .into_iter()
+        .filter(|n| reachable[n.id])
+        .map(|mut n| {
+            n.id = new_id[n.id];
+            for e in &mut n.children {
+                e.child = new_id[e.child];
+            }
+            n
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::Kernel;
+    use crate::tree::{Counter, CounterValues};
+    use constraints::{Poly, Rel};
+    use std::sync::Arc;
+
+    /// Two distinct codes: vecadd as written and with CSE.
+    fn codes() -> (Arc<Kernel>, Arc<Kernel>) {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/vecadd.mf")).unwrap();
+        let program = crate::frontend::check_source("vecadd.mf", &text).unwrap_or_else(|d| panic!("{}", d.render(false)));
+        let f = &program.kernels[0];
+        let plain = Kernel::from_schedule(f, &f.schedules[0]).unwrap();
+        (Arc::new(plain.clone()), Arc::new(Kernel { cse: 2, ..plain }))
+    }
+
+    /// `v <= k`.
+    fn at_most(v: &str, k: i64) -> Constraint {
+        Constraint::new(&Poly::var(v) - &Poly::int(k), Rel::Le)
+    }
+
+    struct Trees {
+        nodes: Vec<Node>,
+    }
+
+    impl Trees {
+        fn root(system: System) -> Trees {
+            let (code, _) = codes();
+            Trees { nodes: vec![node(0, code, system, vec!["root".into()], NodeKind::Inner, 0)] }
+        }
+
+        /// A child of `parent` over `edge`, its system the parent's plus `extra` plus `edge`.
+        fn child(&mut self, parent: usize, kind: &'static str, edge: &Constraint, extra: &[Constraint], outcome: NodeKind, code: &Arc<Kernel>) -> usize {
+            let id = self.nodes.len();
+            let p = &self.nodes[parent];
+            let mut system = p.constraints.clone();
+            for c in extra {
+                system.add(c.clone());
+            }
+            system.add(edge.clone());
+            let mut decisions = p.decisions.clone();
+            decisions.push(format!("{kind} {edge}"));
+            let depth = p.depth + 1;
+            self.nodes.push(node(id, code.clone(), system, decisions, outcome, depth));
+            self.nodes[parent].children.push(Edge { kind, counter: Counter::Registers, constraint: edge.clone(), child: id });
+            id
+        }
+
+        /// A fork of `parent` on `edge`: accept and refuse children.
+        fn fork(&mut self, parent: usize, edge: &Constraint, sides: [(&[Constraint], NodeKind, &Arc<Kernel>); 2]) -> [usize; 2] {
+            let [(ea, ka, ca), (eb, kb, cb)] = sides;
+            [self.child(parent, "accept", edge, ea, ka, ca), self.child(parent, "refuse", &edge.negate(), eb, kb, cb)]
+        }
+    }
+
+    fn node(id: usize, code: Arc<Kernel>, constraints: System, decisions: Vec<String>, kind: NodeKind, depth: usize) -> Node {
+        Node {
+            id,
+            staged: code.clone(),
+            code,
+            cached: Vec::new(),
+            applied: Vec::new(),
+            blocked_by: None,
+            strategies_left: Vec::new(),
+            counters_left: Vec::new(),
+            perf_done: 0,
+            constraints,
+            decisions,
+            counters: CounterValues { registers: 20, shared_bytes: Poly::int(0), threads_per_block: Poly::int(32) },
+            kind,
+            children: Vec::new(),
+            depth,
+            unknown: false,
+            witness: None,
+        }
+    }
+
+    fn base() -> System {
+        System::new().with(at_most("B", 1024))
+    }
+
+    fn leaves(nodes: &[Node]) -> usize {
+        nodes.iter().filter(|n| n.children.is_empty()).count()
+    }
+
+    #[test]
+    fn a_fork_whose_sides_run_one_code_becomes_that_leaf_over_the_region_both_share() {
+        let (k, _) = codes();
+        let mut t = Trees::root(base());
+        // Both sides also name a machine symbol's positivity first.
+        let symbol = Constraint::new(&Poly::int(1) - &Poly::var("N_SM"), Rel::Le);
+        t.fork(0, &at_most("R", 32), [(&[symbol.clone()], NodeKind::Leaf, &k), (&[symbol.clone()], NodeKind::Leaf, &k)]);
+        let nodes = forks_that_choose_nothing(t.nodes);
+        assert_eq!(nodes.len(), 1);
+        assert!(matches!(nodes[0].kind, NodeKind::Leaf) && nodes[0].children.is_empty());
+        assert_eq!(nodes[0].constraints, base().with(symbol));
+        assert_eq!(nodes[0].decisions, ["root"]);
+        assert_eq!(nodes[0].depth, 0);
+    }
+
+    #[test]
+    fn forks_that_choose_stay() {
+        let (k, cse) = codes();
+        // Different codes.
+        let mut t = Trees::root(base());
+        t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
+        // No kernel for different counters.
+        let mut t = Trees::root(base());
+        t.fork(0, &at_most("R", 32), [(&[], NodeKind::Infeasible { counter: Counter::Registers }, &k), (&[], NodeKind::Infeasible { counter: Counter::SharedMemory }, &k)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
+        // One side's region is narrower than the other's by more than the fork.
+        let mut t = Trees::root(base());
+        t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[at_most("B", 64)], NodeKind::Leaf, &k)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
+        // Edges that do not split the region (not each other's negation).
+        let mut t = Trees::root(base());
+        t.child(0, "accept", &at_most("R", 32), &[], NodeKind::Leaf, &k);
+        t.child(0, "refuse", &at_most("R", 16).negate(), &[], NodeKind::Leaf, &k);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
+        // A leaf on one side, a fork on the other.
+        let mut t = Trees::root(base());
+        let [_, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &k)]);
+        t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 5);
+    }
+
+    #[test]
+    fn a_fork_whose_sides_are_the_same_tree_keeps_one_side_without_its_constraint() {
+        let (k, cse) = codes();
+        let mut t = Trees::root(base());
+        let [a, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
+        // Below each side, a fork that chooses (two codes), and under its refusal one that
+        // does not: it collapses first, then the sides are alike and the top fork goes.
+        for side in [a, b] {
+            let [_, r] = t.fork(side, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &cse)]);
+            t.fork(r, &at_most("n", 4096), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &cse)]);
+        }
+        let nodes = forks_that_choose_nothing(t.nodes);
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(leaves(&nodes), 2);
+        for (i, n) in nodes.iter().enumerate() {
+            assert_eq!(n.id, i, "ids are dense");
+            assert!(n.children.iter().all(|e| e.child > i && e.child < nodes.len()));
+            assert!(!n.constraints.constraints().contains(&at_most("R", 32)) && !n.constraints.constraints().contains(&at_most("R", 32).negate()));
+            assert!(n.decisions.iter().all(|d| !d.contains("R")), "{:?}", n.decisions);
+            assert_eq!(n.depth, usize::from(i > 0));
+        }
+        assert_eq!(nodes[0].constraints, base());
+        assert_eq!(*nodes[1].staged, *k);
+        assert_eq!(*nodes[2].staged, *cse);
+        assert_eq!(nodes[2].constraints, base().with(at_most("T_B", 256).negate()));
+        // Sides that differ at one leaf keep the fork.
+        let mut t = Trees::root(base());
+        let [a, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
+        t.fork(a, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &k)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 7);
+    }
+}
