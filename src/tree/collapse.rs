@@ -1,22 +1,29 @@
-//! Forks that choose nothing (issue 25): a fork whose two sides are the same tree (the same
-//! edges below, and at each leaf the same outcome: the same code that runs, reached by the
-//! same strategies, or no kernel for the same counter) is replaced by one of its sides.
+//! Forks that choose nothing (issue 25), in two shapes, each replaced by one of its sides:
+//! - a fork whose two sides are the same tree (the same edges below, and at each leaf the same
+//!   outcome: the same code that runs, reached by the same strategies, or no kernel for the
+//!   same counter);
+//! - a fork on `c` whose refusal applied no strategy and forks on `e`, where `c` implies `e`
+//!   and the accept side is the same tree as the refusal's `e` side (the accept side's region
+//!   decided that fork): `accept cols == 1` beside `refuse cols != 1` then
+//!   `case (cols - 1) % 4 == 0`. The refusal side takes the fork's place without `not c`.
 //!
-//! Contract: a fork is replaced only when its two edges' constraints are each other's exact
-//! negation, and at every pair of corresponding nodes the two systems are one shared system
-//! plus the fork's constraint on one side and its negation on the other (the shared one
-//! extending the fork's own system), and the two paths of decisions are the same but for the
-//! fork's. The two sides' regions then split the shared one node by node, so the side kept,
-//! with the fork's constraint and decision dropped from every system and path below it, covers
-//! exactly what both covered, with the kernel both ran at each leaf. No distinct kernel is
-//! lost and no region is widened beyond what both sides covered; a node is marked unknown
-//! where any node of either side was. Collapsing runs bottom-up, so a collapse can make the
-//! fork above it one that chooses nothing too. The nodes left are renumbered in their order
-//! (a parent before its children, as built), so a tree's ids stay dense and deterministic.
+//! Contract: a fork is replaced only when its edges' constraints are each other's exact
+//! negation (and, in the second shape, so are the refusal's), and at every pair of
+//! corresponding nodes the two systems are one shared system plus the fork's constraint on one
+//! side and its negation (and `e`) on the other, the shared one extending the fork's own
+//! system; the paths of decisions below must match too. The side kept then covers, node by
+//! node, exactly the union of what both covered (`c or (not c and e)` is `e` where `c`
+//! implies `e`, and `not e` implies `not c`), with the kernel both ran at each leaf, and drops
+//! the fork's constraint and its own decisions. No distinct kernel is lost, no region is
+//! widened beyond what both sides covered, and the first leaf of each code keeps its place
+//! among the others (the dispatcher's order); a node is marked unknown where any node of
+//! either side was. Collapsing runs bottom-up, so a collapse can make the fork above it one
+//! that chooses nothing too. The nodes left are renumbered in their order (a parent before its
+//! children, as built), so a tree's ids stay dense and deterministic.
 
 use super::{Edge, Node, NodeKind};
-use constraints::{Constraint, System};
-use std::collections::BTreeSet;
+use constraints::{Constraint, Rational, Rel, System};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The tree's nodes with every fork that chooses nothing replaced by one of its sides,
 /// renumbered.
@@ -24,21 +31,14 @@ pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
     // Children are built after their parents (a larger id), so this order visits a node's
     // children before the node: a fork is compared after the forks below it are collapsed.
     for id in (0..nodes.len()).rev() {
-        let Some(side) = one_outcome(&nodes, id) else { continue };
-        let fork = &nodes[id];
-        let (depth, decided) = (fork.depth, fork.decisions.len());
-        let unknown = fork.children.iter().any(|e| subtree(&nodes, e.child).iter().any(|&n| nodes[n].unknown));
-        // The side kept takes the fork's place, its edge's constraint and decision dropped
-        // from every system and path below it.
-        let at = edge_position(&nodes[side.child].constraints, &side.constraint).expect("checked by one_outcome");
-        for n in subtree(&nodes, side.child) {
-            let node = &mut nodes[n];
-            node.constraints = node.constraints.without(&BTreeSet::from([at]));
-            node.decisions.remove(decided);
-            node.depth -= 1;
-            node.unknown |= unknown;
+        if let Some(refused) = absorbed_by_refusal(&nodes, id) {
+            let own = nodes[refused.child].decisions.len() - nodes[id].decisions.len();
+            drop_from_subtree(&mut nodes, id, &refused, own);
+            continue;
         }
-        nodes[id] = Node { id, depth, ..nodes[side.child].clone() };
+        if let Some(side) = one_outcome(&nodes, id) {
+            drop_from_subtree(&mut nodes, id, &side, 1);
+        }
     }
     renumber_reachable(nodes)
 }
@@ -60,24 +60,113 @@ fn one_outcome(nodes: &[Node], id: usize) -> Option<Edge> {
     let mut pairs = vec![(a.child, b.child)];
     while let Some((x, y)) = pairs.pop() {
         let (u, v) = (&nodes[x], &nodes[y]);
-        let same_outcome = match (&u.kind, &v.kind) {
-            (NodeKind::Leaf, NodeKind::Leaf) => u.staged == v.staged && u.applied == v.applied && u.counters.registers == v.counters.registers,
-            (NodeKind::Infeasible { counter: c }, NodeKind::Infeasible { counter: d }) => c == d,
-            (NodeKind::Inner, NodeKind::Inner) => true,
-            _ => false,
-        };
-        let same_edges = u.children.len() == v.children.len()
-            && u.children.iter().zip(&v.children).all(|(e, f)| e.kind == f.kind && e.counter == f.counter && e.constraint == f.constraint);
         let same_region = u.constraints.constraints().get(at_a) == Some(&a.constraint)
             && v.constraints.constraints().get(at_b) == Some(&b.constraint)
             && u.constraints.without(&BTreeSet::from([at_a])) == v.constraints.without(&BTreeSet::from([at_b]));
         let same_path = without_index(&u.decisions, fork.decisions.len()) == without_index(&v.decisions, fork.decisions.len());
-        if !(same_outcome && same_edges && same_region && same_path) {
+        if !(same_outcome(u, v) && same_edges(u, v) && same_region && same_path) {
             return None;
         }
         pairs.extend(u.children.iter().zip(&v.children).map(|(e, f)| (e.child, f.child)));
     }
     Some(a.clone())
+}
+
+/// Whether two nodes end alike: leaves running the same code, reached by the same strategies,
+/// with the same registers; no kernel for the same counter; or both forks.
+fn same_outcome(u: &Node, v: &Node) -> bool {
+    match (&u.kind, &v.kind) {
+        (NodeKind::Leaf, NodeKind::Leaf) => u.staged == v.staged && u.applied == v.applied && u.counters.registers == v.counters.registers,
+        (NodeKind::Infeasible { counter: c }, NodeKind::Infeasible { counter: d }) => c == d,
+        (NodeKind::Inner, NodeKind::Inner) => true,
+        _ => false,
+    }
+}
+
+/// Whether two nodes fork alike: the same edges in the same order.
+fn same_edges(u: &Node, v: &Node) -> bool {
+    u.children.len() == v.children.len() && u.children.iter().zip(&v.children).all(|(e, f)| e.kind == f.kind && e.counter == f.counter && e.constraint == f.constraint)
+}
+
+/// The refusal edge of node `id` whose side can take the fork's place: the fork's edges are
+/// `c` and its negation; the refusal side forks on `e` and its negation; `c` implies `e`
+/// (`cols == 1` implies `(cols - 1) % 4 == 0`: [`implies`]); and the accept side is the same
+/// tree as the refusal's `e` side over the same systems but for `c` against `not c` and `e`
+/// (a fork the accept side's region decided). Then the `e` side, with `not c` dropped, covers
+/// both (`e` or `c` is `e`), and the `not e` side needs no `not c` (`not e` implies it).
+fn absorbed_by_refusal(nodes: &[Node], id: usize) -> Option<Edge> {
+    let fork = &nodes[id];
+    let [a, b] = fork.children.as_slice() else { return None };
+    if b.constraint != a.constraint.negate() {
+        return None;
+    }
+    let refusal = &nodes[b.child];
+    let [e, not_e] = refusal.children.as_slice() else { return None };
+    if not_e.constraint != e.constraint.negate() || !implies(&a.constraint, &e.constraint) {
+        return None;
+    }
+    let at_c = edge_position(&nodes[a.child].constraints, &a.constraint)?;
+    let at_not_c = edge_position(&refusal.constraints, &b.constraint)?;
+    let at_e = edge_position(&nodes[e.child].constraints, &e.constraint)?;
+    if !extends(&refusal.constraints.without(&BTreeSet::from([at_not_c])), &fork.constraints) || at_e <= at_not_c {
+        return None;
+    }
+    // The refusal applied no strategy (the code stays: a performance counter no strategy
+    // raises), so its own decisions (the refusal, and that the code stays) go with it.
+    if refusal.staged != fork.staged || refusal.applied != fork.applied {
+        return None;
+    }
+    let (decided, refused) = (fork.decisions.len(), refusal.decisions.len());
+    let mut pairs = vec![(a.child, e.child)];
+    while let Some((x, y)) = pairs.pop() {
+        let (u, v) = (&nodes[x], &nodes[y]);
+        let same_region = u.constraints.constraints().get(at_c) == Some(&a.constraint)
+            && v.constraints.constraints().get(at_not_c) == Some(&b.constraint)
+            && v.constraints.constraints().get(at_e) == Some(&e.constraint)
+            && u.constraints.without(&BTreeSet::from([at_c])) == v.constraints.without(&BTreeSet::from([at_not_c, at_e]));
+        // Below the fork's decision (accept side) and the refusal's decisions and `e`'s (refusal
+        // side), the same decisions.
+        let same_path = u.decisions.len() > decided && v.decisions.len() > refused && u.decisions[..decided] == v.decisions[..decided] && u.decisions[decided + 1..] == v.decisions[refused + 1..];
+        if !(same_outcome(u, v) && same_edges(u, v) && same_region && same_path) {
+            return None;
+        }
+        pairs.extend(u.children.iter().zip(&v.children).map(|(e, f)| (e.child, f.child)));
+    }
+    Some(b.clone())
+}
+
+/// Node `id` replaced by the side over `edge`, whose subtree drops `edge`'s constraint and the
+/// `own` decisions the side made below the fork's (its edge's first); every node of the tree
+/// below `id` that is kept is marked unknown where any was.
+fn drop_from_subtree(nodes: &mut [Node], id: usize, edge: &Edge, own: usize) {
+    let (depth, decided) = (nodes[id].depth, nodes[id].decisions.len());
+    let unknown = nodes[id].children.iter().any(|e| subtree(nodes, e.child).iter().any(|&n| nodes[n].unknown));
+    let at = edge_position(&nodes[edge.child].constraints, &edge.constraint).expect("checked before");
+    for n in subtree(nodes, edge.child) {
+        let node = &mut nodes[n];
+        node.constraints = node.constraints.without(&BTreeSet::from([at]));
+        node.decisions.drain(decided..decided + own);
+        node.depth -= 1;
+        node.unknown |= unknown;
+    }
+    nodes[id] = Node { id, depth, ..nodes[edge.child].clone() };
+}
+
+/// Whether `c` implies `e` by exact evaluation: `c` fixes one variable (`a*v + b == 0`) and
+/// `e` reads that variable only and holds at its value. Anything else is not known to imply.
+fn implies(c: &Constraint, e: &Constraint) -> bool {
+    let vars = c.vars();
+    let Some(v) = vars.iter().next().filter(|_| vars.len() == 1 && c.rel() == Rel::Eq && c.poly().total_degree() == 1) else { return false };
+    if e.vars() != vars {
+        return false;
+    }
+    let b = c.poly().constant_term();
+    let Ok(a_plus_b) = c.poly().eval(&BTreeMap::from([(v.clone(), Rational::from_integer(1.into()))])) else { return false };
+    let a = a_plus_b - &b;
+    if a == Rational::from_integer(0.into()) {
+        return false;
+    }
+    e.holds_at(&BTreeMap::from([(v.clone(), -b / a)])) == Ok(true)
 }
 
 /// Where `edge` is in `system` (its last occurrence).
@@ -299,5 +388,42 @@ mod tests {
         t.fork(a, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
         t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &k)]);
         assert_eq!(forks_that_choose_nothing(t.nodes).len(), 7);
+    }
+
+    /// `n == 1` on the accept side, and on the refusal side a fork on `(n - 1) % 4 == 0` whose
+    /// `case` side is the accept side's tree: `n == 1` implies the case.
+    fn absorbed(c: Constraint, case_code: &Arc<Kernel>) -> Vec<Node> {
+        let (k, _) = codes();
+        let other = Arc::new(Kernel { cse: 1, ..(*k).clone() });
+        let mut t = Trees::root(base());
+        let [_, r] = t.fork(0, &c, [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &k)]);
+        t.nodes[r].decisions.push("no strategy left raises it: the code stays".into());
+        let case = Constraint::divides(4, &(&Poly::var("n") - &Poly::int(1)));
+        t.fork(r, &case, [(&[], NodeKind::Leaf, case_code), (&[], NodeKind::Leaf, &other)]);
+        forks_that_choose_nothing(t.nodes)
+    }
+
+    #[test]
+    fn an_accept_side_the_refusal_repeats_under_a_case_it_implies_joins_that_case() {
+        let (k, cse) = codes();
+        let n_is_1 = Constraint::eq(&Poly::var("n"), &Poly::int(1));
+        let case = Constraint::divides(4, &(&Poly::var("n") - &Poly::int(1)));
+        let nodes = absorbed(n_is_1.clone(), &k);
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(nodes[0].constraints, base());
+        assert_eq!(nodes[0].decisions, ["root"]);
+        assert_eq!((*nodes[1].staged == *k, nodes[2].staged.cse), (true, 1));
+        // The case covers `n == 1` now; the outside needs no `n != 1` (it implies it).
+        assert_eq!(nodes[1].constraints, base().with(case.clone()));
+        assert_eq!(nodes[2].constraints, base().with(case.negate()));
+        assert_eq!(nodes[1].decisions, ["root".to_string(), format!("accept {case}")]);
+        assert!(nodes.iter().all(|n| n.depth == usize::from(n.id > 0)));
+        // Where the accept side runs another code than the case, or its constraint does not
+        // imply the case (`n == 2`), the fork stays.
+        assert_eq!(absorbed(n_is_1, &cse).len(), 5);
+        assert_eq!(absorbed(Constraint::eq(&Poly::var("n"), &Poly::int(2)), &k).len(), 5);
+        // Nor is a constraint that fixes no single variable taken to imply anything.
+        assert!(!implies(&Constraint::eq(&Poly::var("n"), &Poly::var("m")), &case));
+        assert!(implies(&Constraint::eq(&(&Poly::int(2) * &Poly::var("n")), &Poly::int(2)), &case));
     }
 }
