@@ -36,40 +36,55 @@ pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
             drop_from_subtree(&mut nodes, id, &refused, own);
             continue;
         }
-        if let Some(side) = one_outcome(&nodes, id) {
-            drop_from_subtree(&mut nodes, id, &side, 1);
+        if let Some((side, own)) = one_outcome(&nodes, id) {
+            drop_from_subtree(&mut nodes, id, &side, own);
         }
     }
     renumber_reachable(nodes)
 }
 
-/// The edge to the side node `id` can be replaced by: its fork's two edges' constraints are
-/// each other's negation, and its two subtrees are the same tree (the same edges, the same
-/// outcome at each leaf) over the same systems but for that constraint.
-fn one_outcome(nodes: &[Node], id: usize) -> Option<Edge> {
+/// The edge to the side node `id` can be replaced by, with how many decisions that side made
+/// below the fork's: its fork's two edges' constraints are each other's negation, and its two
+/// subtrees are the same tree (the same edges, the same outcome at each leaf) over the same
+/// systems but for that constraint, with the same decisions below each side's own. The sides'
+/// own decisions (the edge's, then any the side node added) are the same but for the edge's,
+/// which alone goes; or they differ (a refusal that keeps the code says so), and then neither
+/// side changed the fork's code, so all of them go.
+fn one_outcome(nodes: &[Node], id: usize) -> Option<(Edge, usize)> {
     let fork = &nodes[id];
     let [a, b] = fork.children.as_slice() else { return None };
     if b.constraint != a.constraint.negate() {
         return None;
     }
-    let (at_a, at_b) = (edge_position(&nodes[a.child].constraints, &a.constraint)?, edge_position(&nodes[b.child].constraints, &b.constraint)?);
-    let shared = nodes[a.child].constraints.without(&BTreeSet::from([at_a]));
+    let (x, y) = (&nodes[a.child], &nodes[b.child]);
+    let (at_a, at_b) = (edge_position(&x.constraints, &a.constraint)?, edge_position(&y.constraints, &b.constraint)?);
+    let shared = x.constraints.without(&BTreeSet::from([at_a]));
     if !extends(&shared, &fork.constraints) {
         return None;
     }
+    let decided = fork.decisions.len();
+    let (own_x, own_y) = (x.decisions.len().checked_sub(decided)?, y.decisions.len().checked_sub(decided)?);
+    let same_own = own_x == own_y && x.decisions.get(decided + 1..) == y.decisions.get(decided + 1..);
+    let unchanged = |n: &Node| n.staged == fork.staged && n.applied == fork.applied;
+    if !same_own && !(unchanged(x) && unchanged(y)) {
+        return None;
+    }
     let mut pairs = vec![(a.child, b.child)];
-    while let Some((x, y)) = pairs.pop() {
-        let (u, v) = (&nodes[x], &nodes[y]);
+    while let Some((p, q)) = pairs.pop() {
+        let (u, v) = (&nodes[p], &nodes[q]);
         let same_region = u.constraints.constraints().get(at_a) == Some(&a.constraint)
             && v.constraints.constraints().get(at_b) == Some(&b.constraint)
             && u.constraints.without(&BTreeSet::from([at_a])) == v.constraints.without(&BTreeSet::from([at_b]));
-        let same_path = without_index(&u.decisions, fork.decisions.len()) == without_index(&v.decisions, fork.decisions.len());
+        let same_path = match same_own {
+            true => without_index(&u.decisions, decided) == without_index(&v.decisions, decided),
+            false => u.decisions.len() >= decided + own_x && v.decisions.len() >= decided + own_y && u.decisions[..decided] == v.decisions[..decided] && u.decisions[decided + own_x..] == v.decisions[decided + own_y..],
+        };
         if !(same_outcome(u, v) && same_edges(u, v) && same_region && same_path) {
             return None;
         }
         pairs.extend(u.children.iter().zip(&v.children).map(|(e, f)| (e.child, f.child)));
     }
-    Some(a.clone())
+    Some((a.clone(), if same_own { 1 } else { own_x }))
 }
 
 /// Whether two nodes end alike: leaves running the same code, reached by the same strategies,
@@ -387,6 +402,29 @@ mod tests {
         let [a, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
         t.fork(a, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
         t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &k)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 7);
+    }
+
+    #[test]
+    fn a_refusal_that_keeps_the_code_and_says_so_still_collapses_with_its_accept_side() {
+        let (k, cse) = codes();
+        let build = |refusal_code: &Arc<Kernel>| {
+            let mut t = Trees::root(base());
+            let [a, b] = t.fork(0, &at_most("S", 1), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, refusal_code)]);
+            t.nodes[b].decisions.push("no strategy left raises it: the code stays".into());
+            for side in [a, b] {
+                t.fork(side, &at_most("W", 4), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+            }
+            t
+        };
+        let nodes = forks_that_choose_nothing(build(&k).nodes);
+        assert_eq!(nodes.len(), 3);
+        // The accept side is kept; the refusal's words go with the fork.
+        assert_eq!(nodes[1].decisions, ["root".to_string(), format!("accept {}", at_most("W", 4))]);
+        assert_eq!(nodes[1].constraints, base().with(at_most("W", 4)));
+        // A refusal that changed the code (another strategy) is not silent: the fork stays.
+        let mut t = build(&k);
+        t.nodes[2].staged = cse.clone();
         assert_eq!(forks_that_choose_nothing(t.nodes).len(), 7);
     }
 

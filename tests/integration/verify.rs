@@ -592,7 +592,11 @@ fn clamps_that_are_wrong_are_defects() {
 /// spans a tile loop bounded by a derived quotient (`tiles = k / T`), and divisibility facts by
 /// products of parameters. Before: `gen` failed (the shared-memory counter named `tiles`, which
 /// the dispatcher cannot evaluate); leaves empty under `k % T == 0` were unverified; leaves
-/// needing `m >= 256` (`32 <= B`, `new == 8`, `m % (B * new) == 0`) found no point.
+/// needing `m >= 256` (`32 <= B`, `new == 8`, `m % (B * new) == 0`) found no point. The tree
+/// had 119 such empty leaves (`k == 1` beside `T % 4 == 0`) and a `32 <= B` fork; since forks
+/// that choose nothing are collapsed (issue 25) it has neither, so both regions are made here
+/// from leaves of the tree: one with `k == 1` added, empty under the facts Z3 is not given,
+/// and the `new == 8` leaf with `32 <= B` added.
 #[test]
 fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
     let src = "void rowdot(int m, int k, int B, int T, int new, const float a[m][k], const float x[k], float y[m]) {
@@ -620,11 +624,18 @@ fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
     let leaves = kernel_leaves(&tree);
     assert!(leaves.iter().any(|l| l.counters.shared_bytes.to_string() == "4*k"), "the cached tile is bounded by k");
     let has = |l: &metafork::tree::Node, c: &str| l.constraints.constraints().iter().any(|x| x.to_string() == c);
-    // Empty under the facts Z3 was not given: no point, and Z3 proves it unreachable.
-    let empty = leaves.iter().find(|l| has(l, "k == 1") && has(l, "T % 4 == 0")).expect("a leaf with k == 1 and T % 4 == 0");
+    assert!(!leaves.iter().any(|l| has(l, "k == 1")), "no leaf of k == 1 is left beside its siblings");
+    let large = leaves.iter().find(|l| has(l, "new == 8")).expect("a blocked leaf").id;
+    // Empty under the facts Z3 was not given (`k % T == 0` and `T % 4 == 0` with `k == 1`): no
+    // point, and Z3 proves it unreachable.
+    let mut tree = tree.clone();
+    let empty = leaves.iter().find(|l| l.id != large).expect("a second kernel leaf").id;
+    tree.nodes[empty].constraints.add(constraints::Constraint::eq(&constraints::Poly::var("k"), &constraints::Poly::one()));
+    // Warp-wide: with `new == 8` and `m % (B * new) == 0`, sizes start at 256.
+    tree.nodes[large].constraints.add(constraints::Constraint::le(&constraints::Poly::int(32), &constraints::Poly::var("B")));
+    let (empty, large) = (&tree.nodes[empty], &tree.nodes[large]);
     let system = empty.correctness_constraints(&tree.machine);
     assert!(metafork::verify::sample::unreachable(&f, &system, &b));
-    let large = leaves.iter().find(|l| has(l, "32 <= B") && has(l, "new == 8") && has(l, "k != 1")).expect("a blocked warp-wide leaf");
     let reports = metafork::verify::verify_leaves(&f, &tree, &b, Options { points: 1, ..Options::default() }, &|id| id == empty.id || id == large.id, &|| {}).unwrap();
     assert_eq!(reports.len(), 2);
     let report = reports.iter().find(|r| r.leaf == empty.id).unwrap();
