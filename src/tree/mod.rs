@@ -23,7 +23,7 @@
 //! reduction's atomic contention (reducing in the block first); `fewer_threads` the refusal of
 //! the threads per block (blocking, then coarsening); `performance` the performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
 //! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only;
-//! `collapse` replaces, once the tree is built, each fork whose two sides are the same tree by one side.
+//! `collapse` replaces, once the tree is built, each fork that chooses nothing by one of its sides.
 
 use crate::counters::count;
 use crate::frontend::model::{FactKind, KernelFunction};
