@@ -31,12 +31,7 @@ pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
     // Children are built after their parents (a larger id), so this order visits a node's
     // children before the node: a fork is compared after the forks below it are collapsed.
     for id in (0..nodes.len()).rev() {
-        if let Some(refused) = absorbed_by_refusal(&nodes, id) {
-            let own = nodes[refused.child].decisions.len() - nodes[id].decisions.len();
-            drop_from_subtree(&mut nodes, id, &refused, own);
-            continue;
-        }
-        if let Some((side, own)) = one_outcome(&nodes, id) {
+        if let Some((side, own)) = absorbed_by_refusal(&nodes, id).or_else(|| one_outcome(&nodes, id)) {
             drop_from_subtree(&mut nodes, id, &side, own);
         }
     }
@@ -69,9 +64,7 @@ fn one_outcome(nodes: &[Node], id: usize) -> Option<(Edge, usize)> {
     if !same_own && !(unchanged(x) && unchanged(y)) {
         return None;
     }
-    let mut pairs = vec![(a.child, b.child)];
-    while let Some((p, q)) = pairs.pop() {
-        let (u, v) = (&nodes[p], &nodes[q]);
+    let alike = |u: &Node, v: &Node| {
         let same_region = u.constraints.constraints().get(at_a) == Some(&a.constraint)
             && v.constraints.constraints().get(at_b) == Some(&b.constraint)
             && u.constraints.without(&BTreeSet::from([at_a])) == v.constraints.without(&BTreeSet::from([at_b]));
@@ -79,12 +72,23 @@ fn one_outcome(nodes: &[Node], id: usize) -> Option<(Edge, usize)> {
             true => without_index(&u.decisions, decided) == without_index(&v.decisions, decided),
             false => u.decisions.len() >= decided + own_x && v.decisions.len() >= decided + own_y && u.decisions[..decided] == v.decisions[..decided] && u.decisions[decided + own_x..] == v.decisions[decided + own_y..],
         };
-        if !(same_outcome(u, v) && same_edges(u, v) && same_region && same_path) {
-            return None;
+        same_region && same_path
+    };
+    same_tree(nodes, (a.child, b.child), alike).then(|| (a.clone(), if same_own { 1 } else { own_x }))
+}
+
+/// Whether the subtrees at `roots` are the same tree: node for node the same outcome
+/// ([`same_outcome`]) and edges ([`same_edges`]), and `alike` (their regions and paths).
+fn same_tree(nodes: &[Node], roots: (usize, usize), alike: impl Fn(&Node, &Node) -> bool) -> bool {
+    let mut pairs = vec![roots];
+    while let Some((p, q)) = pairs.pop() {
+        let (u, v) = (&nodes[p], &nodes[q]);
+        if !(same_outcome(u, v) && same_edges(u, v) && alike(u, v)) {
+            return false;
         }
         pairs.extend(u.children.iter().zip(&v.children).map(|(e, f)| (e.child, f.child)));
     }
-    Some((a.clone(), if same_own { 1 } else { own_x }))
+    true
 }
 
 /// Whether two nodes end alike: leaves running the same code, reached by the same strategies,
@@ -103,13 +107,14 @@ fn same_edges(u: &Node, v: &Node) -> bool {
     u.children.len() == v.children.len() && u.children.iter().zip(&v.children).all(|(e, f)| e.kind == f.kind && e.counter == f.counter && e.constraint == f.constraint)
 }
 
-/// The refusal edge of node `id` whose side can take the fork's place: the fork's edges are
+/// The refusal edge of node `id` whose side can take the fork's place, with the decisions the
+/// refusal made below the fork's (all go with the fork): the fork's edges are
 /// `c` and its negation; the refusal side forks on `e` and its negation; `c` implies `e`
 /// (`cols == 1` implies `(cols - 1) % 4 == 0`: [`implies`]); and the accept side is the same
 /// tree as the refusal's `e` side over the same systems but for `c` against `not c` and `e`
 /// (a fork the accept side's region decided). Then the `e` side, with `not c` dropped, covers
 /// both (`e` or `c` is `e`), and the `not e` side needs no `not c` (`not e` implies it).
-fn absorbed_by_refusal(nodes: &[Node], id: usize) -> Option<Edge> {
+fn absorbed_by_refusal(nodes: &[Node], id: usize) -> Option<(Edge, usize)> {
     let fork = &nodes[id];
     let [a, b] = fork.children.as_slice() else { return None };
     if b.constraint != a.constraint.negate() {
@@ -132,9 +137,8 @@ fn absorbed_by_refusal(nodes: &[Node], id: usize) -> Option<Edge> {
         return None;
     }
     let (decided, refused) = (fork.decisions.len(), refusal.decisions.len());
-    let mut pairs = vec![(a.child, e.child)];
-    while let Some((x, y)) = pairs.pop() {
-        let (u, v) = (&nodes[x], &nodes[y]);
+    let own = refused.checked_sub(decided)?;
+    let alike = |u: &Node, v: &Node| {
         let same_region = u.constraints.constraints().get(at_c) == Some(&a.constraint)
             && v.constraints.constraints().get(at_not_c) == Some(&b.constraint)
             && v.constraints.constraints().get(at_e) == Some(&e.constraint)
@@ -142,12 +146,9 @@ fn absorbed_by_refusal(nodes: &[Node], id: usize) -> Option<Edge> {
         // Below the fork's decision (accept side) and the refusal's decisions and `e`'s (refusal
         // side), the same decisions.
         let same_path = u.decisions.len() > decided && v.decisions.len() > refused && u.decisions[..decided] == v.decisions[..decided] && u.decisions[decided + 1..] == v.decisions[refused + 1..];
-        if !(same_outcome(u, v) && same_edges(u, v) && same_region && same_path) {
-            return None;
-        }
-        pairs.extend(u.children.iter().zip(&v.children).map(|(e, f)| (e.child, f.child)));
-    }
-    Some(b.clone())
+        same_region && same_path
+    };
+    same_tree(nodes, (a.child, e.child), alike).then(|| (b.clone(), own))
 }
 
 /// Node `id` replaced by the side over `edge`, whose subtree drops `edge`'s constraint and the
