@@ -166,9 +166,16 @@ pub fn optimize_reference(module: &Module<'_>) -> Result<(), String> {
     run(module, REFERENCE)
 }
 
+/// The NVPTX passes among `passes` read the kernels' annotations through LLVM's process-wide
+/// cache: it is emptied for this module before (an entry a freed module left at this address
+/// is not read) and after (none is left behind once this module is freed); see
+/// [`target::forget_annotations`].
 fn run(module: &Module<'_>, passes: &str) -> Result<(), String> {
     let tm = target::target_machine(PIPELINE_ARCH)?;
-    module.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| e.to_string())
+    target::forget_annotations(module);
+    let result = module.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| e.to_string());
+    target::forget_annotations(module);
+    result
 }
 
 /// The bodies of `module`'s defined functions as text, without what the counters never read

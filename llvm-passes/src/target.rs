@@ -79,6 +79,35 @@ pub fn verify(module: &Module<'_>) -> Result<(), String> {
 pub fn emit_ptx(module: &Module<'_>, arch: &str) -> Result<String, String> {
     let tm = target_machine(arch)?;
     let copy = module.clone();
-    let buffer = tm.write_to_memory_buffer(&copy, FileType::Assembly).map_err(|e| e.to_string())?;
-    String::from_utf8(buffer.as_slice().to_vec()).map_err(|e| format!("PTX is not UTF-8: {e}"))
+    // The copy may sit where a freed module left annotations in LLVM's cache; and a failed
+    // code generation leaves its own behind.
+    forget_annotations(&copy);
+    let buffer = tm.write_to_memory_buffer(&copy, FileType::Assembly).map_err(|e| e.to_string());
+    forget_annotations(&copy);
+    String::from_utf8(buffer?.as_slice().to_vec()).map_err(|e| format!("PTX is not UTF-8: {e}"))
+}
+
+/// Forget what LLVM's NVPTX back end has cached about `module`'s `nvvm.annotations`.
+///
+/// LLVM 19 keeps one process-wide map from a module's address, then each function's address,
+/// to that function's annotations (`maxnreg`, `maxntid`, `kernel`, ...). The NVPTX passes of
+/// the optimisation pipeline and of code generation fill it, and only the PTX printer's
+/// finalisation empties it, for the module it printed. An entry left for a freed module is
+/// read by the next module allocated at the same addresses: a kernel then got another
+/// kernel's `.maxnreg`, or lost its own (four threads building kernels reproduced it on every
+/// run, and a CI run of `make test` once). Every pass run and every code generation here is therefore bracketed by
+/// this call, which also keeps the map from growing with each module counted.
+///
+/// Why an LLVM-internal symbol: the C API has no call for this, and the function,
+/// `llvm::clearAnnotationCache(const Module *)`, is an ordinary external function of the NVPTX
+/// code generator, which llvm-sys links statically (as it does by default) and which calls
+/// it itself. It takes one pointer and returns nothing, so the C calling convention matches.
+pub fn forget_annotations(module: &Module<'_>) {
+    extern "C" {
+        #[link_name = "_ZN4llvm20clearAnnotationCacheEPKNS_6ModuleE"]
+        fn clear_annotation_cache(module: inkwell::llvm_sys::prelude::LLVMModuleRef);
+    }
+    // SAFETY: the pointer is a live module (borrowed for the call); the function takes the
+    // cache's own lock and only erases the map entry keyed by that address.
+    unsafe { clear_annotation_cache(module.as_mut_ptr()) }
 }

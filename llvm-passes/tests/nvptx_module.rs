@@ -101,3 +101,39 @@ fn emitting_ptx_leaves_the_module_unchanged() {
     assert_eq!(module.print_to_string().to_string(), before);
     assert_eq!(target::emit_ptx(&module, "sm_90").unwrap(), first_sm90);
 }
+
+/// LLVM 19's NVPTX back end keeps a process-wide cache of each module's `nvvm.annotations`,
+/// keyed by the module's and the function's addresses. A module that went through the
+/// optimisation pipeline (whose NVPTX passes fill the cache) and was then freed must not lend
+/// its `maxnreg` to a later module that happens to be allocated at the same address. Many
+/// threads build, optimise and emit kernels with and without a cap, some optimised and dropped
+/// without PTX, so that freed addresses are reused in every order; each PTX carries exactly
+/// its own module's cap.
+#[test]
+fn each_module_gets_its_own_register_cap_in_ptx() {
+    let threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..150u32 {
+                    let cap = ((i + t) % 3 != 0).then_some(24 + (i * 7 + t) % 40);
+                    let context = Context::create();
+                    let module = build_kernel(&context);
+                    if let Some(n) = cap {
+                        let kernel = module.get_function("add_one").unwrap();
+                        llvm_passes::pressure::cap_registers(&context, &module, kernel, n).unwrap();
+                    }
+                    llvm_passes::pipeline::optimize(&module).unwrap();
+                    if (i + t) % 4 == 0 {
+                        continue; // optimised and dropped without PTX
+                    }
+                    let ptx = target::emit_ptx(&module, "sm_90").unwrap();
+                    let found = ptx.lines().find_map(|l| l.trim().strip_prefix(".maxnreg ").map(|n| n.trim().parse::<u32>().unwrap()));
+                    assert_eq!(found, cap, "thread {t}, round {i}: the PTX's .maxnreg is not this module's cap");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

@@ -69,7 +69,7 @@ fn level_3_caps_the_registers_and_ptxas_obeys_the_cap() {
     assert_eq!(after.registers.uncapped, before.registers);
     for arch in &archs {
         let uncapped = count_with_cuda(Some(&f), &kernel, &archs).unwrap();
-        assert!(uncapped.ptxas[arch].registers > REGISTER_CAP, "ptxas needs more than the cap without it");
+        assert!(uncapped.ptxas[arch].registers > REGISTER_CAP, "ptxas needs more than the cap without it: {:?}", uncapped.ptxas[arch]);
         assert!(after.ptxas[arch].registers <= REGISTER_CAP, "LLVM's .maxnreg: {:?}", after.ptxas[arch]);
         assert!(after.nvcc[arch].registers <= REGISTER_CAP, "the emitted __maxnreg__: {:?}", after.nvcc[arch]);
     }
