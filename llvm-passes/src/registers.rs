@@ -103,6 +103,9 @@ pub struct RegisterEstimate {
     pub max_live_predicates: u32,
     /// An innermost loop ptxas unrolls remains after the pipeline.
     pub unrolled_loop: bool,
+    /// An innermost loop that a `#pragma unroll 1` (`llvm.loop.unroll.disable`) keeps rolled
+    /// remains after the pipeline.
+    pub rolled_loop: bool,
     /// What ptxas's latency hiding would hold (plus [`FIXED_COST`]) before the occupancy-free
     /// budget bounds it: the overlapped copies of a loop it unrolls, or the loads it issues
     /// early in a loop it keeps rolled ([`Region::hoisted_peak`]); 0 without such a loop.
@@ -373,6 +376,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         max_live_words: max_w,
         max_live_predicates: max_p,
         unrolled_loop,
+        rolled_loop: !kept_rolled.is_empty(),
         unrolled_demand: if latency_hiding { unrolled_peak + FIXED_COST } else { 0 },
         cap: None,
         uncapped: registers,

@@ -188,6 +188,7 @@ fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_fr
     let small = estimate_ir(&unrolled_loop_kernel(1));
     let large = estimate_ir(&unrolled_loop_kernel(8));
     assert!(small.unrolled_loop && large.unrolled_loop);
+    assert!(!small.rolled_loop && !large.rolled_loop);
     // One load per iteration: four copies are more than one iteration holds, less than 32.
     assert!(small.registers > small.max_live_words + FIXED_COST, "{small:?}");
     assert!(small.registers < OCCUPANCY_FREE_REGISTERS_SM90, "{small:?}");
@@ -198,7 +199,7 @@ fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_fr
         .replace("br i1 %done, label %exit, label %body", "br i1 %done, label %exit, label %body, !llvm.loop !0")
         + "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.unroll.disable\"}\n";
     let disabled = estimate_ir(&disabled);
-    assert!(!disabled.unrolled_loop);
+    assert!(!disabled.unrolled_loop && disabled.rolled_loop, "{disabled:?}");
     assert_eq!(disabled.registers, disabled.max_live_words + FIXED_COST, "{disabled:?}");
     assert!(disabled.registers < small.registers);
     // Per architecture: sm_80 and sm_90 keep 2048 threads per multiprocessor (budget 32) and
