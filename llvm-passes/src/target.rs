@@ -95,8 +95,9 @@ pub fn emit_ptx(module: &Module<'_>, arch: &str) -> Result<String, String> {
 /// finalisation empties it, for the module it printed. An entry left for a freed module is
 /// read by the next module allocated at the same addresses: a kernel then got another
 /// kernel's `.maxnreg`, or lost its own (four threads building kernels reproduced it on every
-/// run, and a CI run of `make test` once). Every pass run and every code generation here is therefore bracketed by
-/// this call, which also keeps the map from growing with each module counted.
+/// run, and a CI run of `make test` once). Every pass run and every code generation here is
+/// therefore bracketed by this call, which also keeps the map from growing with each module
+/// counted.
 ///
 /// Why an LLVM-internal symbol: the C API has no call for this, and the function,
 /// `llvm::clearAnnotationCache(const Module *)`, is an ordinary external function of the NVPTX
