@@ -160,10 +160,12 @@ fn main() {
                 continue;
             }
             // Signed: below zero the estimate is low (ptxas needs more than the tree assumed).
-            let signed = |i: usize| here.iter().map(|r| (f64::from(r.estimate[i]) - f64::from(r.ptxas[i])) / f64::from(r.ptxas[i])).collect::<Vec<f64>>();
-            let mean = |i: usize| 100.0 * signed(i).iter().map(|e| e.abs()).sum::<f64>() / here.len() as f64;
-            let max = |i: usize| 100.0 * signed(i).iter().fold(0.0f64, |a, e| a.max(e.abs()));
-            let bias = |i: usize| 100.0 * signed(i).iter().sum::<f64>() / here.len() as f64;
+            let signed: Vec<Vec<f64>> = (0..ARCHS.len())
+                .map(|i| here.iter().map(|r| (f64::from(r.estimate[i]) - f64::from(r.ptxas[i])) / f64::from(r.ptxas[i])).collect())
+                .collect();
+            let mean = |i: usize| 100.0 * signed[i].iter().map(|e| e.abs()).sum::<f64>() / here.len() as f64;
+            let max = |i: usize| 100.0 * signed[i].iter().fold(0.0f64, |a, e| a.max(e.abs()));
+            let bias = |i: usize| 100.0 * signed[i].iter().sum::<f64>() / here.len() as f64;
             println!(
                 "| {parts_name} | {shape} | {} | {:.1} / {:.1} / {:.1}% | {:.1} / {:.1} / {:.1}% | {:+.1} / {:+.1} / {:+.1}% |",
                 here.len(), mean(0), mean(1), mean(2), max(0), max(1), max(2), bias(0), bias(1), bias(2)
