@@ -271,7 +271,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
     if constraints::budget::expired() {
         return Err(BUDGET_SPENT.into());
     }
-    let nodes = super::collapse::forks_that_choose_nothing(b.nodes);
+    let nodes = super::collapse::forks_that_choose_nothing(b.nodes, Some(&machine));
     Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes, queries: backend.queries() - before, perf_levels: b.perf_levels })
 }
 

@@ -21,17 +21,20 @@
 //! that chooses nothing too. The nodes left are renumbered in their order (a parent before its
 //! children, as built), so a tree's ids stay dense and deterministic.
 
-use super::{Edge, Node, NodeKind};
+use super::{Edge, MachineSymbols, Node, NodeKind};
 use constraints::{Constraint, Rational, Rel, System};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The tree's nodes with every fork that chooses nothing replaced by one of its sides,
 /// renumbered.
-pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
+/// With `machine` (the tree's machine symbols), also the forks whose sides choose the same
+/// outcome at every point ([`super::same_choice`]).
+pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>, machine: Option<&MachineSymbols>) -> Vec<Node> {
     // Children are built after their parents (a larger id), so this order visits a node's
     // children before the node: a fork is compared after the forks below it are collapsed.
     for id in (0..nodes.len()).rev() {
-        if let Some((side, own)) = absorbed_by_refusal(&nodes, id).or_else(|| one_outcome(&nodes, id)) {
+        let same_choice = || machine.and_then(|m| super::same_choice::kept_side(&nodes, id, m)).map(|side| (side, 1));
+        if let Some((side, own)) = absorbed_by_refusal(&nodes, id).or_else(|| one_outcome(&nodes, id)).or_else(same_choice) {
             drop_from_subtree(&mut nodes, id, &side, own);
         }
     }
@@ -93,7 +96,7 @@ fn same_tree(nodes: &[Node], roots: (usize, usize), alike: impl Fn(&Node, &Node)
 
 /// Whether two nodes end alike: leaves running the same code, reached by the same strategies,
 /// with the same registers; no kernel for the same counter; or both forks.
-fn same_outcome(u: &Node, v: &Node) -> bool {
+pub(super) fn same_outcome(u: &Node, v: &Node) -> bool {
     match (&u.kind, &v.kind) {
         (NodeKind::Leaf, NodeKind::Leaf) => u.staged == v.staged && u.applied == v.applied && u.counters.registers == v.counters.registers,
         (NodeKind::Infeasible { counter: c }, NodeKind::Infeasible { counter: d }) => c == d,
@@ -186,7 +189,7 @@ fn implies(c: &Constraint, e: &Constraint) -> bool {
 }
 
 /// Where `edge` is in `system` (its last occurrence).
-fn edge_position(system: &System, edge: &Constraint) -> Option<usize> {
+pub(super) fn edge_position(system: &System, edge: &Constraint) -> Option<usize> {
     system.constraints().iter().rposition(|c| c == edge)
 }
 
@@ -201,7 +204,7 @@ fn without_index(items: &[String], at: usize) -> Vec<&String> {
 }
 
 /// Node `root` and every node below it.
-fn subtree(nodes: &[Node], root: usize) -> Vec<usize> {
+pub(super) fn subtree(nodes: &[Node], root: usize) -> Vec<usize> {
     let mut all = vec![root];
     let mut next = 0;
     while let Some(&n) = all.get(next) {
@@ -338,7 +341,7 @@ mod tests {
         // Both sides also name a machine symbol's positivity first.
         let symbol = Constraint::new(&Poly::int(1) - &Poly::var("N_SM"), Rel::Le);
         t.fork(0, &at_most("R", 32), [(&[symbol.clone()], NodeKind::Leaf, &k), (&[symbol.clone()], NodeKind::Leaf, &k)]);
-        let nodes = forks_that_choose_nothing(t.nodes);
+        let nodes = forks_that_choose_nothing(t.nodes, None);
         assert_eq!(nodes.len(), 1);
         assert!(matches!(nodes[0].kind, NodeKind::Leaf) && nodes[0].children.is_empty());
         assert_eq!(nodes[0].constraints, base().with(symbol));
@@ -349,28 +352,32 @@ mod tests {
     #[test]
     fn forks_that_choose_stay() {
         let (k, cse) = codes();
-        // Different codes.
-        let mut t = Trees::root(base());
-        t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
-        // No kernel for different counters.
-        let mut t = Trees::root(base());
-        t.fork(0, &at_most("R", 32), [(&[], NodeKind::Infeasible { counter: Counter::Registers }, &k), (&[], NodeKind::Infeasible { counter: Counter::SharedMemory }, &k)]);
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
-        // One side's region is narrower than the other's by more than the fork.
-        let mut t = Trees::root(base());
-        t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[at_most("B", 64)], NodeKind::Leaf, &k)]);
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
-        // Edges that do not split the region (not each other's negation).
-        let mut t = Trees::root(base());
-        t.child(0, "accept", &at_most("R", 32), &[], NodeKind::Leaf, &k);
-        t.child(0, "refuse", &at_most("R", 16).negate(), &[], NodeKind::Leaf, &k);
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 3);
-        // A leaf on one side, a fork on the other.
-        let mut t = Trees::root(base());
-        let [_, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &k)]);
-        t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 5);
+        // By their shapes and, with the machine symbols, by what they choose at each point.
+        let machine = MachineSymbols::avoiding(&BTreeSet::new());
+        for semantic in [None, Some(&machine)] {
+            // Different codes.
+            let mut t = Trees::root(base());
+            t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+            assert_eq!(forks_that_choose_nothing(t.nodes, semantic).len(), 3);
+            // No kernel for different counters.
+            let mut t = Trees::root(base());
+            t.fork(0, &at_most("R", 32), [(&[], NodeKind::Infeasible { counter: Counter::Registers }, &k), (&[], NodeKind::Infeasible { counter: Counter::SharedMemory }, &k)]);
+            assert_eq!(forks_that_choose_nothing(t.nodes, semantic).len(), 3);
+            // One side's region is narrower than the other's by more than the fork.
+            let mut t = Trees::root(base());
+            t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[at_most("B", 64)], NodeKind::Leaf, &k)]);
+            assert_eq!(forks_that_choose_nothing(t.nodes, semantic).len(), 3);
+            // Edges that do not split the region (not each other's negation).
+            let mut t = Trees::root(base());
+            t.child(0, "accept", &at_most("R", 32), &[], NodeKind::Leaf, &k);
+            t.child(0, "refuse", &at_most("R", 16).negate(), &[], NodeKind::Leaf, &k);
+            assert_eq!(forks_that_choose_nothing(t.nodes, semantic).len(), 3);
+            // A leaf on one side, a fork on the other.
+            let mut t = Trees::root(base());
+            let [_, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &k)]);
+            t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+            assert_eq!(forks_that_choose_nothing(t.nodes, semantic).len(), 5);
+        }
     }
 
     #[test]
@@ -384,7 +391,7 @@ mod tests {
             let [_, r] = t.fork(side, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &cse)]);
             t.fork(r, &at_most("n", 4096), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &cse)]);
         }
-        let nodes = forks_that_choose_nothing(t.nodes);
+        let nodes = forks_that_choose_nothing(t.nodes, None);
         assert_eq!(nodes.len(), 3);
         assert_eq!(leaves(&nodes), 2);
         for (i, n) in nodes.iter().enumerate() {
@@ -403,7 +410,7 @@ mod tests {
         let [a, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
         t.fork(a, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
         t.fork(b, &at_most("T_B", 256), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &k)]);
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 7);
+        assert_eq!(forks_that_choose_nothing(t.nodes, None).len(), 7);
     }
 
     #[test]
@@ -418,7 +425,7 @@ mod tests {
             }
             t
         };
-        let nodes = forks_that_choose_nothing(build(&k).nodes);
+        let nodes = forks_that_choose_nothing(build(&k).nodes, None);
         assert_eq!(nodes.len(), 3);
         // The accept side is kept; the refusal's words go with the fork.
         assert_eq!(nodes[1].decisions, ["root".to_string(), format!("accept {}", at_most("W", 4))]);
@@ -426,7 +433,7 @@ mod tests {
         // A refusal that changed the code (another strategy) is not silent: the fork stays.
         let mut t = build(&k);
         t.nodes[2].staged = cse.clone();
-        assert_eq!(forks_that_choose_nothing(t.nodes).len(), 7);
+        assert_eq!(forks_that_choose_nothing(t.nodes, None).len(), 7);
     }
 
     /// `n == 1` on the accept side, and on the refusal side a fork on `(n - 1) % 4 == 0` whose
@@ -439,7 +446,7 @@ mod tests {
         t.nodes[r].decisions.push("no strategy left raises it: the code stays".into());
         let case = Constraint::divides(4, &(&Poly::var("n") - &Poly::int(1)));
         t.fork(r, &case, [(&[], NodeKind::Leaf, case_code), (&[], NodeKind::Leaf, &other)]);
-        forks_that_choose_nothing(t.nodes)
+        forks_that_choose_nothing(t.nodes, None)
     }
 
     #[test]
@@ -464,5 +471,83 @@ mod tests {
         // Nor is a constraint that fixes no single variable taken to imply anything.
         assert!(!implies(&Constraint::eq(&Poly::var("n"), &Poly::var("m")), &case));
         assert!(implies(&Constraint::eq(&(&Poly::int(2) * &Poly::var("n")), &Poly::int(2)), &case));
+    }
+
+    /// `n <= 1` as `n < 2`'s form in a tree: `1 < n` negated.
+    fn n_at_most_1() -> Constraint {
+        at_most("n", 1)
+    }
+
+    #[test]
+    fn a_fork_whose_sides_choose_alike_at_every_point_keeps_the_side_that_covers_both() {
+        let (k, cse) = codes();
+        let machine = MachineSymbols::avoiding(&BTreeSet::new());
+        let n_is_1 = Constraint::eq(&Poly::var("n"), &Poly::int(1));
+        let root = base().with(Constraint::ge(&Poly::var("n"), &Poly::one()));
+        let fact = Constraint::ge(&Poly::var(&machine.multiprocessors), &Poly::one());
+        // `case 32 <= B`: `n == 1` runs `k`, else `n <= 1` runs `k` and `1 < n` runs `cse`;
+        // `outside B < 32`: the same without the `n == 1` fork (which `n <= 1` covers), its
+        // leaves naming the multiprocessors' positivity, a fact of every device.
+        let mut t = Trees::root(root.clone());
+        let [a, b] = t.fork(0, &at_most("B", 31).negate(), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
+        let [_, r] = t.fork(a, &n_is_1, [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &k)]);
+        t.fork(r, &n_at_most_1(), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        t.fork(b, &n_at_most_1(), [(&[fact.clone()], NodeKind::Leaf, &k), (&[fact.clone()], NodeKind::Leaf, &cse)]);
+        // By shape, only the `n == 1` fork goes (its accept side is the refusal's `n <= 1`
+        // side); the case's sides differ by the fact.
+        assert_eq!(forks_that_choose_nothing(t.nodes.clone(), None).len(), 7);
+        let nodes = forks_that_choose_nothing(t.nodes, Some(&machine));
+        // Both forks above `n <= 1` go: the case's (its side covers both without `32 <= B`),
+        // then `n == 1` (its refusal covers `n == 1` too, without `n != 1`).
+        assert_eq!(nodes.len(), 3, "{:?}", nodes.iter().map(|n| n.constraints.to_string()).collect::<Vec<_>>());
+        assert_eq!(nodes[0].constraints, root);
+        assert_eq!((&*nodes[1].staged == &*k, &*nodes[2].staged == &*cse), (true, true));
+        assert_eq!(nodes[1].constraints, root.clone().with(n_at_most_1()));
+        assert_eq!(nodes[2].constraints, root.clone().with(n_at_most_1().negate()));
+        assert_eq!(nodes[1].decisions, ["root".to_string(), format!("accept {}", n_at_most_1())]);
+        assert!(nodes.iter().all(|n| n.depth == usize::from(n.id > 0)));
+
+        // The same with a constraint other than a fact on one side's leaf: its region is
+        // narrower, so keeping the other side would widen it.
+        let mut t = Trees::root(root.clone());
+        let [a, b] = t.fork(0, &at_most("B", 31).negate(), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
+        let [_, r] = t.fork(a, &n_is_1, [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Inner, &k)]);
+        t.fork(r, &n_at_most_1(), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        t.fork(b, &n_at_most_1(), [(&[at_most("T_B", 512)], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes, Some(&machine)).len(), 7, "only the `n == 1` fork goes");
+
+        // Where `n == 1` runs `cse` on one side and `k` on the other, the fork chooses.
+        let mut t = Trees::root(root.clone());
+        let [a, b] = t.fork(0, &at_most("B", 31).negate(), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
+        let [_, r] = t.fork(a, &n_is_1, [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Inner, &k)]);
+        t.fork(r, &n_at_most_1(), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        t.fork(b, &n_at_most_1(), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]);
+        assert_eq!(forks_that_choose_nothing(t.nodes, Some(&machine)).len(), 9);
+    }
+
+    #[test]
+    fn a_side_that_covers_both_only_with_the_fork_or_reorders_the_codes_is_not_kept() {
+        let (k, cse) = codes();
+        let machine = MachineSymbols::avoiding(&BTreeSet::new());
+        // `R <= 32` keeps one edge, `R <= 40` (its sibling refuted under `R <= 32` only): that
+        // side does not cover the region without the fork. The other side runs `k` for
+        // `R <= 40` and `cse` above; listed `k` first, it can take the fork's place.
+        let build = |cse_first: bool| {
+            let mut t = Trees::root(base());
+            let [a, b] = t.fork(0, &at_most("R", 32), [(&[], NodeKind::Inner, &k), (&[], NodeKind::Inner, &k)]);
+            t.child(a, "accept", &at_most("R", 40), &[], NodeKind::Leaf, &k);
+            match cse_first {
+                false => t.fork(b, &at_most("R", 40), [(&[], NodeKind::Leaf, &k), (&[], NodeKind::Leaf, &cse)]),
+                true => t.fork(b, &at_most("R", 40).negate(), [(&[], NodeKind::Leaf, &cse), (&[], NodeKind::Leaf, &k)]),
+            };
+            forks_that_choose_nothing(t.nodes, Some(&machine))
+        };
+        let nodes = build(false);
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(nodes[0].children.iter().map(|e| e.constraint.clone()).collect::<Vec<_>>(), [at_most("R", 40), at_most("R", 40).negate()]);
+        assert_eq!(nodes[1].constraints, base().with(at_most("R", 40)));
+        // Listed `cse` first, keeping that side would make `cse` the first code where the tree
+        // lists `k` first (the dispatcher takes the first leaf that holds): the fork stays.
+        assert_eq!(build(true).len(), 6);
     }
 }

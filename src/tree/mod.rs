@@ -23,7 +23,9 @@
 //! reduction's atomic contention (reducing in the block first); `fewer_threads` the refusal of
 //! the threads per block (blocking, then coarsening); `performance` the performance-counter forks; `settle` the forks on a settled path (unrolling, merging);
 //! `occupancy` the occupancy gate's arithmetic; `derived` puts counters in the parameters only;
-//! `collapse` replaces, once the tree is built, each fork that chooses nothing by one of its sides.
+//! `collapse` replaces, once the tree is built, each fork that chooses nothing by one of its sides;
+//! `same_choice` finds the forks whose sides choose alike at every point without being the same
+//! tree.
 
 use crate::counters::count;
 use crate::frontend::model::{FactKind, KernelFunction};
@@ -390,6 +392,7 @@ impl Tree {
 
 mod build;
 mod collapse;
+mod same_choice;
 mod contention;
 mod derived;
 mod fewer_threads;
