@@ -40,11 +40,7 @@ pub(super) fn kept_side(nodes: &[Node], id: usize, machine: &MachineSymbols) -> 
     if b.constraint != a.constraint.negate() || constraints::budget::expired() {
         return None;
     }
-    let facts = positivity_facts(machine);
     let (side_a, side_b) = (subtree(nodes, a.child), subtree(nodes, b.child));
-    if [&[id][..], &side_a, &side_b].iter().any(|nodes_of| !splits_with_facts_only(nodes, nodes_of, &facts)) {
-        return None;
-    }
     let leaves = |side: &[usize]| {
         let mut l: Vec<usize> = side.iter().copied().filter(|&n| is_outcome(&nodes[n])).collect();
         l.sort_unstable();
@@ -53,8 +49,17 @@ pub(super) fn kept_side(nodes: &[Node], id: usize, machine: &MachineSymbols) -> 
     let (leaves_a, leaves_b) = (leaves(&side_a), leaves(&side_b));
     let both: Vec<usize> = leaves_a.iter().chain(&leaves_b).copied().collect();
     let order = first_outcomes(nodes, &both);
-    let sides = [(a, (side_a.as_slice(), leaves_a.as_slice()), leaves_b.as_slice()), (b, (side_b.as_slice(), leaves_b.as_slice()), leaves_a.as_slice())];
-    let kept = sides.into_iter().find(|(keep, this, other)| same_order(nodes, &first_outcomes(nodes, this.1), &order) && agrees(nodes, keep, *this, other));
+    // The order of the codes first (most forks choose: one side lacks a code), then the
+    // shapes, then the proofs.
+    let candidates: Vec<_> = [(a, (side_a.as_slice(), leaves_a.as_slice()), leaves_b.as_slice()), (b, (side_b.as_slice(), leaves_b.as_slice()), leaves_a.as_slice())]
+        .into_iter()
+        .filter(|(_, this, _)| same_order(nodes, &first_outcomes(nodes, this.1), &order))
+        .collect();
+    let facts = positivity_facts(machine);
+    if candidates.is_empty() || [&[id][..], &side_a, &side_b].iter().any(|nodes_of| !splits_with_facts_only(nodes, nodes_of, &facts)) {
+        return None;
+    }
+    let kept = candidates.into_iter().find(|(keep, this, other)| agrees(nodes, keep, *this, other));
     kept.map(|(keep, ..)| keep.clone())
 }
 
