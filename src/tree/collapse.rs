@@ -473,7 +473,7 @@ mod tests {
         assert!(implies(&Constraint::eq(&(&Poly::int(2) * &Poly::var("n")), &Poly::int(2)), &case));
     }
 
-    /// `n <= 1` as `n < 2`'s form in a tree: `1 < n` negated.
+    /// `n <= 1`.
     fn n_at_most_1() -> Constraint {
         at_most("n", 1)
     }

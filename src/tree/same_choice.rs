@@ -59,7 +59,7 @@ pub(super) fn kept_side(nodes: &[Node], id: usize, machine: &MachineSymbols) -> 
     if candidates.is_empty() || [&[id][..], &side_a, &side_b].iter().any(|nodes_of| !splits_with_facts_only(nodes, nodes_of, &facts)) {
         return None;
     }
-    let kept = candidates.into_iter().find(|(keep, this, other)| agrees(nodes, keep, *this, other));
+    let kept = candidates.into_iter().find(|(keep, this, other)| agrees(nodes, fork.constraints.len(), keep, *this, other));
     kept.map(|(keep, ..)| keep.clone())
 }
 
@@ -81,9 +81,10 @@ fn is_outcome(n: &Node) -> bool {
     !matches!(n.kind, NodeKind::Inner)
 }
 
-/// Every child of a node of `nodes_of` extends its parent's system by its edge (unless the
-/// parent's holds it already) and `facts` only, and every inner node forks into a split (two edges, each other's negation) or
-/// keeps one edge (its sibling refuted when the tree was built).
+/// Every child of a node of `nodes_of` extends its parent's system (the same constraints
+/// first) by its edge (unless the parent's holds it already) and `facts` only, and every inner
+/// node forks into a split (two edges, each other's negation) or keeps one edge (its sibling
+/// refuted when the tree was built).
 fn splits_with_facts_only(nodes: &[Node], nodes_of: &[usize], facts: &[Constraint]) -> bool {
     nodes_of.iter().all(|&p| {
         let parent = &nodes[p];
@@ -97,7 +98,7 @@ fn splits_with_facts_only(nodes: &[Node], nodes_of: &[usize], facts: &[Constrain
             && parent.children.iter().all(|e| {
                 let child = nodes[e.child].constraints.constraints();
                 let before = parent.constraints.constraints();
-                let added = child.get(before.len()..).filter(|_| child.starts_with(before)).unwrap_or(&[]);
+                let Some(added) = child.get(before.len()..).filter(|_| child.starts_with(before)) else { return false };
                 let edge_once = added.iter().filter(|&c| c == &e.constraint).count() + usize::from(before.contains(&e.constraint)) == 1;
                 edge_once && added.iter().all(|c| c == &e.constraint || facts.contains(c))
             })
@@ -122,11 +123,13 @@ fn same_order(nodes: &[Node], x: &[usize], y: &[usize]) -> bool {
 
 /// Whether the side over `keep` (nodes `side`, leaves `kept`), without `keep`'s constraint,
 /// still covers the fork's region and chooses at every point of the other side's leaves
-/// (`other`) what they chose. Each proof is the linear relaxation's refutation
-/// ([`constraints::relax::refutes`]: exact, and no solver query): a pair it cannot refute keeps
-/// the fork, as a query Z3 could decide would have cost more than the fork's collapse saves.
-fn agrees(nodes: &[Node], keep: &Edge, (side, kept): (&[usize], &[usize]), other: &[usize]) -> bool {
-    let Some(at) = edge_position(&nodes[keep.child].constraints, &keep.constraint) else { return false };
+/// (`other`) what they chose; `fork_len` is the length of the fork's own system. Each proof
+/// is the linear relaxation's refutation ([`constraints::relax::refutes`]: exact, and no
+/// solver query): a pair it cannot refute keeps the fork, as a query Z3 could decide would
+/// have cost more than the fork's collapse saves.
+fn agrees(nodes: &[Node], fork_len: usize, keep: &Edge, (side, kept): (&[usize], &[usize]), other: &[usize]) -> bool {
+    // The constraint the edge added, below the fork's own system (never one of the fork's).
+    let Some(at) = edge_position(&nodes[keep.child].constraints, &keep.constraint).filter(|&at| at >= fork_len) else { return false };
     if side.iter().any(|&n| nodes[n].constraints.constraints().get(at) != Some(&keep.constraint)) {
         return false;
     }
