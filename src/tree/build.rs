@@ -119,7 +119,12 @@ pub fn root_constraints(function: &KernelFunction, machine: &MachineSymbols) -> 
 
 pub(super) fn add_machine_symbol(s: &mut System, m: &str) {
     s.set_domain(Var::new(m), Domain::integer());
-    s.add(Constraint::ge(&Poly::var(m), &Poly::one()));
+    s.add(machine_symbol_fact(m));
+}
+
+/// `1 <= m`: what every device's value of machine symbol `m` satisfies.
+pub(super) fn machine_symbol_fact(m: &str) -> Constraint {
+    Constraint::ge(&Poly::var(m), &Poly::one())
 }
 
 /// A logical code's staged form and its counters.

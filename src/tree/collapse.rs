@@ -32,8 +32,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) fn forks_that_choose_nothing(mut nodes: Vec<Node>, machine: Option<&MachineSymbols>) -> Vec<Node> {
     // Children are built after their parents (a larger id), so this order visits a node's
     // children before the node: a fork is compared after the forks below it are collapsed.
+    let facts = machine.map(super::same_choice::positivity_facts);
     for id in (0..nodes.len()).rev() {
-        let same_choice = || machine.and_then(|m| super::same_choice::kept_side(&nodes, id, m)).map(|side| (side, 1));
+        let same_choice = || facts.as_deref().and_then(|f| super::same_choice::kept_side(&nodes, id, f)).map(|side| (side, 1));
         if let Some((side, own)) = absorbed_by_refusal(&nodes, id).or_else(|| one_outcome(&nodes, id)).or_else(same_choice) {
             drop_from_subtree(&mut nodes, id, &side, own);
         }

@@ -26,15 +26,16 @@
 //! leaf of `O` that held. No distinct kernel is lost and no outcome's region grows beyond what
 //! both sides gave it. A spent time budget keeps the fork.
 
-use super::build::add_machine_symbol;
+use super::build::machine_symbol_fact;
 use super::collapse::{edge_position, same_outcome, subtree};
 use super::{Edge, MachineSymbols, Node, NodeKind};
 use constraints::relax::refutes;
 use constraints::{Constraint, System};
 use std::collections::{BTreeSet, HashSet};
 
-/// The edge of fork `id` whose side can take the fork's place (see the module's contract).
-pub(super) fn kept_side(nodes: &[Node], id: usize, machine: &MachineSymbols) -> Option<Edge> {
+/// The edge of fork `id` whose side can take the fork's place (see the module's contract);
+/// `facts` are the machine symbols' [`positivity_facts`].
+pub(super) fn kept_side(nodes: &[Node], id: usize, facts: &[Constraint]) -> Option<Edge> {
     let fork = &nodes[id];
     let [a, b] = fork.children.as_slice() else { return None };
     if b.constraint != a.constraint.negate() || constraints::budget::expired() {
@@ -55,8 +56,7 @@ pub(super) fn kept_side(nodes: &[Node], id: usize, machine: &MachineSymbols) -> 
         .into_iter()
         .filter(|(_, this, _)| same_order(nodes, &first_outcomes(nodes, this.1), &order))
         .collect();
-    let facts = positivity_facts(machine);
-    if candidates.is_empty() || [&[id][..], &side_a, &side_b].iter().any(|nodes_of| !splits_with_facts_only(nodes, nodes_of, &facts)) {
+    if candidates.is_empty() || [&[id][..], &side_a, &side_b].iter().any(|nodes_of| !splits_with_facts_only(nodes, nodes_of, facts)) {
         return None;
     }
     let kept = candidates.into_iter().find(|(keep, this, other)| agrees(nodes, fork.constraints.len(), keep, *this, other));
@@ -64,16 +64,8 @@ pub(super) fn kept_side(nodes: &[Node], id: usize, machine: &MachineSymbols) -> 
 }
 
 /// `1 <= V` for each machine symbol `V`: what every device satisfies.
-fn positivity_facts(machine: &MachineSymbols) -> Vec<Constraint> {
-    machine
-        .all()
-        .iter()
-        .map(|m| {
-            let mut s = System::new();
-            add_machine_symbol(&mut s, m);
-            s.constraints()[0].clone()
-        })
-        .collect()
+pub(super) fn positivity_facts(machine: &MachineSymbols) -> Vec<Constraint> {
+    machine.all().iter().map(|m| machine_symbol_fact(m)).collect()
 }
 
 /// A leaf: a kernel, or no kernel.
