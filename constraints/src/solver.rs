@@ -121,6 +121,8 @@ pub struct Samples {
 pub struct Backend {
     timeout_ms: u32,
     queries: Cell<u64>,
+    /// Z3 runs of this back end's queries (a query may take two; not written to any output).
+    runs: Cell<u64>,
     /// Answers of [`Backend::implies`] by (system, constraint): strategies, the access model
     /// and the tree ask the same implication again for codes that differ only in flags.
     implications: RefCell<std::collections::HashMap<String, Implication>>,
@@ -303,16 +305,25 @@ const FRESH_THREAD_STACK_BYTES: usize = 64 << 20;
 
 impl Backend {
     pub fn new(timeout_ms: u32) -> Backend {
-        Backend { timeout_ms, queries: Cell::new(0), implications: RefCell::new(std::collections::HashMap::new()) }
+        Backend { timeout_ms, queries: Cell::new(0), runs: Cell::new(0), implications: RefCell::new(std::collections::HashMap::new()) }
     }
 
     pub fn timeout_ms(&self) -> u32 {
         self.timeout_ms
     }
 
-    /// How many solver checks this back end has run.
+    /// How many systems this back end has handed to Z3 (a system [`Backend::decide`] gives Z3
+    /// twice, briefly and then with the whole limit, counts once, so that the count does not
+    /// depend on whether the brief run met its wall-clock cap: the count is written to the
+    /// outputs, which must be the same on a loaded machine as on a quiet one), plus the
+    /// models [`Backend::sample`] asked for.
     pub fn queries(&self) -> u64 {
         self.queries.get()
+    }
+
+    /// How many times this back end has run Z3 (a query may be run twice; see [`Backend::decide`]).
+    pub fn z3_runs(&self) -> u64 {
+        self.runs.get()
     }
 
     /// Count `n` checks another back end ran on this one's behalf (on another thread).
@@ -334,15 +345,20 @@ impl Backend {
         ps
     }
 
-    fn run(&self, ps: &mut PathSolver) -> CheckResult {
+    fn count_query(&self) {
         self.queries.set(self.queries.get() + 1);
+    }
+
+    fn run(&self, ps: &mut PathSolver) -> CheckResult {
+        self.runs.set(self.runs.get() + 1);
         ps.check()
     }
 
     /// The seeded search for a point first ([`crate::search`], microseconds); then Z3 under a
     /// short limit ([`QUICK_MS`], and a wall-clock cap of [`QUICK_WALL_MS`]); a system that
     /// does not decide is repaired towards a point from each simple one ([`repaired`]), then
-    /// given Z3's whole limit. Each Z3 run counts as a query. The answer's kind is Z3's
+    /// given Z3's whole limit. A system that reaches Z3 counts as one query, however many Z3
+    /// runs it takes ([`Backend::queries`]). The answer's kind is Z3's
     /// wherever Z3 decides the system within its whole limit (a point found is an exact proof
     /// of sat); only which model comes back can change.
     fn decide(&self, system: &System) -> CheckResult {
@@ -351,6 +367,7 @@ impl Backend {
         if let Some(values) = open().then(|| crate::search::find(system, SEARCH_SEED)).flatten() {
             return CheckResult::Sat(Model { values, approximate: BTreeSet::new() });
         }
+        self.count_query();
         if self.timeout_ms > QUICK_MS {
             let mut quick = self.path_limited(system, QUICK_MS).with_wall_cap(std::time::Duration::from_millis(QUICK_WALL_MS));
             match self.run(&mut quick) {
@@ -520,6 +537,7 @@ impl Backend {
         let vars: Vec<Var> = system.vars().into_iter().collect();
         let mut models = Vec::new();
         while models.len() < k {
+            self.count_query();
             match self.run(&mut ps) {
                 CheckResult::Sat(m) => {
                     ps.block(&vars, &m);
