@@ -81,7 +81,19 @@ pub fn read_source(path: &Path) -> Result<String, Failure> {
         return Err(Failure::input(format!("error: `{name}` is larger than {} MiB; metafork reads kernels, not data", MAX_SOURCE_BYTES >> 20)));
     }
     let bytes = std::fs::read(path).map_err(|e| Failure::input(format!("error: cannot read `{name}`: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| Failure::input(format!("error: `{name}` is not valid UTF-8 (byte {})", e.utf8_error().valid_up_to())))
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let (line, column) = line_and_column(&e.as_bytes()[..at]);
+        Failure::input(format!("error: {name}:{line}:{column}: the source is not valid UTF-8 (byte offset {at}); save it as UTF-8 text"))
+    })
+}
+
+/// The line and column (both from 1, the column in characters) just after `valid`, a prefix of
+/// a source that is valid UTF-8.
+fn line_and_column(valid: &[u8]) -> (usize, usize) {
+    let text = std::str::from_utf8(valid).unwrap_or_default();
+    let line_start = text.rfind('\n').map_or(0, |i| i + 1);
+    (text.matches('\n').count() + 1, text[line_start..].chars().count() + 1)
 }
 
 /// Check source `text` read from `name`, rendering diagnostics on failure.

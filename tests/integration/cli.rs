@@ -88,7 +88,12 @@ fn missing_and_binary_files_are_clear_errors() {
     std::fs::write(&f, [0xffu8, 0xfe, 0x00, 0x41]).unwrap();
     let out = metafork(&["parse", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid UTF-8"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bin.mf:1:1: the source is not valid UTF-8 (byte offset 0)"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A bad byte further in is located by line and column (in characters: `é` is one).
+    std::fs::write(&f, b"void f(int N) {\n  // caf\xc3\xa9 \xe9t\xe9\n}\n").unwrap();
+    let out = metafork(&["parse", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bin.mf:2:11: the source is not valid UTF-8 (byte offset 27)"), "{}", String::from_utf8_lossy(&out.stderr));
     // `verify` takes gen's directory: given the program itself, it says so.
     let out = metafork(&["verify", &example("saxpy.mf")]);
     assert_eq!(out.status.code(), Some(1));
