@@ -531,6 +531,14 @@ impl Checker<'_> {
                 _ => {}
             }
         }
+        if let Some(at) = overflowing_constant(e) {
+            self.err(at, format!("this constant arithmetic overflows 64 bits: {what} is evaluated on the host in `long long`, where it would wrap or fail"), "overflows `long long`");
+            return None;
+        }
+        if let Some((at, c)) = wide_coefficient(e, &self.derived) {
+            self.err(at, format!("{what} has the coefficient {c}, which does not fit in 64 bits: the host evaluates it in `long long`, where it overflows at every nonzero value"), "overflows `long long`");
+            return None;
+        }
         self.expr(e)
     }
 
@@ -635,8 +643,15 @@ impl Checker<'_> {
             c.kernel_stmt(innermost);
             body_stmts(innermost)
         });
+        self.grid_bounds_known_on_the_host(&grid);
         for (l, m) in grid.iter().chain(&block).zip(maps) {
             let extent = to_poly(&l.hi, &self.derived).zip(to_poly(&l.lo, &self.derived)).map(|(h, lo)| h - lo);
+            if extent.is_none() && block.iter().any(|b| std::ptr::eq(*b, *l)) {
+                self.diags.push(
+                    Diagnostic::new(l.hi.span, format!("the extent of block loop `{}` is not a polynomial in the program parameters", l.var.name), "every thread block has this many threads")
+                        .with_note("a thread block has one size for the whole launch: bound the loop by a parameter and guard the body (`meta_for (int u = 0; u < B; u++) if (v * B + u < N) ...`)"),
+                );
+            }
             par.push(ParLoop { var: l.var.name.clone(), ty: l.ty, lo: l.lo.clone(), hi: l.hi.clone(), extent, maps_to: m, span: l.var.span });
         }
         if self.diags.len() > errors_before {
@@ -654,6 +669,27 @@ impl Checker<'_> {
             split_by_tool,
             span,
         })
+    }
+
+    /// A grid loop's bounds size the launch, which the host computes before any block runs: they
+    /// may name parameters, scalars defined from them and host loop counters, not an enclosing
+    /// grid loop's counter (the grid is a box; a triangular bound is a guard in the body) nor an
+    /// array (read on the device).
+    fn grid_bounds_known_on_the_host(&mut self, grid: &[&ForLoop]) {
+        for (k, l) in grid.iter().enumerate() {
+            for e in [&l.lo, &l.hi] {
+                let mut names = Vec::new();
+                e.names(&mut names);
+                if let Some(outer) = names.iter().find(|n| grid[..k].iter().any(|g| &g.var.name == *n)) {
+                    self.diags.push(
+                        Diagnostic::new(e.span, format!("the bounds of grid loop `{}` use `{outer}`, the counter of an enclosing grid `meta_for`", l.var.name), "the grid's size must be known before the launch")
+                            .with_note(format!("the grid is a box: give `{}` bounds in the parameters and guard the body instead (`if ({} >= ...)`)", l.var.name, l.var.name)),
+                    );
+                } else if let Some(array) = names.iter().find(|n| matches!(self.lookup(n), Some(Sym::Array { .. }))) {
+                    self.err(e.span, format!("the bounds of grid loop `{}` read the array `{array}`, which the host does not read before the launch", l.var.name), "the grid's size must be known before the launch");
+                }
+            }
+        }
     }
 
     /// How many innermost loops of a single group have program-parameter extents (at most 3).
@@ -892,4 +928,84 @@ fn contains_schedule(s: &Stmt) -> bool {
         }
         _ => false,
     }
+}
+
+/// The innermost subexpression of `e` made of integer literals only whose value overflows
+/// 64-bit signed arithmetic (the host's `long long`, and the dispatch code's checked
+/// evaluation, [`crate::cexpr`]): `9223372036854775807 + 1`. A division by zero is left to
+/// its own diagnostic.
+fn overflowing_constant(e: &Expr) -> Option<Span> {
+    /// `e`'s value where it is a constant that does not overflow; the first overflow's place
+    /// goes to `at`.
+    fn value(e: &Expr, at: &mut Option<Span>) -> Option<i64> {
+        fn checked(r: Option<i64>, e: &Expr, at: &mut Option<Span>) -> Option<i64> {
+            if r.is_none() && at.is_none() {
+                *at = Some(e.span);
+            }
+            r
+        }
+        match &e.kind {
+            ExprKind::Int(v) => Some(*v),
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let a = value(a, at)?;
+                checked(a.checked_neg(), e, at)
+            }
+            ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem), a, b) => {
+                let (a, b) = (value(a, at), value(b, at));
+                let (a, b) = (a?, b?);
+                match op {
+                    BinOp::Add => checked(a.checked_add(b), e, at),
+                    BinOp::Sub => checked(a.checked_sub(b), e, at),
+                    BinOp::Mul => checked(a.checked_mul(b), e, at),
+                    _ if b == 0 => None,
+                    BinOp::Div => checked(a.checked_div(b), e, at),
+                    _ => checked(a.checked_rem(b), e, at),
+                }
+            }
+            // Other operators: their operands are checked, their value is not folded.
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => value(a, at).and(None),
+            ExprKind::Binary(_, a, b) => {
+                value(a, at);
+                value(b, at);
+                None
+            }
+            ExprKind::Cond(c, a, b) => {
+                value(c, at);
+                value(a, at);
+                value(b, at);
+                None
+            }
+            ExprKind::Call(_, args) => args.iter().map(|x| value(x, at)).last().and(None),
+            ExprKind::Index { indices, .. } => indices.iter().map(|x| value(x, at)).last().and(None),
+            ExprKind::Var(_) | ExprKind::Float { .. } | ExprKind::Builtin(_) => None,
+        }
+    }
+    let mut at = None;
+    value(e, &mut at);
+    at
+}
+
+/// A coefficient of `e` or of a side of a comparison in it, as a polynomial in the parameters,
+/// whose numerator does not fit in 64 bits: `N * 3037000500 * 3037000500` overflows the host's
+/// `long long` wherever `N` is not 0, though no constant part of it does.
+fn wide_coefficient(e: &Expr, derived: &DerivedPolys) -> Option<(Span, String)> {
+    fn sides<'e>(x: &'e Expr, out: &mut Vec<&'e Expr>) {
+        match &x.kind {
+            ExprKind::Binary(op, a, b) if op.is_comparison() => out.extend([&**a, &**b]),
+            ExprKind::Binary(_, a, b) => {
+                sides(a, out);
+                sides(b, out);
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => sides(a, out),
+            ExprKind::Cond(c, a, b) => [c, a, b].into_iter().for_each(|y| sides(y, out)),
+            _ => {}
+        }
+    }
+    let mut compared = Vec::new();
+    sides(e, &mut compared);
+    if compared.is_empty() {
+        compared.push(e);
+    }
+    let wide = |k: &constraints::Rational| i64::try_from(k.numer()).is_err();
+    compared.into_iter().find_map(|x| to_poly(x, derived).and_then(|p| p.terms().find(|(_, k)| wide(k)).map(|(_, k)| (x.span, k.to_string()))))
 }

@@ -348,3 +348,54 @@ fn a_long_flat_sum_is_not_nesting() {
         assert_eq!(program.kernels.len(), 1);
     }
 }
+
+/// A grid loop's bounds size the launch, so the host must know them: an enclosing grid loop's
+/// counter there (a triangular grid) made `gen` write a kernel launch naming a variable the
+/// host does not have, which nvcc rejected.
+#[test]
+fn grid_bound_using_an_enclosing_grid_counter() {
+    let nest = |lo: &str, hi: &str| format!("void f(int N, int B, float a[N][N]) {{\n  meta_schedule {{\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int v = {lo}; v < {hi}; v++)\n        meta_for (int u = 0; u < B; u++)\n          a[i][v] = 1.0f;\n  }}\n}}\n");
+    for (lo, hi) in [("$i / B", "N"), ("$i", "N"), ("0", "$i + 1"), ("0", "$i * i % B")] {
+        refused(&nest(lo, hi), "the bounds of grid loop `v` use `i`, the counter of an enclosing grid `meta_for`");
+    }
+}
+
+#[test]
+fn grid_bound_read_from_an_array() {
+    refused(
+        "void f(int N, int B, const int len[N], float y[N][N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < $len[0]; j++)\n        meta_for (int u = 0; u < B; u++)\n          y[i][j] = 1.0f;\n  }\n}\n",
+        "the bounds of grid loop `j` read the array `len`",
+    );
+}
+
+/// A block group after a serial loop whose extent depends on the grid counter: refused where
+/// the bound is written (it was refused later, with no location).
+#[test]
+fn block_extent_that_depends_on_the_grid_counter() {
+    refused(
+        "void f(int N, int B, const float x[N], float y[N]) {\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      for (int once = 0; once < 1; once++)\n        meta_for (int u = 0; u < $min(B, N - v * B); u++)\n          y[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n",
+        "the extent of block loop `u` is not a polynomial in the program parameters",
+    );
+}
+
+/// The host evaluates facts, scalar definitions and host loop bounds in `long long` (the
+/// dispatch code with overflow checks, the launch code as C): arithmetic that overflows there
+/// made every run fail the fact (or wrap), while the tree, exact, admitted every point.
+#[test]
+fn host_arithmetic_that_overflows_64_bits() {
+    refused("void f(int N) {\n  assume(N <= $9223372036854775807 + 1);\n}\n", "this constant arithmetic overflows 64 bits: a fact");
+    refused("void f(int N) {\n  assert(N >= 1 && N < $-(-9223372036854775807 - 1));\n}\n", "this constant arithmetic overflows 64 bits");
+    refused("void f(int N) {\n  int big = N + $3037000500 * 3037000500;\n}\n", "this constant arithmetic overflows 64 bits");
+    refused("void f(int N) {\n  assume(N >= 1 && $N * 3037000500 * 3037000500 >= 0);\n}\n", "a fact has the coefficient 9223372037000250000, which does not fit in 64 bits");
+}
+
+/// What fits in 64 bits stays accepted, however large.
+#[test]
+fn host_arithmetic_up_to_64_bits_is_accepted() {
+    for host in ["assume(N <= 9223372036854775806 + 1);", "assume(N >= -9223372036854775807 - 1);", "long big = N * 3037000499 * 3037000499;", "assume(N <= 1099511627776 * 8388607);"] {
+        let src = format!("void f(int N, int B, float c[N]) {{\n  {host}\n  meta_schedule {{\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        c[i] = 0;\n  }}\n}}\n");
+        if let Err(e) = check_source("case.mf", &src) {
+            panic!("refused:\n{src}\n{}", e.render(false));
+        }
+    }
+}
