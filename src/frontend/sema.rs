@@ -975,8 +975,12 @@ fn overflowing_constant(e: &Expr) -> Option<Span> {
                 value(b, at);
                 None
             }
-            ExprKind::Call(_, args) => args.iter().map(|x| value(x, at)).last().and(None),
-            ExprKind::Index { indices, .. } => indices.iter().map(|x| value(x, at)).last().and(None),
+            ExprKind::Call(_, args) | ExprKind::Index { indices: args, .. } => {
+                for x in args {
+                    value(x, at);
+                }
+                None
+            }
             ExprKind::Var(_) | ExprKind::Float { .. } | ExprKind::Builtin(_) => None,
         }
     }

@@ -386,6 +386,7 @@ fn host_arithmetic_that_overflows_64_bits() {
     refused("void f(int N) {\n  assume(N <= $9223372036854775807 + 1);\n}\n", "this constant arithmetic overflows 64 bits: a fact");
     refused("void f(int N) {\n  assert(N >= 1 && N < $-(-9223372036854775807 - 1));\n}\n", "this constant arithmetic overflows 64 bits");
     refused("void f(int N) {\n  int big = N + $3037000500 * 3037000500;\n}\n", "this constant arithmetic overflows 64 bits");
+    refused("void f(int N) {\n  assume(N < (N > 1 ? $9223372036854775807 * 2 : 1));\n}\n", "this constant arithmetic overflows 64 bits");
     refused("void f(int N) {\n  assume(N >= 1 && $N * 3037000500 * 3037000500 >= 0);\n}\n", "a fact has the coefficient 9223372037000250000, which does not fit in 64 bits");
 }
 
