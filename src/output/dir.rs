@@ -76,7 +76,7 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
     let manifest_json = manifest.to_json();
     let all: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).chain(std::iter::once((MANIFEST, manifest_json.as_bytes()))).collect();
     for batch in all.chunks(SYNC_BATCH) {
-        write_durably(staging.path(), batch).map_err(|(n, e)| err(target, format!("`{n}`: {e}")))?;
+        write_durably(staging.path(), batch).map_err(|(n, e)| err(target, written_error(n, &e)))?;
     }
 
     let carried = match exists {
@@ -108,6 +108,18 @@ const SYNC_BATCH: usize = 64;
 /// on ext4 (bench/RESULTS.md). `fdatasync` still guarantees each file's data and size; the
 /// first call is only a hint, and its failure is ignored. The first failure, in file order
 /// within each thread's share, is the one reported.
+/// What went wrong writing `name` into the fresh staging directory. The output's names are
+/// distinct, so one that exists already met another under the file system's rules: names that
+/// differ only in case (`Scale_dispatch.cu`, `scale_dispatch.cu`) are one file on a
+/// case-insensitive file system (macOS's and Windows' defaults).
+fn written_error(name: &str, e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::AlreadyExists {
+        format!("`{name}` is the name of another of its files on this file system (one that differs only in case, on a case-insensitive file system): rename one of the functions or schedules they are named after, or write to a case-sensitive file system")
+    } else {
+        format!("`{name}`: {e}")
+    }
+}
+
 fn write_durably<'a>(dir: &Path, batch: &[(&'a str, &[u8])]) -> Result<(), (&'a str, io::Error)> {
     use std::os::fd::AsRawFd;
     let mut open = Vec::with_capacity(batch.len());
@@ -253,6 +265,18 @@ mod tests {
         let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
+    }
+
+    /// Two of the output's names that the file system takes for one file (here the same name
+    /// twice, as `Scale_dispatch.cu` and `scale_dispatch.cu` are one on a case-insensitive
+    /// file system): the second is refused with a message that says why, not overwritten.
+    #[test]
+    fn a_name_the_file_system_already_holds_is_refused_and_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let (name, e) = write_durably(dir.path(), &[("scale_dispatch.cu", b"one"), ("scale_dispatch.cu", b"two")]).unwrap_err();
+        assert_eq!(name, "scale_dispatch.cu");
+        assert!(written_error(name, &e).contains("differs only in case"), "{}", written_error(name, &e));
+        assert_eq!(fs::read_to_string(dir.path().join("scale_dispatch.cu")).unwrap(), "one");
     }
 
     #[test]
