@@ -55,8 +55,8 @@ fn malformed_profiles_name_the_field() {
 
 #[test]
 fn profiles_load_by_path_and_unknown_names_list_the_built_ins() {
-    let dir = std::env::temp_dir().join(format!("metafork-device-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("metafork-device-").tempdir().unwrap();
+    let dir = tmp.path();
     let path = dir.join("mine.yaml");
     std::fs::write(&path, h200_text().replace("name: h200", "name: my-h200")).unwrap();
     let p = DeviceProfile::load(path.to_str().unwrap()).unwrap();
@@ -65,5 +65,5 @@ fn profiles_load_by_path_and_unknown_names_list_the_built_ins() {
     assert!(e.contains("h300") && e.contains("h200") && e.contains("m2050"), "{e}");
     let e = DeviceProfile::load(dir.join("absent.yaml").to_str().unwrap()).unwrap_err().to_string();
     assert!(e.contains("absent.yaml"), "{e}");
-    std::fs::remove_dir_all(&dir).ok();
+    tmp.close().unwrap();
 }

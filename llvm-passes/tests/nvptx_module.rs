@@ -58,8 +58,8 @@ fn kernel_module_verifies_and_becomes_ptx_that_ptxas_assembles() {
     let module = build_kernel(&context);
     target::verify(&module).unwrap();
     let ptxas = ptxas();
-    let dir = std::env::temp_dir().join(format!("metafork-ptx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new().prefix("metafork-ptx-").tempdir().unwrap();
+    let dir = tmp.path();
     for arch in ARCHITECTURES {
         let ptx = target::emit_ptx(&module, arch).unwrap();
         assert!(ptx.contains(".entry add_one"), "no kernel entry in PTX for {arch}:\n{ptx}");
@@ -79,7 +79,7 @@ fn kernel_module_verifies_and_becomes_ptx_that_ptxas_assembles() {
             assert!(log.contains("Used") && log.contains("registers"), "no register report: {log}");
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    tmp.close().unwrap();
 }
 
 #[test]

@@ -12,9 +12,7 @@ fn example(name: &str) -> String {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("metafork-cli-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::common::scratch(&format!("cli-{tag}"))
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn emitted_examples_compile_with_nvcc_for_three_architectures() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "mf")).collect();
     files.sort();
-    let out = std::env::temp_dir().join(format!("metafork-emit-{}", std::process::id()));
+    let out = crate::common::scratch("emit");
     std::fs::create_dir_all(&out).unwrap();
     let mut sources = Vec::new();
     for f in &files {

@@ -316,9 +316,11 @@ fn reductions_over_either_dimension_of_a_2d_block_are_proved() {
 fn reductions_the_block_cannot_sum_stay_atomic_and_names_do_not_collide() {
     let hist = "void hist(int n, int B, const int x[n], float h[16]) {\n  assume(n >= 1 && B >= 1);\n  int g = (n + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < g; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n) {\n          int b = (x[i] % 16 + 16) % 16;\n          h[b] += 1.0f;\n        }\n      }\n  }\n}\n";
     // (`verify` does not model a data-dependent subscript, so only `gen` here.)
-    let (status, err, written) = gen_of("block-hist", "hist.mf", hist);
-    assert!(status == Some(0) && written, "{err}");
-    let out = std::env::temp_dir().join(format!("metafork-block-hist-{}", std::process::id())).join("out");
+    let dir = scratch("block-hist");
+    let (source, out) = (dir.join("hist.mf"), dir.join("out"));
+    std::fs::write(&source, hist).unwrap();
+    let g = metafork(&["gen", source.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     for (name, code) in leaf_files(&out) {
         assert!(!code.contains("__shared__") && code.contains("atomicAdd(&h["), "{name}:\n{code}");
     }

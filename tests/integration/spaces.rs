@@ -50,7 +50,7 @@ fn bad_spaces_are_refused_with_the_reason() {
     assert!(err.contains("restriction `x <= `"), "{err}");
     let err = Space::new(vec![("x".into(), vec![1]), ("x".into(), vec![2])], &[]).unwrap_err();
     assert!(err.contains("given twice"), "{err}");
-    let dir = std::env::temp_dir().join(format!("metafork-space-{}", std::process::id()));
+    let dir = crate::common::scratch("space");
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("s.yaml");
     std::fs::write(&f, "params:\n  x: {range: [4, 1]}\n").unwrap();

@@ -139,7 +139,7 @@ fn machine_symbols_never_clash_with_program_symbols() {
 #[test]
 fn gen_is_deterministic_and_every_leaf_compiles_with_nvcc() {
     let bin = env!("CARGO_BIN_EXE_metafork");
-    let base = std::env::temp_dir().join(format!("metafork-gen-{}", std::process::id()));
+    let base = crate::common::scratch("gen");
     let mut units = Vec::new();
     for (path, _) in examples() {
         let stem = std::path::Path::new(&path).file_stem().unwrap().to_string_lossy().to_string();

@@ -97,12 +97,37 @@ pub fn cxx() -> Option<std::path::PathBuf> {
     found
 }
 
-/// A fresh, empty temporary folder for one test.
+/// A fresh, empty temporary folder for one test, named unpredictably (`metafork-NAME-XXXXXX`,
+/// so that no other user of the machine can place a file or a link there first). Every such
+/// folder is removed, with what it holds, when the test process exits (the paths tests keep
+/// into it stay valid until then); set `METAFORK_KEEP_SCRATCH=1` to keep them for a look after
+/// a failure.
 pub fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("metafork-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new().prefix(&format!("metafork-{name}-")).tempdir().unwrap().keep();
+    remove_at_exit(dir.clone());
     dir
+}
+
+/// Folders [`scratch`] made, removed by [`remove_scratch`] when the process exits.
+static SCRATCH: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn remove_at_exit(dir: std::path::PathBuf) {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: registers a function that takes no arguments and does not unwind.
+        unsafe { libc::atexit(remove_scratch) };
+    });
+    SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
+}
+
+extern "C" fn remove_scratch() {
+    if std::env::var_os("METAFORK_KEEP_SCRATCH").is_some() {
+        return;
+    }
+    let dirs = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
 
 /// Run the serial program (every `meta_for` a sequential loop) with the integer parameters
