@@ -102,12 +102,6 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
 /// Files written before their data is waited for: each batch holds this many descriptors open.
 const SYNC_BATCH: usize = 64;
 
-/// Create and write each `(name, bytes)` of `batch` in `dir`, then make their data durable.
-/// Writeback of every file is started before the first is waited for (`sync_file_range`), so
-/// the disk sees one stream instead of a flush per file: 25 files took 2.1 ms instead of 5.4 ms
-/// on ext4 (bench/RESULTS.md). `fdatasync` still guarantees each file's data and size; the
-/// first call is only a hint, and its failure is ignored. The first failure, in file order
-/// within each thread's share, is the one reported.
 /// What went wrong writing `name` into the fresh staging directory. The output's names are
 /// distinct, so one that exists already met another under the file system's rules: names that
 /// differ only in case (`Scale_dispatch.cu`, `scale_dispatch.cu`) are one file on a
@@ -120,6 +114,12 @@ fn written_error(name: &str, e: &io::Error) -> String {
     }
 }
 
+/// Create and write each `(name, bytes)` of `batch` in `dir`, then make their data durable.
+/// Writeback of every file is started before the first is waited for (`sync_file_range`), so
+/// the disk sees one stream instead of a flush per file: 25 files took 2.1 ms instead of 5.4 ms
+/// on ext4 (bench/RESULTS.md). `fdatasync` still guarantees each file's data and size; the
+/// first call is only a hint, and its failure is ignored. The first failure, in file order
+/// within each thread's share, is the one reported.
 fn write_durably<'a>(dir: &Path, batch: &[(&'a str, &[u8])]) -> Result<(), (&'a str, io::Error)> {
     use std::os::fd::AsRawFd;
     let mut open = Vec::with_capacity(batch.len());
