@@ -67,33 +67,27 @@ pub fn shown(path: &Path) -> String {
     }
 }
 
-/// The largest source file read (bytes): well beyond any kernel, far below memory.
+/// The largest source, wisdom or tuning-space file read (bytes): well beyond any kernel or
+/// settings, far below memory.
 pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
 
 /// Read a source file (a regular file, at most [`MAX_SOURCE_BYTES`]) as UTF-8.
 pub fn read_source(path: &Path) -> Result<String, Failure> {
-    let name = shown(path);
-    let meta = std::fs::metadata(path).map_err(|e| Failure::input(format!("error: cannot read `{name}`: {e}")))?;
-    if !meta.is_file() {
-        return Err(Failure::input(format!("error: cannot read `{name}`: {}", if meta.is_dir() { "it is a directory" } else { "not a regular file" })));
-    }
-    if meta.len() > MAX_SOURCE_BYTES {
-        return Err(Failure::input(format!("error: `{name}` is larger than {} MiB; metafork reads kernels, not data", MAX_SOURCE_BYTES >> 20)));
-    }
-    let bytes = std::fs::read(path).map_err(|e| Failure::input(format!("error: cannot read `{name}`: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let (line, column) = line_and_column(&e.as_bytes()[..at]);
-        Failure::input(format!("error: {name}:{line}:{column}: the source is not valid UTF-8 (byte offset {at}); save it as UTF-8 text"))
-    })
+    read_input_text(path, "source", MAX_SOURCE_BYTES)
 }
 
-/// The line and column (both from 1, the column in characters) just after `valid`, a prefix of
-/// a source that is valid UTF-8.
-fn line_and_column(valid: &[u8]) -> (usize, usize) {
-    let text = std::str::from_utf8(valid).unwrap_or_default();
-    let line_start = text.rfind('\n').map_or(0, |i| i + 1);
-    (text.matches('\n').count() + 1, text[line_start..].chars().count() + 1)
+/// Read a text file the user named on the command line (`what` it is, for an error about its
+/// encoding): only a regular file, never blocking on a FIFO, at most `limit` bytes, in UTF-8 (an
+/// invalid byte is reported by line and column).
+pub fn read_input_text(path: &Path, what: &str, limit: u64) -> Result<String, Failure> {
+    let name = shown(path);
+    let bytes = constraints::input::read_regular(path, limit, constraints::input::Links::Follow)
+        .map_err(|e| Failure::input(format!("error: cannot read `{name}`: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let (line, column) = constraints::input::line_and_column(&e.as_bytes()[..at]);
+        Failure::input(format!("error: {name}:{line}:{column}: the {what} is not valid UTF-8 (byte offset {at}); save it as UTF-8 text"))
+    })
 }
 
 /// Check source `text` read from `name`, rendering diagnostics on failure.

@@ -63,13 +63,17 @@ impl std::fmt::Display for ProfileError {
 
 impl std::error::Error for ProfileError {}
 
+/// The largest profile file read (bytes): a profile is a few dozen lines.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
 impl DeviceProfile {
     /// A built-in profile by name, or a profile file by path (anything with a `/` or ending in
     /// `.yaml`/`.yml` is a path).
     pub fn load(name_or_path: &str) -> Result<DeviceProfile, ProfileError> {
         let is_path = name_or_path.contains('/') || name_or_path.ends_with(".yaml") || name_or_path.ends_with(".yml");
         if is_path {
-            let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| ProfileError(format!("cannot read device profile `{name_or_path}`: {e}")))?;
+            let text = crate::input::read_text(Path::new(name_or_path), MAX_PROFILE_BYTES, crate::input::Links::Follow)
+                .map_err(|e| ProfileError(format!("cannot read device profile `{}`: {e}", name_or_path.escape_debug())))?;
             return DeviceProfile::parse(name_or_path, &text);
         }
         match BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {

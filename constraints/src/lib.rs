@@ -13,12 +13,14 @@
 //!   [`solver::PathSolver`] for push/pop along a tree path). Z3's `unknown` is always reported as
 //!   such, never folded into sat or unsat;
 //! - [`budget`]: a process-wide time budget; once spent, every query answers unknown;
+//! - [`input`]: reading a file a user names (regular files only, never blocking, size-capped);
 //! - [`device`]: machine profiles, the numeric limits of a device read from YAML (built-in
 //!   profiles live in `constraints/devices/`); plain numbers, no meaning attached here.
 
 pub mod budget;
 pub mod constraint;
 pub mod device;
+pub mod input;
 pub mod parse;
 pub mod poly;
 pub mod relax;

@@ -196,7 +196,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     // Each file parsed on its own (messages name its lines); the copy joins them as YAML documents.
     let (mut copy, mut wisdom) = (String::new(), Vec::new());
     for path in r.wisdom {
-        let text = std::fs::read_to_string(path).map_err(|e| Failure::input(format!("error: cannot read `{}`: {e}", command::shown(path))))?;
+        let text = command::read_input_text(path, "wisdom", command::MAX_SOURCE_BYTES)?;
         wisdom.extend(Wisdom::parse(&text, &command::shown(path)).map_err(|e| Failure::input(format!("error: {e}")))?);
         if !copy.is_empty() {
             copy.push_str("---\n");

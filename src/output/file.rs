@@ -7,27 +7,10 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// What a non-regular file is, for the refusal.
-pub(crate) fn kind_of(t: fs::FileType) -> &'static str {
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
-}
+pub(crate) use constraints::input::kind_of;
 
 /// The error for a target that is not a regular file.
 pub(crate) fn not_regular(t: fs::FileType) -> io::Error {
@@ -79,6 +62,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
 
     #[test]
     fn replaces_whole_files_and_leaves_no_temporaries() {

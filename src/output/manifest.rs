@@ -10,7 +10,6 @@ use super::is_plain_file_name;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 /// The manifest's file name in an output directory.
@@ -86,6 +85,13 @@ impl Manifest {
                 return Err(format!("the hash of `{}` is not a SHA-256 in hex", name.escape_debug()));
             }
         }
+        // `gen` writes each architecture once, sorted: a repeat would compile the leaves again.
+        if let Some(arch) = m.ptxas.iter().find(|a| !crate::compiled::ARCHS.contains(&a.as_str())) {
+            return Err(format!("it names `{}` under `ptxas`, which is not an architecture metafork compiles for", arch.escape_debug()));
+        }
+        if let Some(w) = m.ptxas.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(format!("its `ptxas` list is not as `metafork gen` writes it (`{}` after `{}`: each architecture once, sorted)", w[1], w[0]));
+        }
         let listed = |f: &str, what: &str| if m.files.contains_key(f) { Ok(()) } else { Err(format!("its {what} `{}` is not among its files", f.escape_debug())) };
         if let Some(s) = &m.source {
             listed(&s.file, "source copy")?;
@@ -117,31 +123,10 @@ impl Manifest {
 /// Read the regular file `dir/name` (`name` one plain component), never following a symbolic
 /// link and never blocking on a FIFO; at most `limit` bytes.
 pub fn read_entry(dir: &Path, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt;
     if !is_plain_file_name(name) {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a plain file name"));
     }
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is a symbolic link, which metafork does not follow")
-        } else {
-            e
-        }
-    })?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(super::file::not_regular(meta.file_type()));
-    }
-    if meta.len() > limit {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("it is larger than {limit} bytes")));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("it is larger than {limit} bytes")));
-    }
-    Ok(bytes)
+    constraints::input::read_regular(&dir.join(name), limit, constraints::input::Links::Refuse)
 }
 
 #[cfg(test)]
@@ -167,6 +152,12 @@ mod tests {
         m4.files.insert("x.cu".into(), "not a hash".into());
         assert!(Manifest::parse(&m4.to_json()).is_err());
         assert!(Manifest::parse("{\"metafork\": \"0\", \"files\": {}, \"extra\": 1}").is_err());
+        // The architectures: known ones, each once, sorted (a repeat used to compile again).
+        let with = |archs: &[&str]| Manifest::parse(&Manifest { ptxas: archs.iter().map(|a| a.to_string()).collect(), ..m.clone() }.to_json());
+        assert!(with(&["sm_75", "sm_90"]).is_ok());
+        assert!(with(&["sm_90", "sm_90"]).unwrap_err().contains("`sm_90` after `sm_90`"));
+        assert!(with(&["sm_90", "sm_75"]).is_err());
+        assert!(with(&["sm_99"]).unwrap_err().contains("`sm_99`"));
     }
 
     #[test]

@@ -335,7 +335,8 @@ impl Search<'_, '_, '_> {
 
 /// The spaces of a file by name, expanded; `select` keeps only the named one.
 pub fn load(path: &std::path::Path, select: Option<&str>) -> Result<Vec<(String, Space, SpaceSpec)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let text = constraints::input::read_text(path, crate::command::MAX_SOURCE_BYTES, constraints::input::Links::Follow)
+        .map_err(|e| format!("cannot read `{}`: {e}", crate::command::shown(path)))?;
     let specs = parse_spaces(&path.display().to_string(), &text)?;
     let mut out = Vec::new();
     for (name, spec) in specs {

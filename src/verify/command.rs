@@ -99,9 +99,6 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
     if !manifest.ptxas.is_empty() && llvm_passes::ptxas::find_nvcc().is_none() {
         return Err(unusable(format!("`{shown_dir}` records register counts from ptxas ({}); re-deriving them needs `nvcc` on PATH", manifest.ptxas.join(", "))));
     }
-    if let Some(arch) = manifest.ptxas.iter().find(|a| !crate::compiled::ARCHS.contains(&a.as_str())) {
-        return Err(unusable(format!("`{shown_dir}/{MANIFEST}` names `{}`, which is not an architecture metafork compiles for", arch.escape_debug())));
-    }
     let extras = crate::emit::command::Extras { wisdom: wisdom_text.as_deref().zip(wisdom.as_deref()), ptxas: &manifest.ptxas };
     let (expected, trees, _) = files(&origin.name, &text, &program, true, &extras).map_err(unusable)?;
     if !expected.keys().any(|n| n.ends_with(".cu") && n.contains("_leaf")) {

@@ -107,6 +107,52 @@ fn missing_and_binary_files_are_clear_errors() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `metafork ARGS`, killed (and the test failed) if it has not finished within 30 seconds.
+fn metafork_within_30_s(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("`metafork {}` still ran after 30 s", args.join(" "));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Every file a user names (source, device profile, wisdom, tuning space) is read only if it
+/// is a regular file of bounded size: a FIFO used to hang, `/dev/zero` to fill memory.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once() {
+    let dir = temp_dir("fifo");
+    let fifo = dir.join("in.yaml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Sparse: 17 MiB long, nothing written.
+    let huge = dir.join("huge.yaml");
+    std::fs::File::create(&huge).unwrap().set_len(17 << 20).unwrap();
+    let (program, out_dir) = (example("saxpy.mf"), dir.join("out"));
+    let (program, out_dir) = (program.as_str(), out_dir.to_str().unwrap());
+    for (bad, why) in [(fifo.to_str().unwrap(), "it is a FIFO, not a regular file"), ("/dev/zero", "it is a device, not a regular file"), (huge.to_str().unwrap(), "it is larger than 16 MiB")] {
+        let profile_why = if bad == huge.to_str().unwrap() { "it is larger than 1 MiB" } else { why };
+        for (args, expected) in [
+            (vec!["parse", bad], format!("cannot read `{bad}`: {why}")),
+            (vec!["devices", bad], format!("cannot read device profile `{bad}`: {profile_why}")),
+            (vec!["tune", "--device", bad, program], format!("cannot read device profile `{bad}`: {profile_why}")),
+            (vec!["tune", "--device", "h100", "--space", bad, program], format!("cannot read `{bad}`: {why}")),
+            (vec!["gen", "--emit-cuda", "--wisdom", bad, program, "-o", out_dir], format!("cannot read `{bad}`: {why}")),
+        ] {
+            let out = metafork_within_30_s(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains(&expected), "{args:?}: {err}");
+        }
+    }
+    assert!(!dir.join("out").exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn output_file_is_written_whole_and_not_on_failure() {
     let dir = temp_dir("out");

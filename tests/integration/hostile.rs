@@ -225,6 +225,15 @@ fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory(
     let o = metafork(&dir, &["verify", d.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(!text(&o).contains("root:"), "{}", text(&o));
+    // A manifest whose architectures repeat (each used to be compiled again, past
+    // --time-limit) is refused before anything is compiled.
+    let m = fs::read_to_string(dir.join("good/manifest.json")).unwrap();
+    let mut repeated: serde_json::Value = serde_json::from_str(&m).unwrap();
+    repeated["ptxas"] = serde_json::json!(vec!["sm_90"; 1000]);
+    fs::write(d.join("manifest.json"), repeated.to_string()).unwrap();
+    let o = metafork(&dir, &["verify", "--files-only", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("its `ptxas` list is not as `metafork gen` writes it (`sm_90` after `sm_90`"), "{}", text(&o));
     // With the source given on the command line, a directory moved elsewhere still verifies.
     fs::rename(dir.join("good"), dir.join("moved")).unwrap();
     let o = metafork(Path::new("/"), &["verify", dir.join("moved").to_str().unwrap(), "--source", dir.join("saxpy.mf").to_str().unwrap()]);

@@ -1,0 +1,156 @@
+//! Reading a file a user names: a device profile here; sources, wisdom, tuning spaces and
+//! output manifests in `metafork`. Contract: only a regular file is read, opening never blocks
+//! (a FIFO is opened non-blocking, then refused), and at most `limit` bytes are read, so a named
+//! pipe, `/dev/zero` or a huge file is refused at once instead of hanging or filling memory.
+//! The check is made on the opened file (`fstat`), so the name cannot be swapped for a FIFO
+//! between the check and the read.
+
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// What a file that is not regular is, for a refusal.
+pub fn kind_of(t: fs::FileType) -> &'static str {
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether to follow a symbolic link at the last component of the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Links {
+    /// A file the user names on the command line: a link to a regular file is fine.
+    Follow,
+    /// A file found inside a directory metafork wrote: a link there was planted, so refused.
+    Refuse,
+}
+
+/// The contents of the regular file `path`, at most `limit` bytes. Errors say why in words
+/// (`it is a FIFO, not a regular file`, `it is larger than 4 MiB`); the caller names the file.
+pub fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<Vec<u8>> {
+    let mut flags = libc::O_NONBLOCK;
+    if links == Links::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = fs::OpenOptions::new().read(true).custom_flags(flags).open(path).map_err(|e| {
+        if links == Links::Refuse && e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::new(io::ErrorKind::InvalidInput, "it is a symbolic link, which metafork does not follow")
+        } else {
+            e
+        }
+    })?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {}, not a regular file", kind_of(meta.file_type()))));
+    }
+    let too_large = || io::Error::new(io::ErrorKind::InvalidData, format!("it is larger than {}", size_in_words(limit)));
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // The file may grow after `fstat`: read one byte past the limit to notice.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular`], as UTF-8 text; an invalid byte is reported by its line and column.
+pub fn read_text(path: &Path, limit: u64, links: Links) -> io::Result<String> {
+    String::from_utf8(read_regular(path, limit, links)?).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let (line, column) = line_and_column(&e.as_bytes()[..at]);
+        io::Error::new(io::ErrorKind::InvalidData, format!("line {line}, column {column}: not valid UTF-8 (byte offset {at}); save it as UTF-8 text"))
+    })
+}
+
+/// The line and column (both from 1, the column in characters) just after `valid`, a prefix
+/// that is valid UTF-8.
+pub fn line_and_column(valid: &[u8]) -> (usize, usize) {
+    let text = std::str::from_utf8(valid).unwrap_or_default();
+    let line_start = text.rfind('\n').map_or(0, |i| i + 1);
+    (text.matches('\n').count() + 1, text[line_start..].chars().count() + 1)
+}
+
+/// A byte count as a person would write a limit: `16 MiB`, `4 KiB`, `100 bytes`.
+pub fn size_in_words(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo(dir: &Path) -> std::path::PathBuf {
+        let p = dir.join("fifo");
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        p
+    }
+
+    #[test]
+    fn reads_regular_files_within_the_limit_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::write(&real, b"ok").unwrap();
+        assert_eq!(read_regular(&real, 2, Links::Follow).unwrap(), b"ok");
+        let e = read_regular(&real, 1, Links::Follow).unwrap_err();
+        assert_eq!(e.to_string(), "it is larger than 1 bytes");
+        let e = read_regular(dir.path(), 10, Links::Follow).unwrap_err();
+        assert_eq!(e.to_string(), "it is a directory, not a regular file");
+    }
+
+    #[test]
+    fn refuses_a_fifo_without_blocking_and_a_device_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_regular(&fifo(dir.path()), 1 << 20, Links::Follow).unwrap_err();
+        assert_eq!(e.to_string(), "it is a FIFO, not a regular file");
+        let e = read_regular(Path::new("/dev/zero"), 1 << 20, Links::Follow).unwrap_err();
+        assert_eq!(e.to_string(), "it is a device, not a regular file");
+    }
+
+    #[test]
+    fn follows_links_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("real"), b"ok").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("real", &link).unwrap();
+        assert_eq!(read_regular(&link, 10, Links::Follow).unwrap(), b"ok");
+        let e = read_regular(&link, 10, Links::Refuse).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        // A link to a FIFO is refused even when links are followed: the target is checked.
+        let to_fifo = dir.path().join("to_fifo");
+        std::os::unix::fs::symlink(fifo(dir.path()), &to_fifo).unwrap();
+        assert!(read_regular(&to_fifo, 10, Links::Follow).is_err());
+    }
+
+    #[test]
+    fn text_errors_name_the_line_and_column_of_a_bad_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        fs::write(&p, b"ab\ncd\xffe").unwrap();
+        let e = read_text(&p, 100, Links::Follow).unwrap_err();
+        assert!(e.to_string().starts_with("line 2, column 3: not valid UTF-8 (byte offset 5)"), "{e}");
+        assert_eq!(size_in_words(16 << 20), "16 MiB");
+        assert_eq!(size_in_words(4096), "4 KiB");
+        assert_eq!(size_in_words(1000), "1000 bytes");
+    }
+}
