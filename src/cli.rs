@@ -161,9 +161,9 @@ pub enum Command {
         /// (`source.mf`).
         #[arg(long, value_name = "FILE")]
         source: Option<PathBuf>,
-        /// Differential points per leaf, at least 1 (a leaf whose region holds fewer small points
-        /// says so).
-        #[arg(long, default_value_t = crate::verify::Options::DEFAULT_POINTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        /// Differential points per leaf, from 1 to 10000 (a leaf whose region holds fewer small
+        /// points says so; the points not run when --time-limit is spent are counted and said).
+        #[arg(long, default_value_t = crate::verify::Options::DEFAULT_POINTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::verify::Options::MAX_POINTS as u64))]
         points: usize,
         /// Print the verdicts as JSON (one object per kernel leaf: schedule, leaf, kernel,
         /// status `proved`/`defect`/`unverified`, defect, detail, Z3 queries, points, sampling:

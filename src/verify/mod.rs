@@ -35,6 +35,9 @@ impl Options {
     /// Differential points per leaf unless asked otherwise (issue 26.4: at least 8 where the
     /// leaf's region holds them).
     pub const DEFAULT_POINTS: usize = 8;
+    /// The most differential points per leaf `--points` accepts: far beyond what finds a
+    /// defect at small sizes, and each point is a run of the serial program and the kernel.
+    pub const MAX_POINTS: usize = 10_000;
 }
 
 impl Default for Options {
@@ -260,7 +263,7 @@ fn leaf_share(remaining: Option<std::time::Duration>, workers: usize, leaves_lef
 fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &crate::tree::Node, statik: StaticResult, backend: &Backend, options: Options) -> Result<LeafReport, String> {
     let programs = Programs::new(function, schedule, &leaf.staged)?;
     let seed = options.seed ^ (leaf.id as u64).wrapping_mul(0x9e37_79b9);
-    let (points, sampling) = match sample::points(function, &leaf.correctness_constraints(&tree.machine), backend, options.points, (options.points * 12).max(48), seed) {
+    let (points, sampling) = match sample::points(function, &leaf.correctness_constraints(&tree.machine), backend, options.points, options.points.saturating_mul(12).max(48), seed) {
         // Fewer points than asked: said with the verdict (a narrow region, `s == 8` with small
         // sizes, may hold only a few).
         Ok(p) if !p.is_empty() && p.len() < options.points => {
@@ -277,6 +280,11 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
     let mut failure = None;
     let mut unusable: Option<String> = None;
     for (i, p) in points.iter().enumerate() {
+        // The points left once the budget is spent are not run, and that is said.
+        if constraints::budget::expired() {
+            unusable.get_or_insert_with(|| constraints::budget::REASON.to_string());
+            break;
+        }
         match differential::run_point(function, &programs, p, seed.wrapping_add(i as u64), machine::RunOptions { detect_races: true, step_budget: None, kernel_only: false }) {
             Outcome::Passed(_) => run += 1,
             Outcome::Unusable(why) => {

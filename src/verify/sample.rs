@@ -44,7 +44,14 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
     // A region with some small points but fewer than wanted (`s == 8` with `B0 % 4 == 0`
     // leaves about ten below the small bounds) gets one round with the bounds doubled instead.
     let mut topping_up = false;
-    for attempt in 0..3 * attempts {
+    // `out`'s points, for an O(log n) duplicate test (thousands of points may be asked).
+    let mut seen: std::collections::BTreeSet<BTreeMap<String, i64>> = std::collections::BTreeSet::new();
+    for attempt in 0..attempts.saturating_mul(3) {
+        // Each candidate costs a Z3 query: the search stops with the budget (the report says
+        // fewer points than asked were found, and that the budget was spent).
+        if constraints::budget::expired() {
+            break;
+        }
         if attempt == attempts && !out.is_empty() {
             topping_up = true;
         }
@@ -114,7 +121,8 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
                     None => fits = false,
                 }
             }
-            if fits && !out.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
+            if fits && !seen.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
+                seen.insert(directed.clone());
                 out.push(directed);
             }
             continue;
@@ -133,7 +141,8 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             };
             point.insert(d.clone(), v);
         }
-        if !out.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
+        if !seen.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
+            seen.insert(point.clone());
             out.push(point);
         }
     }

@@ -648,6 +648,11 @@ fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
     assert_eq!(r.status(), Status::Proved);
     let points = metafork::verify::sample::points(&f, &system, &b, 1, 48, 7).unwrap();
     assert!(points.iter().all(|p| p["m"] >= 256 && p["m"] % (p["B"] * p["new"]) == 0), "{points:?}");
+    // The search stops with the budget: asked for more points than the region holds, with
+    // no end to its attempts and no time left, it returns (`verify --points` once ran for
+    // minutes past --time-limit) with fewer points than asked.
+    let spent = constraints::budget::with_share(std::time::Duration::ZERO, || metafork::verify::sample::points(&f, &system, &b, metafork::verify::Options::MAX_POINTS, usize::MAX, 7));
+    assert!(spent.unwrap().len() < metafork::verify::Options::MAX_POINTS);
 }
 
 /// A condition on a floating parameter is not a condition on an integer: `alpha > 2 &&
