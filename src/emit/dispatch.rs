@@ -33,6 +33,7 @@ pub fn emit(source: &str, function: &KernelFunction, kernel: &Kernel, d: &Dispat
 /// before it reaches generated code ([`Wisdom::check`]), and text fields are written only
 /// escaped. A file may hold several (YAML documents separated by `---` lines).
 #[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Wisdom {
     pub schedule: String,
     pub device: String,
@@ -40,6 +41,20 @@ pub struct Wisdom {
     #[serde(default)]
     pub sizes: std::collections::BTreeMap<String, i64>,
     pub best: Option<WisdomChoice>,
+    /// What the harness also records (how it measured, each leaf's fastest): read so that a
+    /// misspelt key is refused rather than ignored, and otherwise unused.
+    #[serde(default)]
+    #[allow(dead_code)]
+    repetitions: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    warmups: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    measured: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    leaves: Vec<WisdomChoice>,
     /// Where it came from, its text and its first line there, for messages that name the line
     /// at fault.
     #[serde(skip)]
@@ -51,9 +66,17 @@ pub struct Wisdom {
 }
 
 #[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WisdomChoice {
     pub leaf: String,
     pub parameters: std::collections::BTreeMap<String, i64>,
+    /// The harness's measurement and the model's rank of this choice (unused here).
+    #[serde(default)]
+    #[allow(dead_code)]
+    median_ms: Option<f64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    model_rank: Option<u64>,
 }
 
 impl Wisdom {
@@ -88,12 +111,10 @@ impl Wisdom {
         Ok(found)
     }
 
-    /// `origin:LINE: message`, the line being the first that holds `needle` (the value at fault).
-    fn at(&self, needle: &str, message: String) -> String {
-        match self.text.lines().position(|l| l.contains(needle)) {
-            Some(i) => format!("{}:{}: {message}", self.origin, self.first_line + i),
-            None => format!("{}:{}: {message}", self.origin, self.first_line),
-        }
+    /// `origin:LINE: message`, the line being that of the key at `path` (`["best", "parameters",
+    /// "B"]`), or of the deepest key of it found ([`key_line`]).
+    fn at(&self, path: &[&str], message: String) -> String {
+        format!("{}:{}: {message}", self.origin, self.first_line + key_line(&self.text, path))
     }
 
     /// Check the wisdom against the schedule it is for: its leaf is a kernel leaf of the tree,
@@ -102,13 +123,13 @@ impl Wisdom {
     pub fn check(&self, function: &KernelFunction, d: &Dispatcher) -> Result<(), String> {
         let best = self.best_choice(&d.schedule)?;
         if !d.kernels.contains(&best.leaf) {
-            return Err(self.at(&best.leaf, format!("leaf `{}` is not a kernel leaf of schedule `{}` (its leaves: {})", best.leaf.escape_debug(), d.schedule, d.kernels.join(", "))));
+            return Err(self.at(&["best", "leaf"], format!("leaf `{}` is not a kernel leaf of schedule `{}` (its leaves: {})", best.leaf.escape_debug(), d.schedule, d.kernels.join(", "))));
         }
         self.check_values(function, &d.schedule, &d.facts)
     }
 
     fn best_choice(&self, schedule: &str) -> Result<&WisdomChoice, String> {
-        self.best.as_ref().ok_or_else(|| self.at("best", format!("the wisdom for `{schedule}` has no `best` configuration (no candidate matched)")))
+        self.best.as_ref().ok_or_else(|| self.at(&["best"], format!("the wisdom for `{schedule}` has no `best` configuration (no candidate matched)")))
     }
 
     /// All of [`Wisdom::check`] that needs no tree: the device's name, the parameters and sizes
@@ -116,29 +137,29 @@ impl Wisdom {
     fn check_values(&self, function: &KernelFunction, schedule: &str, facts: &crate::dispatch::facts::FactSet) -> Result<(), String> {
         let best = self.best_choice(schedule)?;
         if self.device.trim().is_empty() || self.device.len() > 256 {
-            return Err(self.at("device", "the device name must be 1 to 256 characters (the CUDA runtime's `cudaDeviceProp::name`)".into()));
+            return Err(self.at(&["device"], "the device name must be 1 to 256 characters (the CUDA runtime's `cudaDeviceProp::name`)".into()));
         }
         let program = function.program_parameters();
         let data = function.data_parameters();
         for (name, value) in &best.parameters {
             if !program.contains(name) {
-                return Err(self.at(name, format!("the wisdom for `{schedule}` sets `{}`, which is not a program parameter (those: {})", name.escape_debug(), program.join(", "))));
+                return Err(self.at(&["best", "parameters", name], format!("the wisdom for `{schedule}` sets `{}`, which is not a program parameter (those: {})", name.escape_debug(), program.join(", "))));
             }
             if i32::try_from(*value).is_err() {
-                return Err(self.at(name, format!("`{name}` = {value} does not fit a C `int`")));
+                return Err(self.at(&["best", "parameters", name], format!("`{name}` = {value} does not fit a C `int`")));
             }
         }
         for (name, value) in &self.sizes {
             if !data.contains(name) {
-                return Err(self.at(name, format!("the wisdom's sizes name `{}`, which is not a data parameter (those: {})", name.escape_debug(), data.join(", "))));
+                return Err(self.at(&["sizes", name], format!("the wisdom's sizes name `{}`, which is not a data parameter (those: {})", name.escape_debug(), data.join(", "))));
             }
             if i32::try_from(*value).is_err() || *value < 1 {
-                return Err(self.at(name, format!("size `{name}` = {value} is not a positive C `int`")));
+                return Err(self.at(&["sizes", name], format!("size `{name}` = {value} is not a positive C `int`")));
             }
         }
         let point: std::collections::BTreeMap<String, i64> = best.parameters.iter().chain(&self.sizes).map(|(k, v)| (k.clone(), *v)).collect();
         if let Some(f) = facts.first_failing_where_known(&point) {
-            return Err(self.at("parameters", format!("its configuration violates the program's fact `{}`", f.text)));
+            return Err(self.at(&["best", "parameters"], format!("its configuration violates the program's fact `{}`", f.text)));
         }
         Ok(())
     }
@@ -147,6 +168,32 @@ impl Wisdom {
     pub fn place(&self) -> String {
         format!("{}:{}", self.origin, self.first_line)
     }
+}
+
+/// The line (from 0) of the key at `path` in a YAML document's `text`: each key is looked for as
+/// a mapping key (`key:`, quoted or not, perhaps after `- `) among the lines below the one
+/// before it and indented deeper than it. When a key is not found so (a flow mapping, `best:
+/// {leaf: a, parameters: {B: 8}}`, holds it on its parent's line), the deepest key found is
+/// named; none found, the document's first line. Only for messages: the values were parsed
+/// already.
+fn key_line(text: &str, path: &[&str]) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let content = |l: &str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let is_key = |l: &str, key: &str| {
+        let t = l.trim_start();
+        let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
+        [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
+    };
+    let (mut line, mut parent): (usize, Option<usize>) = (0, None);
+    for key in path {
+        let start = parent.map_or(0, |p| p + 1);
+        let within = lines[start..].iter().enumerate().take_while(|(_, l)| parent.is_none_or(|p| !content(l) || indent(l) > indent(lines[p])));
+        let Some((i, _)) = within.filter(|(_, l)| content(l)).find(|(_, l)| is_key(l, key)) else { break };
+        line = start + i;
+        parent = Some(line);
+    }
+    line
 }
 
 /// The wisdom checked against the program alone, before any tree is built, so that a refusal

@@ -317,6 +317,17 @@ int main() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`Q`, which is not a program parameter"));
     assert!(!dir.join("bad").exists(), "nothing written on failure");
+    // The line at fault is the key's, not the first line naming the value (the device's name
+    // here holds every parameter's name); in flow style, the line of the mapping holding it.
+    std::fs::write(dir.join("lines.yaml"), format!("schedule: matmul\ndevice: \"B0 s ub1 n GPU\"\nsizes:\n  n: 4096\nbest:\n  leaf: {leaf}\n  parameters:\n    s: 1\n    'B0': 5000000000\n    ub1: 32\n")).unwrap();
+    let e = early(&["lines.yaml"]).unwrap_err();
+    assert!(e.contains("lines.yaml:9: `B0` = 5000000000 does not fit a C `int`"), "{e}");
+    std::fs::write(dir.join("lines.yaml"), entry("n B0 s ub1", 4096, 16, 2, 32).replace("ub1: 32}", "ub1: 32, n: 1}")).unwrap();
+    let e = early(&["lines.yaml"]).unwrap_err();
+    assert!(e.contains("lines.yaml:5: the wisdom for `matmul` sets `n`, which is not a program parameter"), "{e}");
+    // A misspelt key is refused, not ignored.
+    let e = metafork::emit::dispatch::Wisdom::parse(&entry("NVIDIA H200", 4096, 16, 2, 32).replace("sizes:", "size:"), "typo.yaml").unwrap_err();
+    assert!(e.starts_with("typo.yaml:1: not a wisdom document: unknown field `size`"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
