@@ -150,8 +150,9 @@ impl Spelling {
 }
 
 /// `text` as the body of a comment (`//` or `/* */`): printable ASCII kept, except that a
-/// backslash, a `*/`, a `??` and every other character are written as `\xNN` / `\u{...}`
-/// escapes, so the text can neither end the comment, splice the next line, nor hold a newline.
+/// backslash, a `*/`, a `/*`, a `??` and every other character are written as `\xNN` /
+/// `\u{...}` escapes, so the text can neither end the comment, open one inside it (a
+/// `-Wcomment` warning), splice the next line, nor hold a newline.
 pub fn c_comment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut prev = '\0';
@@ -159,6 +160,7 @@ pub fn c_comment(text: &str) -> String {
         match c {
             '\\' => out.push_str("\\x5c"),
             '/' if prev == '*' => out.push_str("\\x2f"),
+            '*' if prev == '/' => out.push_str("\\x2a"),
             '?' if prev == '?' => out.push_str("\\x3f"),
             ' '..='~' => out.push(c),
             '\n' => out.push_str("\\n"),
@@ -218,9 +220,9 @@ mod tests {
 
     #[test]
     fn comments_and_strings_cannot_be_escaped_from() {
-        for hostile in ["nl\n#error injected\n.mf", "a */ #error x /*", "trail\\", "??/", "q\"uote", "caf\u{e9}", "\r\u{2028}x", "\0"] {
+        for hostile in ["nl\n#error injected\n.mf", "a */ #error x /*", "/*/ //* **//", "trail\\", "??/", "q\"uote", "caf\u{e9}", "\r\u{2028}x", "\0"] {
             let c = c_comment(hostile);
-            assert!(!c.contains('\n') && !c.contains('\r') && !c.contains("*/") && !c.ends_with('\\') && !c.contains("??"), "{c}");
+            assert!(!c.contains('\n') && !c.contains('\r') && !c.contains("*/") && !c.contains("/*") && !c.ends_with('\\') && !c.contains("??"), "{c}");
             assert!(c.is_ascii());
             let s = c_string(hostile);
             let inner = &s[1..s.len() - 1];
