@@ -246,7 +246,7 @@ pub enum Command {
         #[arg(long, value_name = "FILE.yaml")]
         space: Option<PathBuf>,
         /// The space to use when the file holds several (under `spaces:`).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", requires = "space")]
         space_name: Option<String>,
         /// Only this schedule (by name).
         #[arg(long)]

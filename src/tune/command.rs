@@ -28,17 +28,25 @@ pub struct Options {
     pub estimates: bool,
 }
 
+/// The integer `value` of option argument `text`; an error says whether it is no integer or
+/// one too large for 64 bits.
+fn integer(text: &str, value: &str) -> Result<i64, String> {
+    value.trim().parse::<i64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => format!("`{text}`: `{}` is outside the 64-bit integers ({} to {})", value.trim(), i64::MIN, i64::MAX),
+        _ => format!("`{text}`: `{value}` is not an integer"),
+    })
+}
+
 /// `NAME=VALUE`.
 pub fn parse_size(text: &str) -> Result<(String, i64), String> {
     let (name, value) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=VALUE, as in N=4096"))?;
-    let v = value.trim().parse::<i64>().map_err(|_| format!("`{text}`: `{value}` is not an integer"))?;
-    Ok((name.trim().to_string(), v))
+    Ok((name.trim().to_string(), integer(text, value)?))
 }
 
 /// `NAME=LO..HI` (inclusive) or `NAME=V1,V2,...`.
 pub fn parse_range(text: &str) -> Result<(String, Vec<i64>), String> {
     let (name, spec) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=LO..HI or NAME=V1,V2,..., as in s=1..16"))?;
-    let int = |s: &str| s.trim().parse::<i64>().map_err(|_| format!("`{text}`: `{s}` is not an integer"));
+    let int = |s: &str| integer(text, s);
     let values = match spec.split_once("..") {
         Some((lo, hi)) => {
             let (lo, hi) = (int(lo)?, int(hi)?);
@@ -237,4 +245,20 @@ fn standalone(path: &Path, options: &Options) -> Result<String, String> {
         rows.push(vec![r.space.clone(), r.parameters.to_string(), r.cartesian.to_string(), r.admissible.to_string(), format!("{:.2} ms", r.seconds * 1e3)]);
     }
     Ok(text_table(&rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_ranges_say_whether_a_value_is_no_integer_or_too_large() {
+        assert_eq!(parse_size(" N = 4096").unwrap(), ("N".to_string(), 4096));
+        assert_eq!(parse_size("N=x").unwrap_err(), "`N=x`: `x` is not an integer");
+        let e = parse_size("N=18446744073709551616").unwrap_err();
+        assert!(e.contains("is outside the 64-bit integers") && e.contains("9223372036854775807"), "{e}");
+        assert!(parse_size("N=-9223372036854775809").unwrap_err().contains("outside the 64-bit integers"));
+        assert!(parse_range("s=1..99999999999999999999").unwrap_err().contains("outside the 64-bit integers"));
+        assert_eq!(parse_range("s=1..3").unwrap().1, vec![1, 2, 3]);
+    }
 }
