@@ -288,6 +288,16 @@ fn meaningless_counts_are_usage_errors_and_repeated_values_one_candidate() {
     let out = metafork(&["verify", "--points", "0", "no-such-dir"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--points"), "{}", String::from_utf8_lossy(&out.stderr));
+    // More points than --points allows (the search once never ended), and an option that
+    // means nothing without another, are usage errors too.
+    for (args, says) in [
+        (vec!["verify", "--points", "18446744073709551615", "no-such-dir"], "not in 1..=10000"),
+        (vec!["tune", "--space-name", "a", "--device", "h100", "no-such.mf"], "--space"),
+    ] {
+        let out = metafork(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
     let out = metafork(&["tune", &example("dot.mf"), "--device", "h100", "--size", "n=4096", "--range", "B=1,1,64,1", "--estimates", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ranked: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
