@@ -92,6 +92,7 @@ impl DeviceProfile {
 
     /// Parse and check a profile; `source` names it in errors.
     pub fn parse(source: &str, text: &str) -> Result<DeviceProfile, ProfileError> {
+        crate::input::check_yaml_nesting(text).map_err(|(line, e)| ProfileError(format!("{source}:{line}: {e}")))?;
         let profile: DeviceProfile = serde_yaml::from_str(text).map_err(|e| ProfileError(format!("{source}: {e}")))?;
         profile.check().map_err(|(field, e)| {
             // The line at fault: the first that sets the field.

@@ -90,6 +90,7 @@ impl SpaceSpec {
 /// A space file: one space (`params`, `restrictions`), or several under `spaces:` (by name, in
 /// file order).
 pub fn parse_spaces(source: &str, text: &str) -> Result<Vec<(String, SpaceSpec)>, String> {
+    constraints::input::check_yaml_nesting(text).map_err(|(line, e)| format!("{source}:{line}: {e}"))?;
     let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| format!("{source}: {e}"))?;
     let spec = |name: &str, v: serde_yaml::Value| serde_yaml::from_value::<SpaceSpec>(v).map_err(|e| format!("{source}: space `{name}`: {e}"));
     match value.get("spaces") {

@@ -122,7 +122,8 @@ fn metafork_within_30_s(args: &[&str]) -> Output {
 }
 
 /// Every file a user names (source, device profile, wisdom, tuning space) is read only if it
-/// is a regular file of bounded size: a FIFO used to hang, `/dev/zero` to fill memory.
+/// is a regular file of bounded size: a FIFO used to hang, `/dev/zero` to fill memory; and a
+/// YAML one only if its nesting is bounded.
 #[test]
 fn inputs_that_are_not_regular_files_are_refused_at_once() {
     let dir = temp_dir("fifo");
@@ -148,6 +149,17 @@ fn inputs_that_are_not_regular_files_are_refused_at_once() {
             assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
             assert!(err.contains(&expected), "{args:?}: {err}");
         }
+    }
+    // A settings file nested 100,000 deep (200 KB; libyaml took 17 s on it) is refused before
+    // it is parsed, at its line.
+    let deep = dir.join("deep.yaml");
+    std::fs::write(&deep, format!("# settings\nname: {}{}\n", "[".repeat(100_000), "]".repeat(100_000))).unwrap();
+    let deep = deep.to_str().unwrap();
+    for args in [vec!["devices", deep], vec!["tune", "--device", "h100", "--space", deep, program], vec!["gen", "--emit-cuda", "--wisdom", deep, program, "-o", out_dir]] {
+        let out = metafork_within_30_s(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&format!("{deep}:2: collections nested deeper than 128 levels")), "{args:?}: {err}");
     }
     assert!(!dir.join("out").exists());
     std::fs::remove_dir_all(dir).unwrap();
