@@ -23,6 +23,9 @@ pub mod exit {
     pub const UNVERIFIED: i32 = 4;
     /// A bug in metafork.
     pub const INTERNAL: i32 = 101;
+    /// Interrupted (Ctrl-C, SIGTERM): the work stopped and no output was replaced (128 + SIGINT,
+    /// as a shell reports it).
+    pub const INTERRUPTED: i32 = 130;
 }
 
 /// A failure the user must see: already formatted, with the exit code to return.

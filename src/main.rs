@@ -12,8 +12,36 @@ const STACK_BYTES: usize = 64 << 20;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The first Ctrl-C or SIGTERM spends the time budget and stops tool runs, so the work winds
+/// down, temporaries are removed and no output is replaced; a second one ends the process at
+/// once. Only atomic stores here: a signal handler may do nothing else safely.
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    static SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SEEN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        // SAFETY: `_exit` is async-signal-safe.
+        unsafe { libc::_exit(metafork::command::exit::INTERRUPTED) };
+    }
+    constraints::budget::interrupt();
+    llvm_passes::ptxas::stop();
+}
+
+fn catch_interrupts() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed `sigaction` is valid (no flags, empty mask), and the handler only
+        // stores atomics or calls `_exit`.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_interrupt as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
 fn main() {
     let cli = metafork::cli::Cli::parse();
+    catch_interrupts();
     let worker = std::thread::Builder::new().stack_size(STACK_BYTES).spawn(move || metafork::cli::run(cli));
     let result = match worker.map(|h| h.join()) {
         Ok(Ok(r)) => r,
@@ -26,6 +54,10 @@ fn main() {
             std::process::exit(metafork::command::exit::INTERNAL);
         }
     };
+    if constraints::budget::interrupted() {
+        eprintln!("metafork: interrupted (an output it had not finished writing is left as it was)");
+        std::process::exit(metafork::command::exit::INTERRUPTED);
+    }
     if let Err(f) = result {
         if !f.message.trim().is_empty() {
             eprintln!("{}", f.message.trim_end());

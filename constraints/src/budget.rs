@@ -5,7 +5,7 @@
 //! does, from `--time-limit`). A piece of work may get a share of what is left
 //! ([`with_share`]): on its thread the budget then ends at the share's end, or sooner.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -20,10 +20,28 @@ fn origin() -> Instant {
     *ORIGIN.get_or_init(Instant::now)
 }
 
-/// Spend at most `limit` from now on (`None`: no limit).
+/// Set by [`interrupt`]: the user asked the process to stop (Ctrl-C, SIGTERM).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Spend at most `limit` from now on (`None`: no limit). Once [`interrupt`]ed, the budget
+/// stays spent.
 pub fn set(limit: Option<Duration>) {
     let ns = limit.map_or(u64::MAX, |l| (origin().elapsed() + l).as_nanos().min(u128::from(u64::MAX - 1)) as u64);
-    DEADLINE_NS.store(ns, Ordering::Relaxed);
+    DEADLINE_NS.store(if interrupted() { 0 } else { ns }, Ordering::Relaxed);
+}
+
+/// Spend the budget now, because the user asked the process to stop: every query then answers
+/// unknown and every loop that asks [`expired`] ends, and [`interrupted`] tells the caller
+/// not to write what it made. Async-signal-safe (two atomic stores): a signal handler may
+/// call it.
+pub fn interrupt() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+    DEADLINE_NS.store(0, Ordering::SeqCst);
+}
+
+/// Whether [`interrupt`] was called.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
 }
 
 thread_local! {

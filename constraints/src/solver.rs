@@ -618,6 +618,11 @@ impl PathSolver {
     fn with_solver(solver: Solver, domains: &BTreeMap<Var, Domain>, timeout_ms: u32) -> PathSolver {
         let mut params = Params::new();
         params.set_u32("rlimit", timeout_ms.saturating_mul(RLIMIT_PER_MS));
+        // Z3 otherwise installs its own SIGINT handler for each check and restores the one
+        // before after: from several threads at once that replaced metafork's (Ctrl-C was
+        // ignored) and could leave a handler of a finished check behind (a segfault on Ctrl-C).
+        // An interrupt reaches a running check through the budget's watchdog instead.
+        params.set_bool("ctrl_c", false);
         solver.set_params(&params);
         let mut terms = BTreeMap::new();
         for (v, d) in domains {

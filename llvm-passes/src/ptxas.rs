@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What `ptxas -v` says about one kernel.
@@ -42,6 +42,18 @@ pub fn set_time_limit(limit: Duration) {
     TIME_LIMIT_MS.store(limit.as_millis().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
 }
 
+/// Set by [`stop`]: no tool run starts, and a running one is killed at its next poll.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// Stop every tool run, now and later (the user interrupted metafork): each ends with an
+/// error and its temporary directory is removed. Async-signal-safe (one atomic store).
+pub fn stop() {
+    STOPPED.store(true, Ordering::SeqCst);
+}
+
+/// The error of a tool run stopped by [`stop`].
+pub const STOPPED_REASON: &str = "stopped: metafork was interrupted";
+
 /// The longest one tool run may take now.
 pub(crate) fn time_limit() -> Duration {
     Duration::from_millis(TIME_LIMIT_MS.load(Ordering::Relaxed))
@@ -51,6 +63,12 @@ pub(crate) fn time_limit() -> Duration {
 /// followed by its stdout.
 pub(crate) fn run_bounded(mut command: Command, limit: Duration) -> Result<(std::process::ExitStatus, String), String> {
     use std::io::Read;
+    if STOPPED.load(Ordering::SeqCst) {
+        return Err(STOPPED_REASON.into());
+    }
+    // Its own process group, so that a stop kills what it started too (nvcc's cicc and ptxas
+    // were left running, orphaned, when only nvcc was killed).
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
     let read = |mut r: Box<dyn Read + Send>| std::thread::spawn(move || {
         let mut s = Vec::new();
@@ -64,9 +82,12 @@ pub(crate) fn run_bounded(mut command: Command, limit: Duration) -> Result<(std:
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             break status;
         }
+        if STOPPED.load(Ordering::SeqCst) {
+            kill_group(&mut child);
+            return Err(STOPPED_REASON.into());
+        }
         if start.elapsed() >= limit {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
             return Err(format!("did not finish within {} s and was stopped (see --time-limit)", limit.as_secs()));
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -75,8 +96,18 @@ pub(crate) fn run_bounded(mut command: Command, limit: Duration) -> Result<(std:
     Ok((status, log))
 }
 
+/// Kill `child` and every process of its group (it leads one: [`run_bounded`]), and reap it.
+fn kill_group(child: &mut std::process::Child) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: `kill` has no memory effects; the group is the child's own.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Write `source` to `input_name` in a fresh temporary directory (created with an
-/// unpredictable name, removed after), run `tool ARGS input -o kernel.cubin` within the time
+/// unpredictable name, removed after; the tool's own temporaries go there too), run `tool ARGS input -o kernel.cubin` within the time
 /// limit; its output (ptxas's report among it).
 fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<String, String> {
     let dir = tempfile::Builder::new().prefix("metafork-").tempdir().map_err(|e| e.to_string())?;
@@ -85,6 +116,9 @@ fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arc
     let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().into_owned());
     let mut command = Command::new(tool);
     command.args(args).arg(&input).arg("-o").arg(dir.path().join("kernel.cubin"));
+    // nvcc's own temporaries (`tmpxft_*`) go into the directory too, so that they are removed
+    // with it even when the run is killed (time limit, interrupt).
+    command.env("TMPDIR", dir.path());
     let (status, log) = run_bounded(command, time_limit()).map_err(|e| format!("{name} for {arch}: {e}"))?;
     if !status.success() {
         return Err(format!("{name} failed for {arch}:\n{log}"));

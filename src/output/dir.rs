@@ -79,6 +79,10 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
         write_durably(staging.path(), batch).map_err(|(n, e)| err(target, written_error(n, &e)))?;
     }
 
+    // Interrupted (Ctrl-C) while it was made, the output may be incomplete: the old one stays.
+    if constraints::budget::interrupted() {
+        return Err(err(target, "interrupted; the directory is as it was"));
+    }
     let carried = match exists {
         Some(_) => carry(target, staging.path(), files).map_err(|e| err(target, format!("cannot carry over its other entries: {e}")))?,
         None => Vec::new(),

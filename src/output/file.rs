@@ -56,6 +56,10 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
             return Err(not_regular(m.file_type()));
         }
     }
+    // Interrupted (Ctrl-C) while it was made, the output may be incomplete: the old file stays.
+    if constraints::budget::interrupted() {
+        return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted; the file is as it was"));
+    }
     tmp.persist(path).map(|_| ()).map_err(|e| plain(e.error))
 }
 

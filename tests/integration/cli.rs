@@ -272,7 +272,7 @@ fn readme_and_help_agree() {
     let statuses = |t: &str| -> String {
         let t = plain(t);
         let from = t.find("0 success").expect("the exit statuses");
-        let to = from + t[from..].find("spent).").expect("their end") + "spent).".len();
+        let to = from + t[from..].find("at once).").expect("their end") + "at once).".len();
         t[from..to].to_string()
     };
     let paragraph = &readme[readme.find("**Exit status**").unwrap()..];
@@ -316,4 +316,68 @@ fn meaningless_counts_are_usage_errors_and_repeated_values_one_candidate() {
     let mut blocks: Vec<i64> = ranked.iter().map(|c| c["parameters"]["B"].as_i64().unwrap()).collect();
     blocks.sort_unstable();
     assert_eq!(blocks, [1, 64]);
+}
+
+/// Ctrl-C (SIGINT) while `gen --ptxas` compiles: the work stops, nvcc and what it started are
+/// killed, every temporary (metafork's and nvcc's own) is removed, no output is written, and
+/// the exit status is 130. Z3's own SIGINT handler, installed per check from several threads,
+/// used to swallow the signal or crash the process.
+#[test]
+fn an_interrupt_stops_the_work_and_leaves_nothing_behind() {
+    if crate::common::nvcc().is_none() {
+        return;
+    }
+    let dir = temp_dir("interrupt");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out_dir = dir.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metafork"))
+        .args(["gen", "--emit-cuda", "--ptxas", "sm_90", &example("matmul.mf"), "-o", out_dir.to_str().unwrap()])
+        .env("TMPDIR", &tmp)
+        .env_remove("METAFORK_CACHE_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Signalled once a compile is under way (its temporary directory exists).
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(&tmp).unwrap().next().is_none() {
+        assert!(child.try_wait().unwrap().is_none(), "gen ended before its first compile");
+        assert!(start.elapsed() < std::time::Duration::from_secs(120), "no compile started");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let stopped = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if stopped.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("gen still ran 60 s after Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("metafork: interrupted"), "{err}");
+    assert!(!out_dir.exists(), "an interrupted gen wrote its output");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "temporaries left behind: {left:?}");
+    // During `verify`, Z3 checks run on every core: the interrupt still reaches metafork.
+    let generated = metafork(&["gen", "--emit-cuda", &example("matmul.mf"), "-o", out_dir.to_str().unwrap()]);
+    assert!(generated.status.success(), "{}", String::from_utf8_lossy(&generated.stderr));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["verify", out_dir.to_str().unwrap()]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "verify of matmul ended within 0.3 s: signal it earlier");
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let stopped = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if stopped.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("verify still ran 60 s after Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(dir).unwrap();
 }
