@@ -107,18 +107,24 @@ fn missing_and_binary_files_are_clear_errors() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// `metafork ARGS`, killed (and the test failed) if it has not finished within 30 seconds.
-fn metafork_within_30_s(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+/// What `child` printed once it ended; killed (and the test failed) if it runs `seconds`
+/// more: `what` names it.
+fn finished_within(mut child: std::process::Child, seconds: u64, what: &str) -> Output {
     let start = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(30) {
+        if start.elapsed() > std::time::Duration::from_secs(seconds) {
             child.kill().unwrap();
-            panic!("`metafork {}` still ran after 30 s", args.join(" "));
+            panic!("{what} still ran after {seconds} s");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
+}
+
+/// `metafork ARGS`, killed (and the test failed) if it has not finished within 30 seconds.
+fn metafork_within_30_s(args: &[&str]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    finished_within(child, 30, &format!("`metafork {}`", args.join(" ")))
 }
 
 /// Every file a user names (source, device profile, wisdom, tuning space) is read only if it
@@ -347,15 +353,7 @@ fn an_interrupt_stops_the_work_and_leaves_nothing_behind() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
-    let stopped = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if stopped.elapsed() > std::time::Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("gen still ran 60 s after Ctrl-C");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = finished_within(child, 60, "gen after Ctrl-C");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("metafork: interrupted"), "{err}");
@@ -369,15 +367,7 @@ fn an_interrupt_stops_the_work_and_leaves_nothing_behind() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "verify of matmul ended within 0.3 s: signal it earlier");
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
-    let stopped = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if stopped.elapsed() > std::time::Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("verify still ran 60 s after Ctrl-C");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = finished_within(child, 60, "verify after Ctrl-C");
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::remove_dir_all(dir).unwrap();
 }
