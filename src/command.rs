@@ -111,8 +111,13 @@ pub fn load(path: &Path, color: bool) -> Result<CheckedProgram, Failure> {
 }
 
 /// Write `text` to standard output. A closed pipe (`metafork parse f | head`) is not an error
-/// of ours; any other failure (a full disk, `/dev/full`) is reported, never a panic.
+/// of ours; any other failure (a full disk, `/dev/full`) is reported, never a panic. Once the
+/// user has interrupted metafork nothing is printed: a result made while the work wound down
+/// (every leaf "unverified: time budget spent") would read as a verdict.
 pub fn print(text: &str) -> Result<(), Failure> {
+    if constraints::budget::interrupted() {
+        return Err(Failure::silent(exit::INTERRUPTED));
+    }
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),

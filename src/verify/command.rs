@@ -121,8 +121,7 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
         }));
     }
     if files_only {
-        println!("{shown_dir}: every file is what metafork generates from the source ({} files; not proved: --files-only)", expected.len());
-        return Ok(());
+        return command::print(&format!("{shown_dir}: every file is what metafork generates from the source ({} files; not proved: --files-only)\n", expected.len()));
     }
     report(&trees, Options { points, ..Options::default() }, json)
 }
