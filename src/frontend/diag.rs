@@ -43,7 +43,13 @@ impl Diagnostic {
         let mut out = Vec::new();
         // Writing into a Vec cannot fail.
         let _ = report.finish().write((name, Source::from(text.as_ref())), &mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        let rendered = String::from_utf8_lossy(&out).into_owned();
+        // The box's header counts columns in the window: it names the source's column instead.
+        let windowed_col = text[..at.min(text.len())].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        if windowed_col != col {
+            return rendered.replacen(&format!("{name}:{line}:{windowed_col} "), &format!("{name}:{line}:{col} "), 1);
+        }
+        rendered
     }
 }
 
@@ -195,6 +201,10 @@ mod tests {
         let text = format!("{}X{}\n", "é".repeat(5000), "é".repeat(5000));
         let out = rendered(&text, text.find('X').unwrap(), "here");
         assert!(out.len() < 2_000 && out.contains("t.mf:1:5001: here") && out.contains("…é") && out.contains("éXé"), "{out}");
+        // The box's header names the same place as the message.
+        let text = format!("{}zz\n", " ".repeat(300));
+        let out = rendered(&text, 300, "unknown identifier `zz`");
+        assert!(out.contains("t.mf:1:301: unknown identifier") && out.contains("[ t.mf:1:301 ]"), "{out}");
         // Short names and lines are as written.
         let out = rendered("a = b;\n", 4, "unknown identifier `b`");
         assert!(out.contains("t.mf:1:5: unknown identifier `b`") && out.contains("a = b;"), "{out}");
