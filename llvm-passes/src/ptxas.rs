@@ -107,8 +107,9 @@ fn kill_group(child: &mut std::process::Child) {
 }
 
 /// Write `source` to `input_name` in a fresh temporary directory (created with an
-/// unpredictable name, removed after; the tool's own temporaries go there too), run `tool ARGS input -o kernel.cubin` within the time
-/// limit; its output (ptxas's report among it).
+/// unpredictable name, removed after; the tool's own temporaries go there too), run
+/// `tool ARGS input -o kernel.cubin` within the time limit; its output (ptxas's report among
+/// it).
 fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<String, String> {
     let dir = tempfile::Builder::new().prefix("metafork-").tempdir().map_err(|e| e.to_string())?;
     let input = dir.path().join(input_name);
