@@ -16,6 +16,14 @@
 //! one is recorded once per choice, with the choice substituted and its condition among the
 //! guards (`a >= b` and `m == a`, or `b > a` and `m == b`): the cases are exhaustive and each
 //! is exact, so the subscripts stay polynomials in the thread's variables.
+//!
+//! Elements of integer arrays that the kernel never writes are modelled only when a collector
+//! is asked to ([`Collector::with_element_values`], the verifier): `s[k]` becomes an auxiliary
+//! integer named by the array and its subscripts (so one thread's two reads of `s[k]` are one
+//! value, and a guard `s[k] < 256` bounds the subscript `h[s[k]]`), within its type's range
+//! (`char`: -128..=127). Nothing else is known of it: two reads of one element through
+//! different subscript polynomials, or by two threads, are independent values — an
+//! over-approximation, so a query that names one can prove a property but never show a defect.
 
 use crate::frontend::ast::*;
 use constraints::solver::{Backend, Implication};
@@ -76,6 +84,13 @@ pub const AUX_QUOTIENT: &str = "$aux_q";
 pub const AUX_REMAINDER: &str = "$aux_r";
 /// The prefix of a `min`/`max`/`abs` auxiliary.
 pub const AUX_CHOICE: &str = "$aux_c";
+/// The prefix of an array element's value auxiliary.
+pub const AUX_VALUE: &str = "$aux_v";
+
+/// Whether a model variable is an array element's value ([`Collector::with_element_values`]).
+pub fn is_element_value(name: &str) -> bool {
+    name.starts_with(AUX_VALUE)
+}
 
 /// A `min`/`max` auxiliary's definition: the larger (`max`) or smaller of `a` and `b`.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,11 +138,52 @@ pub struct Collector<'b> {
     /// Floating scalars (a kernel's `float`/`double` parameters): never polynomials, so a
     /// condition on one (`alpha > 2 && alpha < 3`) is not read as one on an integer.
     pub floating: std::collections::BTreeSet<String>,
+    /// Integer arrays the kernel never writes, with their element types, whose elements are
+    /// modelled as values (see the module's contract); `None`: none is.
+    pub element_values: Option<BTreeMap<String, ScalarType>>,
+    /// The element value auxiliaries, by name: the array and the subscripts read.
+    pub value_defs: BTreeMap<String, (String, Vec<Poly>)>,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default() }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new() }
+    }
+
+    /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
+    /// writes as values (see the module's contract).
+    pub fn with_element_values(mut self, kernel: &crate::kernel::Kernel) -> Collector<'b> {
+        let mut written = std::collections::BTreeSet::new();
+        written_arrays(&kernel.body, &mut written);
+        let arrays = kernel.params.iter().filter_map(|p| match &p.kind {
+            crate::kernel::KernelParamKind::Array { elem, .. } if elem.is_integer() && !written.contains(&p.name) => Some((p.name.clone(), *elem)),
+            _ => None,
+        });
+        self.element_values = Some(arrays.collect());
+        self
+    }
+
+    /// The auxiliary for the value of `array[indices]`, within `elem`'s range.
+    fn element_value(&mut self, array: &str, elem: ScalarType, indices: Vec<Poly>) -> Poly {
+        let text = format!("{array}|{}", indices.iter().map(ToString::to_string).collect::<Vec<_>>().join("|"));
+        let mut key = text.bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        while self.value_defs.get(&format!("{AUX_VALUE}{key:x}")).is_some_and(|(a, i)| a != array || *i != indices) {
+            key = key.wrapping_add(1);
+        }
+        let name = format!("{AUX_VALUE}{key:x}");
+        let v = self.aux(&name);
+        if !self.value_defs.contains_key(&name) {
+            let bits = match elem {
+                ScalarType::Char => 7,
+                ScalarType::Int => 31,
+                _ => 63,
+            };
+            let half: num_bigint::BigInt = num_bigint::BigInt::from(1) << bits;
+            self.context.add(Constraint::ge(&v, &Poly::constant(constraints::Rational::from_integer(-half.clone()))));
+            self.context.add(Constraint::le(&v, &Poly::constant(constraints::Rational::from_integer(half - 1))));
+            self.value_defs.insert(name, (array.to_string(), indices));
+        }
+        v
     }
 
     /// The collector, told which of `kernel`'s scalar parameters are floating.
@@ -293,6 +349,11 @@ impl<'b> Collector<'b> {
                     BinOp::Mul => Some(x * y),
                     _ => None,
                 }
+            }
+            ExprKind::Index { array, indices } => {
+                let elem = *self.element_values.as_ref()?.get(&array.name)?;
+                let indices = indices.iter().map(|i| self.poly(i, env, guards)).collect::<Option<Vec<Poly>>>()?;
+                Some(self.element_value(&array.name, elem, indices))
             }
             // Integer operands only: a float expression has no polynomial, so `None` already.
             ExprKind::Call(f, args) if self.choices.is_some() => match (f.name.as_str(), args.as_slice()) {
@@ -633,3 +694,25 @@ pub fn may_collide(backend: &Backend, context: &System, a: &Access, b: &Access, 
         constraints::solver::CheckResult::Unknown(_) => None,
     }
 }
+
+/// The arrays `stmts` assign to (any assignment, atomic or not).
+fn written_arrays(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, .. } => {
+                out.insert(array.name.clone());
+            }
+            StmtKind::If { then_branch, else_branch, .. } => {
+                written_arrays(std::slice::from_ref(then_branch.as_ref()), out);
+                if let Some(e) = else_branch {
+                    written_arrays(std::slice::from_ref(e.as_ref()), out);
+                }
+            }
+            StmtKind::Block(b) => written_arrays(b, out),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => written_arrays(std::slice::from_ref(l.body.as_ref()), out),
+            StmtKind::MetaSchedule { body, .. } => written_arrays(std::slice::from_ref(body.as_ref()), out),
+            _ => {}
+        }
+    }
+}
+

@@ -116,7 +116,11 @@ struct Candidate {
 /// scalars, host loop counters and thread and block index ranges (the first `n` facts of the
 /// context, `n` returned), then the body walked. The performance counters use it too.
 pub fn launch_collector<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> (Collector<'b>, usize) {
-    let mut col = Collector::with_choices(backend, system.clone()).floating_scalars_of(kernel);
+    launch_collector_from(function, kernel, Collector::with_choices(backend, system.clone()).floating_scalars_of(kernel))
+}
+
+/// As [`launch_collector`], from `col` (a collector told what to model).
+fn launch_collector_from<'b>(function: &KernelFunction, kernel: &Kernel, mut col: Collector<'b>) -> (Collector<'b>, usize) {
     let env = Env::new();
     let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
     for p in &int_params {
@@ -165,7 +169,9 @@ pub fn launch_collector<'b>(function: &KernelFunction, kernel: &Kernel, system: 
 }
 
 fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &'b Backend) -> KernelModel<'b> {
-    let (col, launch_facts) = launch_collector(function, kernel, system, backend);
+    // The verifier also models the elements of arrays the kernel only reads (a histogram's
+    // `h[s[k]]` under `s[k] < 256`); the performance counters do not need them.
+    let (col, launch_facts) = launch_collector_from(function, kernel, Collector::with_choices(backend, system.clone()).floating_scalars_of(kernel).with_element_values(kernel));
     let int_params: Vec<String> = kernel.params.iter().filter(|p| matches!(p.kind, KernelParamKind::Scalar(t) if t.is_integer())).map(|p| p.name.clone()).collect();
     let mut shared_vars: BTreeSet<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
     shared_vars.extend(system.vars().iter().map(|v| v.name().to_string()));
@@ -177,7 +183,13 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
                 shared_vars.insert(name.clone());
             }
         }
-        // Likewise a `min`/`max` of shared values.
+        // Likewise an element read at a subscript of shared values (both threads read one
+        // element there, so one value), and a `min`/`max` of shared values.
+        for (name, (_, indices)) in &col.value_defs {
+            if indices.iter().all(|p| p.vars().iter().all(|v| shared_vars.contains(v.name()))) {
+                shared_vars.insert(name.clone());
+            }
+        }
         for (name, def) in col.choices.iter().flatten() {
             if def.a.vars().iter().chain(def.b.vars().iter()).all(|v| shared_vars.contains(v.name())) {
                 shared_vars.insert(name.clone());
@@ -266,6 +278,13 @@ impl KernelModel<'_> {
 
     fn thread_local(&self, v: &Var) -> bool {
         !self.shared_vars.contains(v.name())
+    }
+
+    /// The arrays whose element values (thread-local ones: see [`crate::access`]'s contract)
+    /// `polys` and `guards` name: a query naming one over-approximates the data.
+    fn values_named<'p>(&self, polys: impl IntoIterator<Item = &'p Poly>, guards: &[Constraint]) -> BTreeSet<String> {
+        let vars = polys.into_iter().flat_map(Poly::vars).chain(guards.iter().flat_map(Constraint::vars));
+        vars.filter(|v| crate::access::is_element_value(v.name()) && self.thread_local(v)).filter_map(|v| self.col.value_defs.get(v.name()).map(|(a, _)| a.clone())).collect()
     }
 
     /// The query plus the part of the context it needs: the launch facts for both threads,
@@ -496,6 +515,13 @@ impl Checker<'_, '_> {
         Verdict::Defect(Box::new(Witness { defect, detail, params, first: self.m.who(m, ""), second: two.then(|| self.m.who(m, SECOND)), sites, model }))
     }
 
+    /// Sat on a query that names element values of `arrays`: the property is left open, since
+    /// the values the model chose may be no data's.
+    fn data_dependent(defect: &str, detail: &str, arrays: &BTreeSet<String>) -> Verdict {
+        let names: Vec<String> = arrays.iter().map(|a| format!("`{a}`")).collect();
+        Verdict::Unverified(format!("possible {defect} ({detail}) for some values of {}: whether any input holds them is not known to the proof", names.join(", ")))
+    }
+
     /// Sat on an exact query is a defect; on an over-approximation it leaves the property open.
     fn found(&self, m: &Model, exact: bool, defect: &'static str, detail: String, sites: Vec<String>, two: bool) -> Verdict {
         if exact {
@@ -591,6 +617,10 @@ impl Checker<'_, '_> {
                     self.product_lemmas(if upper { &hi_f } else { &lo_f }, &sys).into_iter().for_each(|l| sys.add(l));
                     if let Answer::Sat(m) = self.ask(&sys)? {
                         let detail = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
+                        let data = self.m.values_named(a.indices.iter().flatten(), &a.guards);
+                        if !data.is_empty() {
+                            return Err(Self::data_dependent("out of bounds", &detail, &data));
+                        }
                         return Err(self.witness(&m, "out of bounds", detail, vec![a.text.clone()], false));
                     }
                 }
@@ -660,8 +690,13 @@ impl Checker<'_, '_> {
                 cases.push((s, exact));
             }
         }
+        let mut data = self.m.values_named(w.indices.iter().flatten(), &w.guards);
+        data.extend(self.m.values_named(b.indices.iter().flatten(), &b.guards));
         for (sys, exact) in cases {
             if let Answer::Sat(m) = self.ask(&sys)? {
+                if !data.is_empty() {
+                    return Err(Self::data_dependent("race", &detail, &data));
+                }
                 return Err(self.found(&m, exact, "race", detail, sites, true));
             }
         }
@@ -693,9 +728,14 @@ impl Checker<'_, '_> {
             } else {
                 return Err(Verdict::Unverified(format!("a barrier depends on `{}`, which the model cannot express", u.text)));
             }
+            let named = u.condition.iter().flatten().map(Constraint::poly).chain(u.bounds.iter().flatten());
+            let data = self.m.values_named(named, &u.guards);
             for sys in cases {
                 if let Answer::Sat(m) = self.ask(&sys)? {
                     let detail = format!("threads of one block evaluate `{}` differently, and a barrier depends on it", u.text);
+                    if !data.is_empty() {
+                        return Err(Self::data_dependent("barrier divergence", &detail, &data));
+                    }
                     return Err(self.found(&m, exact, "barrier divergence", detail, vec![u.text.clone()], true));
                 }
             }
