@@ -93,7 +93,12 @@ impl DeviceProfile {
     /// Parse and check a profile; `source` names it in errors.
     pub fn parse(source: &str, text: &str) -> Result<DeviceProfile, ProfileError> {
         crate::input::check_yaml_nesting(text).map_err(|(line, e)| ProfileError(format!("{source}:{line}: {e}")))?;
-        let profile: DeviceProfile = serde_yaml::from_str(text).map_err(|e| ProfileError(format!("{source}: {e}")))?;
+        let profile: DeviceProfile = serde_yaml::from_str(text).map_err(|e| {
+            ProfileError(match crate::input::yaml_error(&e, text, 1) {
+                (Some((line, column)), message) => format!("{source}:{line}:{column}: {message}"),
+                (None, message) => format!("{source}: {message}"),
+            })
+        })?;
         profile.check().map_err(|(field, e)| {
             // The line at fault: the first that sets the field.
             let line = text.lines().position(|l| l.trim_start().strip_prefix(field).is_some_and(|r| r.trim_start().starts_with(':')));
@@ -185,6 +190,18 @@ mod tests {
             let e = DeviceProfile::parse("p.yaml", &text).unwrap_err().0;
             assert!(e.starts_with(&format!("p.yaml:{line}: field `{field}`")), "{e}");
         }
+    }
+
+    #[test]
+    fn a_yaml_error_names_its_line_and_column() {
+        let h100 = BUILT_IN.iter().find(|(n, _)| *n == "h100").unwrap().1;
+        let bad: String = h100.lines().map(|l| if l.starts_with("multiprocessors:") { "multiprocessors: many\n".to_string() } else { format!("{l}\n") }).collect();
+        let line = bad.lines().position(|l| l.starts_with("multiprocessors:")).unwrap() + 1;
+        let e = DeviceProfile::parse("p.yaml", &bad).unwrap_err().0;
+        assert!(e.starts_with(&format!("p.yaml:{line}:18: multiprocessors: invalid type")) && !e.contains("at line"), "{e}");
+        let twice = format!("{h100}warp_size: 32\n");
+        let e = DeviceProfile::parse("p.yaml", &twice).unwrap_err().0;
+        assert!(e.starts_with(&format!("p.yaml:{}:1: duplicate field `warp_size`", twice.lines().count())), "{e}");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! pipe, `/dev/zero` or a huge file is refused at once instead of hanging or filling memory.
 //! The check is made on the opened file (`fstat`), so the name cannot be swapped for a FIFO
 //! between the check and the read. [`check_yaml_nesting`] guards the YAML parser from the
-//! deeply nested flow collections it parses in quadratic time.
+//! deeply nested flow collections it parses in quadratic time; [`yaml_error`] places a YAML
+//! error on its file's line, and [`unique_keys`] refuses a mapping that repeats a key (the YAML
+//! parser keeps the last value).
 
 use std::fs;
 use std::io::{self, Read};
@@ -151,6 +153,146 @@ pub fn check_yaml_nesting(text: &str) -> Result<(), (usize, String)> {
     Ok(())
 }
 
+/// The line (from 0) of the key at `path` in a YAML document's `text`: each key is looked for as
+/// a mapping key (`key:`, quoted or not, perhaps after `- `) among the lines below the one
+/// before it and indented deeper than it. When a key is not found so (a flow mapping, `best:
+/// {leaf: a, parameters: {B: 8}}`, holds it on its parent's line), the deepest key found is
+/// named; none found, the document's first line. Only for messages: the values were parsed
+/// already.
+pub fn yaml_key_line(text: &str, path: &[&str]) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let content = |l: &str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let is_key = |l: &str, key: &str| {
+        let t = l.trim_start();
+        let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
+        [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
+    };
+    let (mut line, mut parent): (usize, Option<usize>) = (0, None);
+    for key in path {
+        let start = parent.map_or(0, |p| p + 1);
+        let within = lines[start..].iter().enumerate().take_while(|(_, l)| parent.is_none_or(|p| !content(l) || indent(l) > indent(lines[p])));
+        let Some((i, _)) = within.filter(|(_, l)| content(l)).find(|(_, l)| is_key(l, key)) else { break };
+        line = start + i;
+        parent = Some(line);
+    }
+    line
+}
+
+/// A YAML error in a document whose first line is line `first_line` (from 1) of its file: the
+/// error's line and column in the file, when it has a place, and its message, with the place
+/// removed from its end and every other `line N` of it counted in the file too.
+///
+/// The parser places a repeated key at the start of its mapping; the place given is then the
+/// line of the key's second occurrence in `text` (the document), when it is on a line of its own.
+pub fn yaml_error(e: &serde_yaml::Error, text: &str, first_line: usize) -> (Option<(usize, usize)>, String) {
+    let offset = first_line.saturating_sub(1);
+    let mut message = e.to_string();
+    let mut place = e.location().map(|l| (l.line() + offset, l.column()));
+    if let Some(l) = e.location() {
+        if let Some(rest) = message.strip_suffix(&format!(" at line {} column {}", l.line(), l.column())) {
+            message = rest.to_string();
+        }
+        if let Some((line, column)) = repeated_key(&message).and_then(|key| second_occurrence(text, l.line().saturating_sub(1), &key)) {
+            place = Some((line + 1 + offset, column + 1));
+        }
+    }
+    (place, shift_lines(&message, offset))
+}
+
+/// The key a duplicate-key message names (serde's `duplicate field `k``, the YAML value's
+/// `duplicate entry with key "k"`, [`unique_entries`]'s `duplicate key `k``).
+fn repeated_key(message: &str) -> Option<String> {
+    for (open, close) in [("duplicate field `", '`'), ("duplicate key `", '`'), ("duplicate entry with key \"", '"')] {
+        if let Some(rest) = message.split(open).nth(1) {
+            return rest.split(close).next().map(str::to_string);
+        }
+    }
+    None
+}
+
+/// The line and column (from 0) of the second line from line `from` on that starts with the
+/// mapping key `key` at the indentation of the first such line.
+fn second_occurrence(text: &str, from: usize, key: &str) -> Option<(usize, usize)> {
+    let starts = |l: &str| {
+        let t = l.trim_start();
+        let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
+        [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
+    };
+    let mut hits = text.lines().enumerate().skip(from).filter(|(_, l)| starts(l)).map(|(i, l)| (i, l.len() - l.trim_start().len()));
+    let (_, indent) = hits.next()?;
+    hits.find(|(_, at)| *at == indent)
+}
+
+/// `text` with each `line N column` made `line N+offset column`.
+fn shift_lines(text: &str, offset: usize) -> String {
+    if offset == 0 {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("line ") {
+        out.push_str(&rest[..at + 5]);
+        rest = &rest[at + 5..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) if rest[digits..].starts_with(" column") => {
+                out.push_str(&(n + offset).to_string());
+                rest = &rest[digits..];
+            }
+            _ => {}
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// For `#[serde(deserialize_with = "...")]` on a map field: the mapping as a `BTreeMap`, refused
+/// when it repeats a key (YAML says keys are unique; the parser would keep the last value, so
+/// `sizes: {n: 64, n: 128}` would silently mean 128).
+pub fn unique_keys<'de, D, K, V>(deserializer: D) -> Result<std::collections::BTreeMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: serde::Deserialize<'de> + Ord + Clone + std::fmt::Display,
+    V: serde::Deserialize<'de>,
+{
+    unique_entries(deserializer).map(|entries| entries.into_iter().collect())
+}
+
+/// As [`unique_keys`], the entries kept in the file's order.
+pub fn unique_entries<'de, D, K, V>(deserializer: D) -> Result<Vec<(K, V)>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: serde::Deserialize<'de> + Ord + Clone + std::fmt::Display,
+    V: serde::Deserialize<'de>,
+{
+    struct Unique<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K, V> serde::de::Visitor<'de> for Unique<K, V>
+    where
+        K: serde::Deserialize<'de> + Ord + Clone + std::fmt::Display,
+        V: serde::Deserialize<'de>,
+    {
+        type Value = Vec<(K, V)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a mapping")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let (mut out, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
+            while let Some(key) = map.next_key::<K>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!("duplicate key `{key}`")));
+                }
+                let value = map.next_value::<V>()?;
+                out.push((key, value));
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_map(Unique(std::marker::PhantomData))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +302,29 @@ mod tests {
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         p
+    }
+
+    #[test]
+    fn yaml_errors_are_placed_in_the_file_and_repeated_keys_refused() {
+        #[derive(serde::Deserialize, Debug)]
+        struct Doc {
+            #[serde(deserialize_with = "unique_keys")]
+            sizes: std::collections::BTreeMap<String, i64>,
+        }
+        let e = serde_yaml::from_str::<Doc>("sizes: {n: 64, n: 128}\n").unwrap_err();
+        let (place, message) = yaml_error(&e, "sizes: {n: 64, n: 128}\n", 5);
+        assert_eq!(place.map(|p| p.0), Some(5), "{message}");
+        assert!(message.contains("duplicate key `n`") && !message.contains("at line"), "{message}");
+        let block = "\nsizes:\n  n: 64\n  n: 128\n";
+        let e = serde_yaml::from_str::<Doc>(block).unwrap_err();
+        let (place, message) = yaml_error(&e, block, 1);
+        assert!(message.contains("duplicate key `n`"), "{message}");
+        assert_eq!(place, Some((4, 3)), "the second `n`");
+        assert_eq!(serde_yaml::from_str::<Doc>("sizes: {n: 64, m: 1}").unwrap().sizes.len(), 2);
+        let e = serde_yaml::from_str::<Doc>("sizes: {n: abc}\n").unwrap_err();
+        let (place, message) = yaml_error(&e, "sizes: {n: abc}\n", 10);
+        assert_eq!(place, Some((10, 12)), "{message}");
+        assert_eq!(shift_lines("x at line 2 column 3, while parsing at line 1 column 1; line 7 y", 9), "x at line 11 column 3, while parsing at line 10 column 1; line 7 y");
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub struct Wisdom {
     pub schedule: String,
     pub device: String,
     /// The data sizes it was measured at.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "constraints::input::unique_keys")]
     pub sizes: std::collections::BTreeMap<String, i64>,
     pub best: Option<WisdomChoice>,
     /// What the harness also records (how it measured, each leaf's fastest): read so that a
@@ -69,6 +69,7 @@ pub struct Wisdom {
 #[serde(deny_unknown_fields)]
 pub struct WisdomChoice {
     pub leaf: String,
+    #[serde(deserialize_with = "constraints::input::unique_keys")]
     pub parameters: std::collections::BTreeMap<String, i64>,
     /// The harness's measurement and the model's rank of this choice (unused here).
     #[serde(default)]
@@ -95,8 +96,11 @@ impl Wisdom {
             }
             if separator || i + 1 == lines.len() {
                 if document.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')) {
-                    let at = |e: &dyn std::fmt::Display| format!("{origin}:{first_line}: not a wisdom document: {e}");
-                    let mut w: Wisdom = serde_yaml::from_str(&document).map_err(|e| at(&e))?;
+                    let at = |e: &serde_yaml::Error, document: &str| match constraints::input::yaml_error(e, document, first_line) {
+                        (Some((line, column)), message) => format!("{origin}:{line}:{column}: not a wisdom document: {message}"),
+                        (None, message) => format!("{origin}:{first_line}: not a wisdom document: {message}"),
+                    };
+                    let mut w: Wisdom = serde_yaml::from_str(&document).map_err(|e| at(&e, &document))?;
                     w.origin = origin.to_string();
                     w.text = std::mem::take(&mut document);
                     w.first_line = first_line;
@@ -113,9 +117,9 @@ impl Wisdom {
     }
 
     /// `origin:LINE: message`, the line being that of the key at `path` (`["best", "parameters",
-    /// "B"]`), or of the deepest key of it found ([`key_line`]).
+    /// "B"]`), or of the deepest key of it found ([`constraints::input::yaml_key_line`]).
     fn at(&self, path: &[&str], message: String) -> String {
-        format!("{}:{}: {message}", self.origin, self.first_line + key_line(&self.text, path))
+        format!("{}:{}: {message}", self.origin, self.first_line + constraints::input::yaml_key_line(&self.text, path))
     }
 
     /// Check the wisdom against the schedule it is for: its leaf is a kernel leaf of the tree,
@@ -139,6 +143,11 @@ impl Wisdom {
         let best = self.best_choice(schedule)?;
         if self.device.trim().is_empty() || self.device.len() > 256 {
             return Err(self.at(&["device"], "the device name must be 1 to 256 characters (the CUDA runtime's `cudaDeviceProp::name`)".into()));
+        }
+        // `cudaDeviceProp::name` is a C string: a NUL would end it early, and no device name
+        // holds a control character.
+        if self.device.chars().any(char::is_control) {
+            return Err(self.at(&["device"], format!("the device name `{}` holds a control character; a device's name (`cudaDeviceProp::name`) never does", self.device.escape_debug())));
         }
         let program = function.program_parameters();
         let data = function.data_parameters();
@@ -169,32 +178,6 @@ impl Wisdom {
     pub fn place(&self) -> String {
         format!("{}:{}", self.origin, self.first_line)
     }
-}
-
-/// The line (from 0) of the key at `path` in a YAML document's `text`: each key is looked for as
-/// a mapping key (`key:`, quoted or not, perhaps after `- `) among the lines below the one
-/// before it and indented deeper than it. When a key is not found so (a flow mapping, `best:
-/// {leaf: a, parameters: {B: 8}}`, holds it on its parent's line), the deepest key found is
-/// named; none found, the document's first line. Only for messages: the values were parsed
-/// already.
-fn key_line(text: &str, path: &[&str]) -> usize {
-    let lines: Vec<&str> = text.lines().collect();
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let content = |l: &str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
-    let is_key = |l: &str, key: &str| {
-        let t = l.trim_start();
-        let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
-        [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
-    };
-    let (mut line, mut parent): (usize, Option<usize>) = (0, None);
-    for key in path {
-        let start = parent.map_or(0, |p| p + 1);
-        let within = lines[start..].iter().enumerate().take_while(|(_, l)| parent.is_none_or(|p| !content(l) || indent(l) > indent(lines[p])));
-        let Some((i, _)) = within.filter(|(_, l)| content(l)).find(|(_, l)| is_key(l, key)) else { break };
-        line = start + i;
-        parent = Some(line);
-    }
-    line
 }
 
 /// The wisdom checked against the program alone, before any tree is built, so that a refusal

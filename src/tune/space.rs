@@ -59,8 +59,9 @@ impl Values {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpaceSpec {
-    /// Parameter names to values (a YAML mapping keeps the file's order).
-    pub params: serde_yaml::Mapping,
+    /// Parameter names to values, in the file's order (a name given twice is refused).
+    #[serde(deserialize_with = "constraints::input::unique_entries")]
+    pub params: Vec<(String, serde_yaml::Value)>,
     #[serde(default)]
     pub restrictions: Vec<String>,
     /// Optional reference figures (a benchmark file's): the product's size, the admissible count
@@ -74,33 +75,63 @@ pub struct SpaceSpec {
 }
 
 impl SpaceSpec {
-    /// The parameters in file order, with their values expanded.
-    pub fn parameters(&self) -> Result<Vec<(String, Vec<i64>)>, String> {
+    /// The parameters in file order, with their values expanded; an error names the parameter.
+    pub fn parameters(&self) -> Result<Vec<(String, Vec<i64>)>, (String, String)> {
         self.params
             .iter()
-            .map(|(k, v)| {
-                let name = k.as_str().ok_or_else(|| format!("parameter name `{k:?}` is not a string"))?.to_string();
-                let values: Values = serde_yaml::from_value(v.clone()).map_err(|_| format!("parameter `{name}`: expected a list of integers or {{range: [lo, hi]}}"))?;
-                Ok((name.clone(), values.expand().map_err(|e| format!("parameter `{name}`: {e}"))?))
+            .map(|(name, v)| {
+                let refuse = |e: String| (name.clone(), format!("parameter `{name}`: {e}"));
+                // Read here, not by serde: an untagged form's error names neither form nor place.
+                let values: Values = serde_yaml::from_value(v.clone()).map_err(|_| refuse("expected a list of integers or {range: [lo, hi], step: s}".into()))?;
+                Ok((name.clone(), values.expand().map_err(refuse)?))
             })
             .collect()
     }
 }
 
+/// A file of several spaces, by name in file order.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpacesFile {
+    #[serde(deserialize_with = "constraints::input::unique_entries")]
+    spaces: Vec<(String, SpaceSpec)>,
+}
+
+/// The name [`parse_spaces`] gives the one space of a file without `spaces:`.
+pub const SINGLE_SPACE: &str = "space";
+
 /// A space file: one space (`params`, `restrictions`), or several under `spaces:` (by name, in
-/// file order).
-pub fn parse_spaces(source: &str, text: &str) -> Result<Vec<(String, SpaceSpec)>, String> {
+/// file order), and whether they were named so. A YAML or shape error names its line and column
+/// in the file.
+pub fn parse_spaces(source: &str, text: &str) -> Result<(Vec<(String, SpaceSpec)>, bool), String> {
     constraints::input::check_yaml_nesting(text).map_err(|(line, e)| format!("{source}:{line}: {e}"))?;
-    let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| format!("{source}: {e}"))?;
-    let spec = |name: &str, v: serde_yaml::Value| serde_yaml::from_value::<SpaceSpec>(v).map_err(|e| format!("{source}: space `{name}`: {e}"));
+    let placed = |e: serde_yaml::Error| {
+        let (place, message) = constraints::input::yaml_error(&e, text, 1);
+        match place {
+            Some((line, column)) => format!("{source}:{line}:{column}: {message}"),
+            None => format!("{source}: {message}"),
+        }
+    };
+    let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(placed)?;
     match value.get("spaces") {
-        Some(serde_yaml::Value::Mapping(m)) => m.iter().map(|(k, v)| {
-            let name = k.as_str().unwrap_or("?").to_string();
-            Ok((name.clone(), spec(&name, v.clone())?))
-        }).collect(),
-        Some(_) => Err(format!("{source}: `spaces` must be a mapping of names to spaces")),
-        None => Ok(vec![("space".to_string(), spec("space", value)?)]),
+        Some(serde_yaml::Value::Mapping(_)) => Ok((serde_yaml::from_str::<SpacesFile>(text).map_err(placed)?.spaces, true)),
+        Some(_) => Err(format!("{source}:{}: `spaces` must be a mapping of names to spaces", 1 + constraints::input::yaml_key_line(text, &["spaces"]))),
+        None if value.is_mapping() => Ok((vec![(SINGLE_SPACE.to_string(), serde_yaml::from_str::<SpaceSpec>(text).map_err(placed)?)], false)),
+        None => Err(format!("{source}: a space file is a mapping with `params` (and `restrictions`), or `spaces:` naming several")),
     }
+}
+
+/// A restriction's text as messages show it, quoted: a long one (a generated file's) cut to its
+/// ends, with its length.
+fn abbreviated(text: &str) -> String {
+    const SHOWN: usize = 40;
+    let n = text.chars().count();
+    if n <= 2 * SHOWN + 20 {
+        return format!("`{text}`");
+    }
+    let head: String = text.chars().take(SHOWN).collect();
+    let tail: String = text.chars().skip(n - SHOWN).collect();
+    format!("`{head} … {tail}` ({n} characters)")
 }
 
 /// One restriction, compiled.
@@ -160,32 +191,45 @@ fn conjuncts(e: &Expr) -> Vec<Expr> {
 impl Space {
     /// A space from parameter domains and restriction texts (C expressions over the names).
     pub fn new(params: Vec<(String, Vec<i64>)>, restrictions: &[String]) -> Result<Space, String> {
+        Space::new_placed(params, restrictions).map_err(|(_, e)| e)
+    }
+
+    /// As [`Space::new`]; an error also gives the index of the restriction at fault, if one is.
+    pub fn new_placed(params: Vec<(String, Vec<i64>)>, restrictions: &[String]) -> Result<Space, (Option<usize>, String)> {
         let (names, domains): (Vec<String>, Vec<Vec<i64>>) = params.into_iter().unzip();
         for (i, n) in names.iter().enumerate() {
             if names[..i].contains(n) {
-                return Err(format!("parameter `{n}` is given twice"));
+                return Err((None, format!("parameter `{n}` is given twice")));
             }
         }
-        let mut exprs = Vec::new();
-        for text in restrictions {
-            let tokens = crate::frontend::lexer::lex(text).map_err(|d| format!("restriction `{text}`: {}", d.message))?;
-            let e = crate::frontend::parser::parse_expression(tokens).map_err(|d| format!("restriction `{text}`: {}", d.message))?;
-            exprs.extend(conjuncts(&e));
+        let (mut exprs, mut origin) = (Vec::new(), Vec::new());
+        for (i, text) in restrictions.iter().enumerate() {
+            let refuse = |d: crate::frontend::Diagnostic| (Some(i), format!("restriction {}: {}", abbreviated(text), d.message));
+            let tokens = crate::frontend::lexer::lex(text).map_err(refuse)?;
+            let e = crate::frontend::parser::parse_expression(tokens).map_err(refuse)?;
+            let parts = conjuncts(&e);
+            origin.extend(std::iter::repeat_n(i, parts.len()));
+            exprs.extend(parts);
         }
-        Space::from_exprs(names, domains, exprs, &BTreeMap::new())
+        Space::compile(names, domains, exprs, &BTreeMap::new()).map_err(|(k, e)| (Some(origin[k]), e))
     }
 
     /// A space whose restrictions are already parsed; `definitions` are names that stand for
     /// expressions over the parameters (a program's derived scalars).
     pub fn from_exprs(names: Vec<String>, domains: Vec<Vec<i64>>, exprs: Vec<Expr>, definitions: &BTreeMap<String, Expr>) -> Result<Space, String> {
+        Space::compile(names, domains, exprs, definitions).map_err(|(_, e)| e)
+    }
+
+    /// As [`Space::from_exprs`]; an error gives the index of the expression at fault.
+    fn compile(names: Vec<String>, domains: Vec<Vec<i64>>, exprs: Vec<Expr>, definitions: &BTreeMap<String, Expr>) -> Result<Space, (usize, String)> {
         let resolve = |v: &str| match names.iter().position(|n| n == v) {
             Some(i) => Ok(Resolved::Slot(i)),
             None => definitions.get(v).map(|e| Resolved::Expr(e.clone())).ok_or_else(|| format!("`{v}` is not a parameter of the space")),
         };
         let mut restrictions = Vec::new();
         let mut polys = Vec::new();
-        for e in exprs {
-            let code = Code::compile(&e, &resolve).map_err(|m| format!("restriction `{e}`: {m}"))?;
+        for (k, e) in exprs.into_iter().enumerate() {
+            let code = Code::compile(&e, &resolve).map_err(|m| (k, format!("restriction {}: {m}", abbreviated(&e.to_string()))))?;
             let mut slots = Vec::new();
             code.slots(&mut slots);
             slots.sort_unstable();
@@ -334,27 +378,62 @@ impl Search<'_, '_, '_> {
     }
 }
 
-/// The spaces of a file by name, expanded; `select` keeps only the named one.
+/// The spaces of a file by name, expanded; `select` keeps only the named one. An error names
+/// the file, the line at fault and, in a file of several, the space.
 pub fn load(path: &std::path::Path, select: Option<&str>) -> Result<Vec<(String, Space, SpaceSpec)>, String> {
     let text = constraints::input::read_text(path, crate::command::MAX_SOURCE_BYTES, constraints::input::Links::Follow)
         .map_err(|e| format!("cannot read `{}`: {e}", crate::command::shown(path)))?;
-    let specs = parse_spaces(&path.display().to_string(), &text)?;
+    let shown = crate::command::shown(path);
+    let (specs, named) = parse_spaces(&shown, &text)?;
     let mut out = Vec::new();
     for (name, spec) in specs {
         if select.is_some_and(|s| s != name) {
             continue;
         }
-        let params = spec.parameters().map_err(|e| format!("{}: space `{name}`: {e}", path.display()))?;
-        let space = Space::new(params, &spec.restrictions).map_err(|e| format!("{}: space `{name}`: {e}", path.display()))?;
+        let within: Vec<&str> = if named { vec!["spaces", name.as_str()] } else { vec![] };
+        let at = |keys: &[&str]| 1 + constraints::input::yaml_key_line(&text, &[within.as_slice(), keys].concat());
+        let label = if named { format!(" space `{}`:", name.escape_debug()) } else { String::new() };
+        let params = spec.parameters().map_err(|(p, e)| format!("{shown}:{}:{label} {e}", at(&["params", &p])))?;
+        let space = Space::new_placed(params, &spec.restrictions).map_err(|(r, e)| {
+            let line = match r {
+                Some(i) => list_item_line(&text, at(&["restrictions"]) - 1, i) + 1,
+                None => at(&["params"]),
+            };
+            format!("{shown}:{line}:{label} {e}")
+        })?;
         out.push((name, space, spec));
     }
     if out.is_empty() {
         return Err(match select {
-            Some(s) => format!("{}: no space named `{s}`", path.display()),
-            None => format!("{}: no space in the file", path.display()),
+            Some(s) => format!("{shown}: no space named `{}`", s.escape_debug()),
+            None => format!("{shown}: no space in the file"),
         });
     }
     Ok(out)
+}
+
+/// The line (from 0) of item `i` of the block sequence under the key on line `key` of `text`;
+/// the key's own line when the sequence is a flow one (`[a, b]`) or shorter.
+fn list_item_line(text: &str, key: usize, i: usize) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let Some(base) = lines.get(key).map(|l| indent(l)) else { return key };
+    let mut seen = 0;
+    for (j, l) in lines.iter().enumerate().skip(key + 1) {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if (t == "-" || t.starts_with("- ")) && indent(l) >= base {
+            if seen == i {
+                return j;
+            }
+            seen += 1;
+        } else if indent(l) <= base {
+            break;
+        }
+    }
+    key
 }
 
 /// Every admissible row by brute force over the Cartesian product: the reference the tests

@@ -58,7 +58,23 @@ fn bad_spaces_are_refused_with_the_reason() {
     assert!(err.contains("parameter `x`") && err.contains("empty or backwards"), "{err}");
     std::fs::write(&f, "params:\n  x: [1, 2]\nrestriction: []\n").unwrap();
     let err = load(&f, None).unwrap_err();
-    assert!(err.contains("restriction"), "{err}");
+    assert!(err.contains("s.yaml:3:1: unknown field `restriction`"), "{err}");
+    // Each error names its line (and the space, in a file of several); a long restriction is
+    // shown by its ends.
+    let long = format!("{}x{} > 0 +", "(".repeat(3000), ")".repeat(3000));
+    for (text, message) in [
+        ("params:\n  x: [1, 2]\n  y: {range: [4, 1]}\n".to_string(), "s.yaml:3: parameter `y`: range [4, 1] with step 1 is empty or backwards".to_string()),
+        ("params:\n  x: [1, 2]\n  y: abc\n".into(), "s.yaml:3: parameter `y`: expected a list of integers or {range: [lo, hi], step: s}".into()),
+        ("params:\n  x: [1, 2]\n  x: [3]\n".into(), "s.yaml:3:3: params: duplicate entry with key \"x\"".into()),
+        ("# two\nspaces:\n  a:\n    params:\n      x: [1, 2]\n    restrictions:\n      - x > 0\n      - x * z < 3\n".into(), "s.yaml:8: space `a`: restriction `x * z < 3`: `z` is not a parameter of the space".into()),
+        (format!("params:\n  x: [1, 2]\nrestrictions:\n  - x > 0\n  - {long}\n"), format!("s.yaml:5: restriction `{} … {} > 0 +` (6007 characters): ", "(".repeat(40), ")".repeat(34))),
+        ("spaces: 3\n".into(), "s.yaml:1: `spaces` must be a mapping of names to spaces".into()),
+    ] {
+        std::fs::write(&f, &text).unwrap();
+        let err = load(&f, None).unwrap_err();
+        assert!(err.starts_with(&f.display().to_string()) && err.contains(&message), "{err}\nexpected: {message}");
+        assert!(err.len() < 400, "{err}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
