@@ -98,7 +98,8 @@ pub enum Command {
     /// dispatch code; also DIR/source.mf (the program's copy), DIR/wisdom.yaml (with --wisdom)
     /// and DIR/manifest.json (every file's SHA-256), so `verify DIR` needs nothing else. DIR is
     /// replaced whole: built beside it and swapped in under a lock, so an interrupted or
-    /// concurrent run never leaves a mix; files of yours in DIR are kept. Prints the tree.
+    /// concurrent run never leaves a mix; files of yours in DIR are kept (one the output would
+    /// replace is refused without --force). Prints the tree.
     Gen {
         /// The MetaFork source file.
         file: PathBuf,
@@ -134,6 +135,11 @@ pub enum Command {
         /// --verify, the verdicts follow as `verify --json` prints them.
         #[arg(long)]
         json: bool,
+        /// Replace files in DIR that metafork did not write (not listed in DIR's manifest, or
+        /// changed since: your own `tree.yaml`, a leaf's `.cu` edited by hand). Without it such
+        /// a file is named and nothing is written. Your other files are kept either way.
+        #[arg(long)]
+        force: bool,
     },
     /// Prove the kernel leaves of a `gen` output directory.
     ///
@@ -266,6 +272,10 @@ pub enum Command {
         /// Write a CUDA timing harness for this schedule's admissible configurations into DIR.
         #[arg(long, value_name = "DIR")]
         emit_harness: Option<PathBuf>,
+        /// With --emit-harness: replace files in DIR that metafork did not write (as `gen
+        /// --force`); without it such a file is named and nothing is written.
+        #[arg(long, requires = "emit_harness")]
+        force: bool,
         /// Count registers with the tree's estimates. By default, when nvcc is on PATH, the
         /// kernel leaves are compiled for the device's architecture and ptxas's counts decide,
         /// as the generated dispatcher's `cudaFuncGetAttributes` will on the device.
@@ -312,6 +322,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     constraints::budget::set(limit);
     if let Some(l) = limit {
         llvm_passes::ptxas::set_time_limit(l.min(std::time::Duration::from_secs(300)));
+        if let Some(end) = std::time::Instant::now().checked_add(l) {
+            llvm_passes::ptxas::set_deadline(end);
+        }
     }
     match cli.command {
         Command::Parse { file, output, json } => {
@@ -325,7 +338,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             emit(&text, output.as_deref())
         }
         Command::Verify { dir, source, points, json, files_only } => crate::verify::command::run(&dir, source.as_deref(), points, json, files_only, color),
-        Command::Gen { file, output, emit_cuda, wisdom, ptxas, verify, json } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, ptxas: &ptxas, verify, json, color }),
+        Command::Gen { file, output, emit_cuda, wisdom, ptxas, verify, json, force } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, ptxas: &ptxas, verify, json, force, color }),
         Command::Counters { file, ptxas, json, at, device } => {
             let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
@@ -340,7 +353,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     // shared memory where its safety checks pass (issue 24: the unstaged form
                     // reported 0 shared bytes for every cached schedule).
                     let staged = crate::strategy::caching::stage(k, &kernel, &backend).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?.kernel;
-                    rows.push(count_with_cuda(Some(k), &staged, &ptxas).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?);
+                    rows.push(count_with_cuda(Some(k), &staged, &ptxas).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?);
                     // The accesses as the program writes them (global memory; the staged tiles'
                     // accesses are the tool's own).
                     if !at.is_empty() {
@@ -380,10 +393,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             };
             emit(&text, None)
         }
-        Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, estimates } => {
-            let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, estimates };
+        Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, force, estimates } => {
+            let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, force, estimates };
             let loader = |p: &Path| command::load(p, color).map_err(|f| f.message);
-            let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::input(e) } else { Failure::input(format!("error: {e}")) })?;
+            let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::of_work(e) } else { Failure::of_work(format!("error: {e}")) })?;
             emit(&text, None)
         }
         Command::Devices { device, json } => {

@@ -54,6 +54,25 @@ pub fn stop() {
 /// The error of a tool run stopped by [`stop`].
 pub const STOPPED_REASON: &str = "stopped: metafork was interrupted";
 
+/// When every tool run must have ended (the whole command's time budget), if anything.
+static DEADLINE: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+
+/// Kill any tool run still going at `at`, and start none after it: the end of the whole
+/// command's time budget, of which a single run's limit ([`set_time_limit`]) is only a cap.
+pub fn set_deadline(at: Instant) {
+    if let Ok(mut d) = DEADLINE.lock() {
+        *d = Some(at);
+    }
+}
+
+/// Whether the deadline of [`set_deadline`] has passed.
+fn past_deadline() -> bool {
+    DEADLINE.lock().ok().and_then(|d| *d).is_some_and(|d| Instant::now() >= d)
+}
+
+/// The error of a tool run the command's time budget ended.
+pub const BUDGET_REASON: &str = "stopped: the time budget ran out (see --time-limit)";
+
 /// The longest one tool run may take now.
 pub(crate) fn time_limit() -> Duration {
     Duration::from_millis(TIME_LIMIT_MS.load(Ordering::Relaxed))
@@ -65,6 +84,9 @@ pub(crate) fn run_bounded(mut command: Command, limit: Duration) -> Result<(std:
     use std::io::Read;
     if STOPPED.load(Ordering::SeqCst) {
         return Err(STOPPED_REASON.into());
+    }
+    if past_deadline() {
+        return Err(BUDGET_REASON.into());
     }
     // Its own process group, so that a stop kills what it started too (nvcc's cicc and ptxas
     // were left running, orphaned, when only nvcc was killed).
@@ -86,6 +108,10 @@ pub(crate) fn run_bounded(mut command: Command, limit: Duration) -> Result<(std:
             kill_group(&mut child);
             return Err(STOPPED_REASON.into());
         }
+        if past_deadline() {
+            kill_group(&mut child);
+            return Err(BUDGET_REASON.into());
+        }
         if start.elapsed() >= limit {
             kill_group(&mut child);
             return Err(format!("did not finish within {} s and was stopped (see --time-limit)", limit.as_secs()));
@@ -106,12 +132,40 @@ fn kill_group(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
+/// The start of a tool run's temporary directory's name, followed by the process id and `-`.
+const TEMP_PREFIX: &str = "metafork-";
+
+/// Remove the tool runs' temporary directories in `tmp` that a process killed outright
+/// (`kill -9`, a crash) left: named by a process that no longer exists, untouched for `age`,
+/// real directories (not links) of this user. A directory whose process lives on is never
+/// touched, so concurrent runs keep theirs; failures are ignored (it is only tidying).
+fn remove_stale(tmp: &Path, age: Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    // SAFETY: `getuid` has no preconditions.
+    let me = unsafe { libc::getuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)).and_then(|rest| rest.split_once('-')).and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok()).filter(|p| *p > 0) else { continue };
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
+        let old = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|e| e >= age);
+        if gone && old && meta.is_dir() && meta.uid() == me {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Write `source` to `input_name` in a fresh temporary directory (created with an
 /// unpredictable name, removed after; the tool's own temporaries go there too), run
 /// `tool ARGS input -o kernel.cubin` within the time limit; its output (ptxas's report among
 /// it).
 fn run_in_temp(tool: &Path, input_name: &str, source: &str, args: &[String], arch: &str) -> Result<String, String> {
-    let dir = tempfile::Builder::new().prefix("metafork-").tempdir().map_err(|e| e.to_string())?;
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(|| remove_stale(&std::env::temp_dir(), Duration::from_secs(60)));
+    let prefix = format!("{TEMP_PREFIX}{}-", std::process::id());
+    let dir = tempfile::Builder::new().prefix(&prefix).tempdir().map_err(|e| e.to_string())?;
     let input = dir.path().join(input_name);
     std::fs::write(&input, source).map_err(|e| e.to_string())?;
     let name = tool.file_name().map_or_else(|| tool.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -180,6 +234,47 @@ pub fn parse_report(log: &str, arch: &str) -> Vec<PtxasReport> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn folders_of_killed_runs_are_removed_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A process id that cannot exist (above the kernel's maximum), and this process's.
+        let dead = tmp.path().join(format!("{TEMP_PREFIX}2147483646-abc"));
+        let live = tmp.path().join(format!("{TEMP_PREFIX}{}-abc", std::process::id()));
+        let other = tmp.path().join("metafork-x-abc");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("kernel.cu"), "x").unwrap();
+        }
+        let elsewhere = tmp.path().join("keep");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tmp.path().join(format!("{TEMP_PREFIX}2147483645-lnk"))).unwrap();
+        remove_stale(tmp.path(), Duration::from_secs(3600));
+        assert!(dead.exists(), "too recent");
+        remove_stale(tmp.path(), Duration::ZERO);
+        assert!(!dead.exists());
+        assert!(live.join("kernel.cu").exists() && other.exists() && elsewhere.exists());
+    }
+
+    #[test]
+    fn a_run_ends_at_its_own_limit_and_at_the_deadline() {
+        let sleep = || {
+            let mut c = Command::new("sleep");
+            c.arg("30");
+            c
+        };
+        let start = Instant::now();
+        let e = run_bounded(sleep(), Duration::from_millis(200)).unwrap_err();
+        assert!(e.starts_with("did not finish within"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+        // The command's whole budget: a deadline 200 ms away ends a run whose own limit is far.
+        set_deadline(Instant::now() + Duration::from_millis(200));
+        let start = Instant::now();
+        assert_eq!(run_bounded(sleep(), Duration::from_secs(300)).unwrap_err(), BUDGET_REASON);
+        assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+        // Past it, no run starts.
+        assert_eq!(run_bounded(sleep(), Duration::from_secs(300)).unwrap_err(), BUDGET_REASON);
+    }
     use super::*;
 
     #[test]

@@ -32,6 +32,7 @@ impl Diagnostic {
         let name = file.name.as_str();
         let (line, col) = file.line_col(self.span.start);
         let (text, at) = windowed(&file.text, self.span.start);
+        let text = visible(&text);
         let range = label_range(&text, at);
         let mut report = Report::build(ReportKind::Error, (name, range.clone()))
             .with_config(Config::default().with_color(color).with_index_type(IndexType::Byte))
@@ -111,6 +112,26 @@ fn windowed(text: &str, start: usize) -> (std::borrow::Cow<'_, str>, usize) {
     (cut.into(), line_start + lead.len() + (start - from))
 }
 
+/// `text` with each control character (but tab and line ends) and each bidirectional override
+/// replaced by a visible one of the same length in bytes, so that offsets hold: a NUL, an
+/// escape sequence or a right-to-left override in a source line cannot reach the terminal, or
+/// make the line shown read differently from what was compiled.
+fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(hidden) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if !hidden(c) => c,
+            c if c.len_utf8() == 1 => '?',
+            c if c.len_utf8() == 2 => '\u{BF}',
+            _ => '\u{FFFD}',
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// The largest char boundary of `text` at or before `i`.
 fn floor(text: &str, i: usize) -> usize {
     let mut i = i.min(text.len());
@@ -183,6 +204,16 @@ mod tests {
 
     /// A name of a million characters (legal C) once made a 2 MB error: the message and the
     /// source line are both cut, and the place is still exact.
+    #[test]
+    fn control_characters_of_a_source_line_are_not_echoed() {
+        let text = "int x = 1;\nint y = a\u{0}\u{1b}[2J\u{85}\u{202e}b;\n";
+        let at = text.find('\u{0}').unwrap();
+        let out = rendered(text, at, "unexpected character");
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n' || c == '\u{202e}'), "{out:?}");
+        assert!(out.contains("int y = a??[2J\u{BF}\u{FFFD}b;"), "{out}");
+        assert!(out.contains("t.mf:2:10:"), "{out}");
+    }
+
     #[test]
     fn long_names_and_lines_are_cut_to_a_readable_error() {
         let name = "k".repeat(1_000_000);

@@ -368,7 +368,12 @@ impl Checker<'_> {
     /// Record an integer divisor that the host knows before a launch (its names are all
     /// parameters and derived scalars): it becomes the fact `divisor != 0`.
     fn note_divisor(&mut self, d: &Expr) {
-        if matches!(d.kind, ExprKind::Int(v) if v != 0) {
+        if matches!(d.kind, ExprKind::Int(0)) {
+            // As a fact (`0 != 0`) it would read as "the facts contradict each other".
+            self.err(d.span, "integer division by zero: `/` or `%` by 0 is undefined in C", "divides by zero");
+            return;
+        }
+        if matches!(d.kind, ExprKind::Int(_)) {
             return;
         }
         let mut names = Vec::new();

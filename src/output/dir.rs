@@ -15,6 +15,10 @@
 //! 5. exchanges staging and DIR with `renameat2(RENAME_EXCHANGE)` (a plain rename when DIR is
 //!    new) and removes the old contents.
 //!
+//! Before any of it, a file of DIR that the new output would replace must be metafork's (listed
+//! in DIR's manifest and unchanged since): a user's own `tree.yaml`, or a leaf's `.cu` edited
+//! by hand, is refused unless the caller says to replace it ([`Foreign::Replace`], `--force`).
+//!
 //! So an interrupted or failed run leaves DIR as it was, two runs never mix their files, and a
 //! user's own files survive. DIR itself must be a real directory: a symbolic link is refused
 //! (an archive's `out -> ~/.ssh` would otherwise be written through).
@@ -41,7 +45,20 @@ fn err(target: &Path, what: impl std::fmt::Display) -> String {
     format!("cannot write `{}`: {what}", target.display())
 }
 
-pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<(), String> {
+/// What to do with an entry of the output directory that the new output would replace and that
+/// metafork did not write (not in the old manifest, or changed since).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreign {
+    /// Refuse to write, naming it.
+    Refuse,
+    /// Replace it (`--force`).
+    Replace,
+}
+
+pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: Foreign) -> Result<(), String> {
+    // `out/.` and `out/` name `out` (renaming `out/.` fails with "busy", and `link/` would
+    // follow a symbolic link `link`, which is refused below as `link`).
+    let target = &target.components().collect::<PathBuf>();
     for name in files.keys() {
         if !is_plain_file_name(name) || name == MANIFEST {
             return Err(err(target, format!("internal error: `{}` is not a plain file name", name.escape_debug())));
@@ -66,6 +83,30 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
     };
     let prefix = format!("{STAGING_PREFIX}{}-", &super::manifest::sha256_hex(name.as_bytes())[..12]);
     recover(&parent, &prefix, target).map_err(|e| err(target, format!("cannot clean up an interrupted run: {e}")))?;
+    // The old manifest, read once: what it lists unchanged is metafork's to replace or drop.
+    let old = match exists {
+        Some(_) => Manifest::read(target),
+        None => Ok(None),
+    };
+    if exists.is_some() && foreign == Foreign::Refuse {
+        let theirs = not_metaforks(target, files, &old);
+        if let Some(first) = theirs.first() {
+            let (more, them) = match theirs.len() {
+                1 => (String::new(), "it"),
+                n => (format!(" and {} more", n - 1), "them"),
+            };
+            let why = match &old {
+                Ok(Some(_)) => format!("not listed in its `{MANIFEST}`, or changed since metafork wrote it"),
+                Ok(None) => format!("it has no `{MANIFEST}`, so nothing in it is known to be metafork's"),
+                Err(e) => format!("its manifest is unusable: {e}"),
+            };
+            return Err(err(target, format!("it holds `{}`{more}, which this output would replace but metafork did not write ({why}); move {them} away, or give --force to replace {them}", first.escape_debug())));
+        }
+    }
+    let old = old.unwrap_or_else(|e| {
+        eprintln!("metafork: warning: {e}; every entry of the old directory is kept");
+        None
+    });
 
     let staging = tempfile::Builder::new()
         .prefix(&prefix)
@@ -84,7 +125,7 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance) -> Result<()
         return Err(err(target, "interrupted; the directory is as it was"));
     }
     let carried = match exists {
-        Some(_) => carry(target, staging.path(), files).map_err(|e| err(target, format!("cannot carry over its other entries: {e}")))?,
+        Some(_) => carry(target, staging.path(), files, old.as_ref()).map_err(|e| err(target, format!("cannot carry over its other entries: {e}")))?,
         None => Vec::new(),
     };
     let swapped = fs::File::open(staging.path()).and_then(|d| d.sync_all()).and_then(|_| match exists {
@@ -152,11 +193,7 @@ const SYNC_THREADS: usize = 4;
 
 /// Carry `target`'s entries that metafork did not write into `staging`; returns the entries
 /// moved (not linked), which a failure must put back.
-fn carry(target: &Path, staging: &Path, files: &DirFiles) -> io::Result<Vec<OsString>> {
-    let old = Manifest::read(target).unwrap_or_else(|e| {
-        eprintln!("metafork: warning: {e}; every entry of the old directory is kept");
-        None
-    });
+fn carry(target: &Path, staging: &Path, files: &DirFiles, old: Option<&Manifest>) -> io::Result<Vec<OsString>> {
     let mut carry = Vec::new();
     for entry in fs::read_dir(target)? {
         let entry = entry?;
@@ -165,7 +202,7 @@ fn carry(target: &Path, staging: &Path, files: &DirFiles) -> io::Result<Vec<OsSt
         if name.as_bytes().starts_with(STAGING_PREFIX.as_bytes()) || text.is_some_and(|t| t == MANIFEST || files.contains_key(t)) {
             continue;
         }
-        if let (Some(m), Some(t)) = (&old, text) {
+        if let (Some(m), Some(t)) = (old, text) {
             if m.unchanged(target, t) {
                 continue;
             }
@@ -189,6 +226,19 @@ fn carry(target: &Path, staging: &Path, files: &DirFiles) -> io::Result<Vec<OsSt
         }
     }
     Ok(done)
+}
+
+/// The entries of `target` that the new `files` (and the manifest) would replace but that are
+/// not metafork's: present, and not listed unchanged in the `old` manifest (a manifest that
+/// cannot be read is itself one of them), sorted.
+fn not_metaforks(target: &Path, files: &DirFiles, old: &Result<Option<Manifest>, String>) -> Vec<String> {
+    let present = |n: &str| fs::symlink_metadata(target.join(n)).is_ok();
+    let mut theirs: Vec<String> = files.keys().filter(|n| present(n) && !old.as_ref().is_ok_and(|m| m.as_ref().is_some_and(|m| m.unchanged(target, n)))).cloned().collect();
+    if old.is_err() && present(MANIFEST) {
+        theirs.push(MANIFEST.to_string());
+    }
+    theirs.sort();
+    theirs
 }
 
 /// Move `names` from `staging` back into `target` where `target` lacks them.
@@ -287,19 +337,24 @@ mod tests {
     fn replaces_the_output_keeps_user_files_and_drops_stale_ones() {
         let root = tempfile::tempdir().unwrap();
         let out = root.path().join("out");
-        write_dir(&out, &files(&[("a_leaf1.cu", "1"), ("a_leaf2.cu", "2"), ("tree.yaml", "t")]), Provenance::default()).unwrap();
+        write_dir(&out, &files(&[("a_leaf1.cu", "1"), ("a_leaf2.cu", "2"), ("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap();
         fs::write(out.join("notes.txt"), "mine").unwrap();
         fs::create_dir(out.join("build")).unwrap();
         fs::write(out.join("build").join("x.o"), "obj").unwrap();
         fs::write(out.join("a_leaf2.cu"), "edited by hand").unwrap();
-        write_dir(&out, &files(&[("a_leaf1.cu", "1'"), ("tree.yaml", "t'")]), Provenance::default()).unwrap();
+        // An output that would replace the edited file is refused, naming it, unless forced.
+        let e = write_dir(&out, &files(&[("a_leaf1.cu", "1'"), ("a_leaf2.cu", "2'"), ("tree.yaml", "t'")]), Provenance::default(), Foreign::Refuse).unwrap_err();
+        assert!(e.contains("it holds `a_leaf2.cu`, which this output would replace but metafork did not write") && e.contains("move it away, or give --force to replace it"), "{e}");
+        assert_eq!(fs::read_to_string(out.join("a_leaf2.cu")).unwrap(), "edited by hand");
+        assert_eq!(fs::read_to_string(out.join("a_leaf1.cu")).unwrap(), "1", "nothing was written");
+        write_dir(&out, &files(&[("a_leaf1.cu", "1'"), ("tree.yaml", "t'")]), Provenance::default(), Foreign::Refuse).unwrap();
         // a_leaf2.cu was edited: kept; notes and build are the user's: kept; nothing else.
         assert_eq!(names(&out), ["a_leaf1.cu", "a_leaf2.cu", "build", "manifest.json", "notes.txt", "tree.yaml"]);
         assert_eq!(fs::read_to_string(out.join("a_leaf2.cu")).unwrap(), "edited by hand");
         assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
         assert_eq!(fs::read_to_string(out.join("a_leaf1.cu")).unwrap(), "1'");
         // An unchanged stale file of metafork's is dropped.
-        write_dir(&out, &files(&[("tree.yaml", "t''")]), Provenance::default()).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t''")]), Provenance::default(), Foreign::Refuse).unwrap();
         assert_eq!(names(&out), ["a_leaf2.cu", "build", "manifest.json", "notes.txt", "tree.yaml"]);
         assert_eq!(names(root.path()), ["out"], "no staging directory is left");
     }
@@ -312,25 +367,35 @@ mod tests {
         fs::write(real.join("keep"), "k").unwrap();
         let link = root.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let e = write_dir(&link, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap_err();
+        let e = write_dir(&link, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap_err();
         assert!(e.contains("symbolic link") && e.contains("link"), "{e}");
+        // `link/` (which the system would follow) is `link`; `real/.` is `real`.
+        let e = write_dir(&root.path().join("link/"), &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        write_dir(&real.join("."), &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap();
+        assert_eq!(names(&real), ["keep", "manifest.json", "tree.yaml"]);
+        fs::remove_file(real.join("tree.yaml")).unwrap();
+        fs::remove_file(real.join("manifest.json")).unwrap();
         assert_eq!(names(&real), ["keep"]);
         let file = root.path().join("file");
         fs::write(&file, "f").unwrap();
-        let e = write_dir(&file, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap_err();
+        let e = write_dir(&file, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap_err();
         assert!(e.contains("a regular file; give a directory"), "{e}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "f");
     }
 
     #[test]
-    fn a_planted_link_inside_the_directory_is_replaced_not_written_through() {
+    fn a_planted_link_inside_the_directory_is_refused_or_replaced_never_written_through() {
         let root = tempfile::tempdir().unwrap();
         let out = root.path().join("out");
         fs::create_dir(&out).unwrap();
         let victim = root.path().join("victim");
         fs::write(&victim, "precious").unwrap();
         std::os::unix::fs::symlink(&victim, out.join("tree.yaml")).unwrap();
-        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap();
+        let e = write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap_err();
+        assert!(e.contains("it holds `tree.yaml`") && e.contains("has no `manifest.json`"), "{e}");
+        assert!(fs::symlink_metadata(out.join("tree.yaml")).unwrap().is_symlink());
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Replace).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
         assert!(fs::symlink_metadata(out.join("tree.yaml")).unwrap().is_file());
     }
@@ -339,7 +404,7 @@ mod tests {
     fn a_stale_staging_directory_is_recovered() {
         let root = tempfile::tempdir().unwrap();
         let out = root.path().join("out");
-        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default()).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap();
         // As if a run died after carrying the user's `build/` into its staging directory.
         let prefix = format!("{STAGING_PREFIX}{}-", &super::super::manifest::sha256_hex(b"out")[..12]);
         let stale = root.path().join(format!("{prefix}dead"));
@@ -348,7 +413,7 @@ mod tests {
         fs::write(stale.join("build").join("x.o"), "obj").unwrap();
         fs::write(stale.join("half.cu"), "partial").unwrap();
         fs::write(stale.join(JOURNAL), serde_json::to_vec(&vec![b"build".to_vec()]).unwrap()).unwrap();
-        write_dir(&out, &files(&[("tree.yaml", "t2")]), Provenance::default()).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t2")]), Provenance::default(), Foreign::Refuse).unwrap();
         assert_eq!(names(root.path()), ["out"]);
         assert_eq!(names(&out), ["build", "manifest.json", "tree.yaml"]);
         assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
@@ -365,7 +430,7 @@ mod tests {
                     for i in 0..10 {
                         let tag = format!("{t}-{i}");
                         let f: DirFiles = (0..5).map(|k| (format!("f{}_{k}.cu", t), tag.clone().into_bytes())).chain([("tree.yaml".to_string(), tag.clone().into_bytes())]).collect();
-                        write_dir(&out, &f, Provenance::default()).unwrap();
+                        write_dir(&out, &f, Provenance::default(), Foreign::Refuse).unwrap();
                     }
                 })
             })

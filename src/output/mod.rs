@@ -16,7 +16,7 @@ mod dir;
 mod file;
 pub mod manifest;
 
-pub use dir::{write_dir, DirFiles, STAGING_PREFIX};
+pub use dir::{write_dir, DirFiles, Foreign, STAGING_PREFIX};
 pub use file::write_atomic;
 
 /// Whether `name` may be the name of a file metafork writes into an output directory: one

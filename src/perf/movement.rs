@@ -405,6 +405,19 @@ pub fn lanes(compute_capability: &str) -> Option<(f64, f64)> {
     })
 }
 
+/// Why [`estimate`] gives no time on `device` whatever the kernel, if it does not: a missing
+/// throughput field, or a compute capability [`lanes`] does not know.
+pub fn unavailable(device: &DeviceProfile) -> Option<String> {
+    if lanes(&device.compute_capability).is_none() {
+        return Some(format!("compute capability {} is not in the throughput table (known: 2.0 to 9.0)", device.compute_capability.escape_debug()));
+    }
+    match (device.memory_bandwidth_gb_s, device.boost_clock_mhz) {
+        (None, _) => Some("the profile has no `memory_bandwidth_gb_s`".into()),
+        (_, None) => Some("the profile has no `boost_clock_mhz`".into()),
+        _ => None,
+    }
+}
+
 /// A kernel's estimated time and what bounds it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {

@@ -24,6 +24,8 @@ pub struct Options {
     pub output: Option<PathBuf>,
     pub json: bool,
     pub emit_harness: Option<PathBuf>,
+    /// Replace files of the harness directory that metafork did not write (`--force`).
+    pub force: bool,
     /// Count registers with the tree's estimates even when nvcc could compile the leaves.
     pub estimates: bool,
 }
@@ -40,12 +42,24 @@ fn integer(text: &str, value: &str) -> Result<i64, String> {
 /// `NAME=VALUE`.
 pub fn parse_size(text: &str) -> Result<(String, i64), String> {
     let (name, value) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=VALUE, as in N=4096"))?;
-    Ok((name.trim().to_string(), integer(text, value)?))
+    Ok((parameter_name(text, name)?, integer(text, value)?))
+}
+
+/// The NAME of `NAME=...`: a C identifier (`=5` and `N M=5` name no parameter).
+fn parameter_name(text: &str, name: &str) -> Result<String, String> {
+    let name = name.trim();
+    // As the lexer reads identifiers: ASCII letters, digits and `_`.
+    let identifier = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !identifier {
+        return Err(format!("`{}`: `{}` is not a parameter name (expected NAME=VALUE, as in N=4096)", text.escape_debug(), name.escape_debug()));
+    }
+    Ok(name.to_string())
 }
 
 /// `NAME=LO..HI` (inclusive) or `NAME=V1,V2,...`.
 pub fn parse_range(text: &str) -> Result<(String, Vec<i64>), String> {
     let (name, spec) = text.split_once('=').ok_or_else(|| format!("`{text}`: expected NAME=LO..HI or NAME=V1,V2,..., as in s=1..16"))?;
+    let name = parameter_name(text, name)?;
     let int = |s: &str| integer(text, s);
     let values = match spec.split_once("..") {
         Some((lo, hi)) => {
@@ -156,7 +170,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
             let build = super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
             harnesses += &format!("harness for `{}` in {}: {build}\n", tuned.schedule, crate::command::shown(dir));
         }
-        crate::output::write_dir(dir, &files, Default::default())?;
+        crate::output::write_dir(dir, &files, Default::default(), if options.force { crate::output::Foreign::Replace } else { crate::output::Foreign::Refuse })?;
     }
     if options.json {
         let configs: Vec<serde_json::Value> = all
@@ -186,6 +200,10 @@ fn table(t: &Tuned, top: usize) -> String {
         if enumerated.is_empty() { "none".into() } else { enumerated.join(", ") },
         t.registers_from
     );
+    let out = match &t.time_model_off {
+        Some(why) => out + &format!("  no estimated time: {why}; ranked by the counters alone\n"),
+        None => out,
+    };
     let out = if t.idle > 0 {
         out + &format!("  {} more run no thread block at these sizes (a grid extent is 0): not listed\n", t.idle)
     } else {
@@ -228,7 +246,8 @@ fn standalone(path: &Path, options: &Options) -> Result<String, String> {
         let seconds = start.elapsed().as_secs_f64();
         drop(bar);
         if let Some(why) = &admissible.stopped {
-            return Err(format!("space `{name}`: {why}"));
+            let which = if spaces.len() == 1 && name == super::space::SINGLE_SPACE { String::new() } else { format!(" space `{}`:", name.escape_debug()) };
+            return Err(format!("{}:{which} {why}", crate::command::shown(path)));
         }
         let configurations = options.json.then(|| {
             (0..admissible.len())
@@ -254,6 +273,10 @@ mod tests {
     #[test]
     fn sizes_and_ranges_say_whether_a_value_is_no_integer_or_too_large() {
         assert_eq!(parse_size(" N = 4096").unwrap(), ("N".to_string(), 4096));
+        assert_eq!(parse_size("=5").unwrap_err(), "`=5`: `` is not a parameter name (expected NAME=VALUE, as in N=4096)");
+        assert!(parse_size("N M=5").unwrap_err().contains("`N M` is not a parameter name"));
+        assert!(parse_range("=1..4").unwrap_err().contains("is not a parameter name"));
+        assert_eq!(parse_size("_n2=5").unwrap(), ("_n2".to_string(), 5));
         assert_eq!(parse_size("N=x").unwrap_err(), "`N=x`: `x` is not an integer");
         let e = parse_size("N=18446744073709551616").unwrap_err();
         assert!(e.contains("is outside the 64-bit integers") && e.contains("9223372036854775807"), "{e}");

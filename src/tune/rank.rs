@@ -93,6 +93,10 @@ pub struct Tuned {
     /// (a grid extent is 0, as `N / (B1*s)` with `B1*s > N`): they compute nothing, and a
     /// time of 0 would rank them first.
     pub idle: usize,
+    /// Why no configuration has an estimated time, when the device profile is the reason
+    /// ([`crate::perf::movement::unavailable`]): the ranking then falls back to the counters.
+    #[serde(skip)]
+    pub time_model_off: Option<String>,
 }
 
 /// The data-movement model's time for `code` at `point` ([`crate::perf::movement`]), launched
@@ -293,5 +297,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, time_model_off: crate::perf::movement::unavailable(device) })
 }

@@ -44,7 +44,7 @@ pub fn report(trees: &[(&KernelFunction, Tree)], options: Options, json: bool) -
     let mut reports = Vec::new();
     for (k, (function, tree)) in trees.iter().enumerate() {
         let later_leaves = trees[k + 1..].iter().map(|(_, t)| leaves(t)).sum();
-        reports.extend(verify_tree_reporting(function, tree, &backend, Options { later_leaves, ..options }, &tick).map_err(unusable)?);
+        reports.extend(verify_tree_reporting(function, tree, &backend, Options { later_leaves, ..options }, &tick).map_err(|e| Failure::of_work(format!("error: {e}")))?);
     }
     drop(bar);
     command::print(&if json { super::render_json(&reports) } else { render(&reports) })?;
@@ -66,6 +66,9 @@ fn listed(dir: &Path, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Failur
 
 pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_only: bool, color: bool) -> Result<(), Failure> {
     let shown_dir = command::shown(dir);
+    if let Err(e) = std::fs::metadata(dir) {
+        return Err(unusable(format!("cannot read `{shown_dir}`: {e}")));
+    }
     if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
         return Err(unusable(format!("`{shown_dir}` is a file; `verify` takes a directory written by `metafork gen --emit-cuda` (for a program: `metafork gen --emit-cuda {shown_dir} -o DIR --verify`)")));
     }
@@ -100,7 +103,7 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
         return Err(unusable(format!("`{shown_dir}` records register counts from ptxas ({}); re-deriving them needs `nvcc` on PATH", manifest.ptxas.join(", "))));
     }
     let extras = crate::emit::command::Extras { wisdom: wisdom_text.as_deref().zip(wisdom.as_deref()), ptxas: &manifest.ptxas };
-    let (expected, trees, _) = files(&origin.name, &text, &program, true, &extras).map_err(unusable)?;
+    let (expected, trees, _) = files(&origin.name, &text, &program, true, &extras).map_err(|e| Failure::of_work(format!("error: {e}")))?;
     if !expected.keys().any(|n| n.ends_with(".cu") && n.contains("_leaf")) {
         return Err(unusable(format!("`{shown_dir}` holds no kernel: its program has no kernel leaf")));
     }

@@ -400,3 +400,11 @@ fn host_arithmetic_up_to_64_bits_is_accepted() {
         }
     }
 }
+
+/// An integer division by the literal 0 is named as such (it was "the facts contradict each
+/// other", from the fact `0 != 0` a divisor becomes), in the host part and in a kernel.
+#[test]
+fn integer_division_by_zero() {
+    refused("void f(int N, int B, float a[N]) {\n  int d = N / $0;\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < B; j++) a[i] = 0.0f;\n  }\n}\n", "integer division by zero");
+    refused(&kernel("        c[k % $0] = a[k];"), "integer division by zero");
+}

@@ -207,8 +207,8 @@ fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory(
             symlink("/etc/passwd", d.join("source.mf")).unwrap();
         }),
     ];
-    for (what, file, tamper) in tampers {
-        let d = dir.join(file.replace('.', "_"));
+    for (i, (what, file, tamper)) in tampers.into_iter().enumerate() {
+        let d = dir.join(format!("tampered{i}"));
         gen_into(&dir, "saxpy.mf", d.to_str().unwrap());
         tamper(&d);
         let o = metafork(&dir, &["verify", d.to_str().unwrap()]);
@@ -217,6 +217,15 @@ fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory(
         assert!(t.contains(file), "{what}: the message names no file: {t}");
         assert!(!t.contains("root:"), "{what}: a line of another file was shown: {t}");
     }
+    // Generating again over a tampered file refuses to replace it, naming it, unless forced.
+    let d = dir.join("tampered0");
+    let o = metafork(&dir, &["gen", "--emit-cuda", "saxpy.mf", "-o", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("it holds `tree.yaml`, which this output would replace but metafork did not write"), "{}", text(&o));
+    assert!(fs::read_to_string(d.join("tree.yaml")).unwrap().contains("R") && !fs::read_to_string(d.join("tree.yaml")).unwrap().contains("R_B"), "the user's edit is kept");
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--force", "saxpy.mf", "-o", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(metafork(&dir, &["verify", "--files-only", d.to_str().unwrap()]).status.code(), Some(0));
     // A source named in a manifest must be the directory's own copy.
     let d = dir.join("elsewhere");
     gen_into(&dir, "saxpy.mf", d.to_str().unwrap());
@@ -269,11 +278,16 @@ fn hostile_file_names_and_wisdom_cannot_inject_code() {
     let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", name, "-o", "w"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("bad.yaml:4:") && text(&o).contains("is not a kernel leaf"), "{}", text(&o));
+    // A line end is a control character, which no device's name holds: refused with its line.
     fs::write(dir.join("good.yaml"), format!("schedule: saxpy\ndevice: \"evil */ #error injected /* \\n#define x\"\nsizes: {{N: 4096}}\nbest: {{leaf: {leaf}, parameters: {{B: 64}}}}\n")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "good.yaml", name, "-o", "w"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("good.yaml:2: the device name `evil */ #error injected /* \\n#define x` holds a control character"), "{}", text(&o));
+    fs::write(dir.join("good.yaml"), format!("schedule: saxpy\ndevice: \"evil */ #error injected /* #define x\"\nsizes: {{N: 4096}}\nbest: {{leaf: {leaf}, parameters: {{B: 64}}}}\n")).unwrap();
     let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "good.yaml", name, "-o", "w"]);
     assert!(o.status.success(), "{}", text(&o));
     let h = fs::read_to_string(dir.join("w/saxpy_dispatch.h")).unwrap();
-    assert!(h.contains("metafork_saxpy_wisdom") && !h.lines().any(|l| l.starts_with("#error") || l.starts_with("#define x")), "{h}");
+    assert!(h.contains("metafork_saxpy_wisdom") && !h.lines().any(|l| l.trim_start().starts_with("#error") || l.trim_start().starts_with("#define x")), "{h}");
     if let Some(cxx) = cxx() {
         let o = Command::new(&cxx).args(["-std=c++11", "-fsyntax-only", "-x", "c++"]).arg(dir.join("w/saxpy_dispatch.h")).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -365,10 +379,22 @@ fn budgets_end_long_phases_with_their_own_exit_code() {
     fs::write(dir.join("s.mf"), SAXPY).unwrap();
     let path = format!("{}:{}", fake.display(), std::env::var("PATH").unwrap_or_default());
     let start = Instant::now();
-    let o = bin().current_dir(&dir).env("PATH", path).args(["counters", "s.mf", "--ptxas", "sm_90", "--time-limit", "3"]).output().unwrap();
-    assert!(!o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("did not finish"), "{}", text(&o));
+    let o = bin().current_dir(&dir).env("PATH", &path).args(["counters", "s.mf", "--ptxas", "sm_90", "--time-limit", "3"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("ptxas for sm_90: stopped: the time budget ran out"), "{}", text(&o));
     assert!(start.elapsed() < Duration::from_secs(30), "{:?}", start.elapsed());
+    // `tune` compiling the leaves, and `verify` re-deriving `gen --ptxas`'s counts, end with the
+    // budget too, and say so with exit 4 (they said 1, as for bad input), on time.
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--ptxas", "sm_90", "s.mf", "-o", "px"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for args in [&["tune", "s.mf", "--device", "h100", "--size", "N=4096", "--time-limit", "3"][..], &["verify", "px", "--time-limit", "3"]] {
+        let start = Instant::now();
+        let o = bin().current_dir(&dir).env("PATH", &path).args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("time budget"), "{args:?}: {}", text(&o));
+        assert!(start.elapsed() < Duration::from_secs(20), "{args:?}: {:?}", start.elapsed());
+    }
+    // A single run's own limit (300 s at most) is `ptxas::run_bounded`'s unit test.
 }
 
 #[test]

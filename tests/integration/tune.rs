@@ -327,7 +327,18 @@ int main() {
     assert!(e.contains("lines.yaml:5: the wisdom for `matmul` sets `n`, which is not a program parameter"), "{e}");
     // A misspelt key is refused, not ignored.
     let e = metafork::emit::dispatch::Wisdom::parse(&entry("NVIDIA H200", 4096, 16, 2, 32).replace("sizes:", "size:"), "typo.yaml").unwrap_err();
-    assert!(e.starts_with("typo.yaml:1: not a wisdom document: unknown field `size`"), "{e}");
+    assert!(e.starts_with("typo.yaml:3:1: not a wisdom document: unknown field `size`"), "the misspelt key's line: {e}");
+    // A key given twice is refused (YAML keeps the last), in a flow or a block mapping, and in a
+    // later document the line is the file's.
+    let two = format!("{}---\n{}", entry("A", 64, 8, 1, 32), entry("B", 64, 8, 1, 32).replace("{n: 64}", "{n: 64, n: 128}"));
+    let e = metafork::emit::dispatch::Wisdom::parse(&two, "two.yaml").unwrap_err();
+    assert!(e.starts_with("two.yaml:10:") && e.contains("duplicate key `n`"), "{e}");
+    let block = entry("A", 64, 8, 1, 32).replace("device: \"A\"\n", "device: \"A\"\ndevice: \"B\"\n");
+    let e = metafork::emit::dispatch::Wisdom::parse(&block, "block.yaml").unwrap_err();
+    assert!(e.starts_with("block.yaml:3:1: not a wisdom document: duplicate field `device`"), "{e}");
+    std::fs::write(dir.join("nul.yaml"), entry("NVIDIA\\0H200", 4096, 16, 2, 32)).unwrap();
+    let e = early(&["nul.yaml"]).unwrap_err();
+    assert!(e.contains("nul.yaml:2: the device name `NVIDIA\\0H200` holds a control character"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -364,6 +375,17 @@ fn tune_scores_divergent_warps() {
         let product = ["occupancy", "coalescing", "bank_efficiency", "branch_efficiency"].iter().map(|k| counters[k].as_f64().unwrap()).product::<f64>();
         assert!((c["score"].as_f64().unwrap() - product).abs() < 1e-12, "B = {b}: the score is the product of the counters");
     }
+    // The table says why there is no time, for a missing field or a capability the throughput
+    // table lacks (it used to leave the column empty without a word).
+    let future: String = h200.lines().map(|l| if l.starts_with("compute_capability:") { "compute_capability: '99.9'\n".to_string() } else { format!("{l}\n") }).collect();
+    std::fs::write(dir.join("future.yaml"), future).unwrap();
+    for (profile, why) in [("plain.yaml", "no estimated time: the profile has no `memory_bandwidth_gb_s`"), ("future.yaml", "no estimated time: compute capability 99.9 is not in the throughput table")] {
+        let out = metafork(&dir, &["tune", &example("matvec"), "--device", profile, "--size", "N=40", "--estimates"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(why), "{profile}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+    let out = metafork(&dir, &["tune", &example("matvec"), "--device", "h200", "--size", "N=40"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("no estimated time"), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 /// Issue 24.2: `tune` decides with what the compiled leaves really use. On an sm_80 profile
