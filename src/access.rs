@@ -163,6 +163,27 @@ impl<'b> Collector<'b> {
         self
     }
 
+    /// `x` converted to the integer type `t` (a cast, or a declaration's initialiser): `x`
+    /// itself where that conversion cannot change it. A value that names an array element
+    /// (whose range is its type's, wider than `char` or `int` may hold: `(char)s[k]` of an
+    /// `int` is `s[k]` wrapped) is kept only where the context and `guards` prove it within
+    /// `t`'s range; otherwise the conversion is not modelled. Other values are kept as they
+    /// were before element values existed (the model assumes no overflow of its integers).
+    fn converted(&mut self, x: Poly, t: ScalarType, guards: &[Constraint]) -> Option<Poly> {
+        if t == ScalarType::Long || !x.vars().iter().any(|v| is_element_value(v.name())) {
+            return Some(x);
+        }
+        let (lo, hi) = integer_range(t);
+        let mut ctx = self.context.clone();
+        guards.iter().for_each(|g| ctx.add(g.clone()));
+        for fact in [Constraint::ge(&x, &lo), Constraint::le(&x, &hi)] {
+            if fact.truth_if_constant() != Some(true) && !matches!(self.backend.implies(&ctx, &fact), Implication::Proved) {
+                return None;
+            }
+        }
+        Some(x)
+    }
+
     /// The auxiliary for the value of `array[indices]`, within `elem`'s range.
     fn element_value(&mut self, array: &str, elem: ScalarType, indices: Vec<Poly>) -> Poly {
         let text = format!("{array}|{}", indices.iter().map(ToString::to_string).collect::<Vec<_>>().join("|"));
@@ -173,14 +194,9 @@ impl<'b> Collector<'b> {
         let name = format!("{AUX_VALUE}{key:x}");
         let v = self.aux(&name);
         if !self.value_defs.contains_key(&name) {
-            let bits = match elem {
-                ScalarType::Char => 7,
-                ScalarType::Int => 31,
-                _ => 63,
-            };
-            let half: num_bigint::BigInt = num_bigint::BigInt::from(1) << bits;
-            self.context.add(Constraint::ge(&v, &Poly::constant(constraints::Rational::from_integer(-half.clone()))));
-            self.context.add(Constraint::le(&v, &Poly::constant(constraints::Rational::from_integer(half - 1))));
+            let (lo, hi) = integer_range(elem);
+            self.context.add(Constraint::ge(&v, &lo));
+            self.context.add(Constraint::le(&v, &hi));
             self.value_defs.insert(name, (array.to_string(), indices));
         }
         v
@@ -291,7 +307,10 @@ impl<'b> Collector<'b> {
                 None => Some(Poly::var(n)),
             },
             ExprKind::Unary(UnOp::Neg, a) => Some(-self.poly(a, env, guards)?),
-            ExprKind::Cast(t, a) if t.is_integer() => self.poly(a, env, guards),
+            ExprKind::Cast(t, a) if t.is_integer() => {
+                let x = self.poly(a, env, guards)?;
+                self.converted(x, *t, guards)
+            }
             // A CUDA index: a non-negative integer, the same for everything one thread does.
             ExprKind::Builtin(b) => {
                 let v = self.aux(&builtin_var(*b));
@@ -455,7 +474,7 @@ impl<'b> Collector<'b> {
             StmtKind::Decl { ty, vars } => {
                 for d in vars {
                     self.expr_accesses(&d.init, env, guards);
-                    let v = if ty.is_integer() { self.poly(&d.init, env, guards) } else { None };
+                    let v = if ty.is_integer() { self.poly(&d.init, env, guards).and_then(|x| self.converted(x, *ty, guards)) } else { None };
                     env.insert(d.name.name.clone(), v);
                 }
             }
@@ -693,6 +712,17 @@ pub fn may_collide(backend: &Backend, context: &System, a: &Access, b: &Access, 
         constraints::solver::CheckResult::Sat(_) => Some(true),
         constraints::solver::CheckResult::Unknown(_) => None,
     }
+}
+
+/// The least and greatest value of an integer type (`char` is signed, as CUDA's).
+fn integer_range(t: ScalarType) -> (Poly, Poly) {
+    let bits = match t {
+        ScalarType::Char => 7,
+        ScalarType::Int => 31,
+        _ => 63,
+    };
+    let half: num_bigint::BigInt = num_bigint::BigInt::from(1) << bits;
+    (Poly::constant(constraints::Rational::from_integer(-half.clone())), Poly::constant(constraints::Rational::from_integer(half - 1)))
 }
 
 /// The arrays `stmts` assign to (any assignment, atomic or not).
