@@ -59,12 +59,13 @@ impl Failure {
     }
 }
 
-/// A path as shown in messages: control characters escaped, so a file name cannot move the
-/// cursor or forge lines on a terminal.
+/// A path as shown in messages: control characters and bidirectional overrides escaped, so a
+/// file name cannot move the cursor, forge lines on a terminal or read backwards.
 pub fn shown(path: &Path) -> String {
     let s = path.display().to_string();
-    if s.chars().any(char::is_control) {
-        s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+    let hidden = |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if s.chars().any(hidden) {
+        s.chars().flat_map(|c| if hidden(c) { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
     } else {
         s
     }
@@ -168,5 +169,15 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_file_name_cannot_reach_the_terminal_raw() {
+        let name = std::path::Path::new("e\u{1b}[31mvil\u{202e}fdp.mf");
+        assert_eq!(super::shown(name), "e\\u{1b}[31mvil\\u{202e}fdp.mf");
+        assert_eq!(super::shown(std::path::Path::new("plain ñ.mf")), "plain ñ.mf");
     }
 }

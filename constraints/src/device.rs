@@ -92,6 +92,7 @@ impl DeviceProfile {
 
     /// Parse and check a profile; `source` names it in errors.
     pub fn parse(source: &str, text: &str) -> Result<DeviceProfile, ProfileError> {
+        let text = crate::input::without_bom(text);
         crate::input::check_yaml_nesting(text).map_err(|(line, e)| ProfileError(format!("{source}:{line}: {e}")))?;
         let profile: DeviceProfile = serde_yaml::from_str(text).map_err(|e| {
             ProfileError(match crate::input::yaml_error(&e, text, 1) {
@@ -199,6 +200,8 @@ mod tests {
         let line = bad.lines().position(|l| l.starts_with("multiprocessors:")).unwrap() + 1;
         let e = DeviceProfile::parse("p.yaml", &bad).unwrap_err().0;
         assert!(e.starts_with(&format!("p.yaml:{line}:18: multiprocessors: invalid type")) && !e.contains("at line"), "{e}");
+        // A byte-order mark in front (as Windows editors write) is not part of the first key.
+        assert_eq!(DeviceProfile::parse("p.yaml", &format!("\u{feff}{h100}")).unwrap().name, "h100");
         let twice = format!("{h100}warp_size: 32\n");
         let e = DeviceProfile::parse("p.yaml", &twice).unwrap_err().0;
         assert!(e.starts_with(&format!("p.yaml:{}:1: duplicate field `warp_size`", twice.lines().count())), "{e}");

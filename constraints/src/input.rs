@@ -179,6 +179,12 @@ pub fn yaml_key_line(text: &str, path: &[&str]) -> usize {
     line
 }
 
+/// `text` without a leading UTF-8 byte-order mark, which editors on Windows write and the YAML
+/// parser would read as part of the first key (`\u{feff}name`, then "missing field `name`").
+pub fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// A YAML error in a document whose first line is line `first_line` (from 1) of its file: the
 /// error's line and column in the file, when it has a place, and its message, with the place
 /// removed from its end and every other `line N` of it counted in the file too.
@@ -193,11 +199,47 @@ pub fn yaml_error(e: &serde_yaml::Error, text: &str, first_line: usize) -> (Opti
         if let Some(rest) = message.strip_suffix(&format!(" at line {} column {}", l.line(), l.column())) {
             message = rest.to_string();
         }
-        if let Some((line, column)) = repeated_key(&message).and_then(|key| second_occurrence(text, l.line().saturating_sub(1), &key)) {
+        let key = repeated_key(&message);
+        let (line0, column0) = (l.line().saturating_sub(1), l.column().saturating_sub(1));
+        let opens_flow = text.lines().nth(line0).and_then(|t| t.chars().nth(column0)) == Some('{');
+        let second = key.and_then(|key| if opens_flow { second_in_flow(text, line0, column0, &key) } else { second_occurrence(text, line0, &key) });
+        if let Some((line, column)) = second {
             place = Some((line + 1 + offset, column + 1));
         }
     }
+    // A scanner error (a control character) is placed by its offset in characters only.
+    if let Some((head, index)) = message.rsplit_once(" at position ").and_then(|(h, n)| Some((h.to_string(), n.parse::<usize>().ok()?))) {
+        let before: String = text.chars().take(index).collect();
+        let line = before.matches('\n').count();
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count());
+        place = Some((line + 1 + offset, column + 1));
+        message = head;
+    }
     (place, shift_lines(&message, offset))
+}
+
+/// The line and column (from 0) of the second `key:` in the flow mapping that opens at
+/// (`line`, `column`) of `text`, keys matched as whole words; nested mappings are not told
+/// apart (only for a message's place).
+fn second_in_flow(text: &str, line: usize, column: usize, key: &str) -> Option<(usize, usize)> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let mut seen = 0;
+    for (i, l) in text.lines().enumerate().skip(line) {
+        let chars: Vec<char> = l.chars().collect();
+        let from = if i == line { column } else { 0 };
+        for at in from..chars.len() {
+            let rest: String = chars[at..].iter().collect();
+            let unquoted = rest.strip_prefix(key).or_else(|| rest.strip_prefix(&format!("\"{key}\""))).or_else(|| rest.strip_prefix(&format!("'{key}'")));
+            let starts_word = at == 0 || !is_word(chars[at - 1]);
+            if starts_word && unquoted.is_some_and(|r| r.trim_start().starts_with(':')) {
+                seen += 1;
+                if seen == 2 {
+                    return Some((i, at));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The key a duplicate-key message names (serde's `duplicate field `k``, the YAML value's
@@ -324,6 +366,15 @@ mod tests {
         let e = serde_yaml::from_str::<Doc>("sizes: {n: abc}\n").unwrap_err();
         let (place, message) = yaml_error(&e, "sizes: {n: abc}\n", 10);
         assert_eq!(place, Some((10, 12)), "{message}");
+        // In a flow mapping over lines, the second key; a control character, by its offset.
+        let flow = "a: 1\nb: {range: [1, 8],\n   range: [2, 3]}\n";
+        let e = serde_yaml::from_str::<serde_yaml::Value>(flow).unwrap_err();
+        assert_eq!(yaml_error(&e, flow, 1).0, Some((3, 4)), "{e}");
+        let control = "a: 1\nb: x\u{1b}y\n";
+        let e = serde_yaml::from_str::<serde_yaml::Value>(control).unwrap_err();
+        let (place, message) = yaml_error(&e, control, 3);
+        assert_eq!(place, Some((4, 5)), "{message}");
+        assert!(!message.contains("position"), "{message}");
         assert_eq!(shift_lines("x at line 2 column 3, while parsing at line 1 column 1; line 7 y", 9), "x at line 11 column 3, while parsing at line 10 column 1; line 7 y");
     }
 

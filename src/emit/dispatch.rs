@@ -83,6 +83,7 @@ pub struct WisdomChoice {
 impl Wisdom {
     /// Parse a wisdom file's text (`origin` names it in messages): one wisdom per YAML document.
     pub fn parse(text: &str, origin: &str) -> Result<Vec<Wisdom>, String> {
+        let text = constraints::input::without_bom(text);
         constraints::input::check_yaml_nesting(text).map_err(|(line, e)| format!("{origin}:{line}: {e}"))?;
         let mut found = Vec::new();
         let mut document = String::new();

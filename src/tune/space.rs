@@ -104,6 +104,7 @@ pub const SINGLE_SPACE: &str = "space";
 /// file order), and whether they were named so. A YAML or shape error names its line and column
 /// in the file.
 pub fn parse_spaces(source: &str, text: &str) -> Result<(Vec<(String, SpaceSpec)>, bool), String> {
+    let text = constraints::input::without_bom(text);
     constraints::input::check_yaml_nesting(text).map_err(|(line, e)| format!("{source}:{line}: {e}"))?;
     let placed = |e: serde_yaml::Error| {
         let (place, message) = constraints::input::yaml_error(&e, text, 1);
@@ -384,19 +385,20 @@ pub fn load(path: &std::path::Path, select: Option<&str>) -> Result<Vec<(String,
     let text = constraints::input::read_text(path, crate::command::MAX_SOURCE_BYTES, constraints::input::Links::Follow)
         .map_err(|e| format!("cannot read `{}`: {e}", crate::command::shown(path)))?;
     let shown = crate::command::shown(path);
-    let (specs, named) = parse_spaces(&shown, &text)?;
+    let text = constraints::input::without_bom(&text);
+    let (specs, named) = parse_spaces(&shown, text)?;
     let mut out = Vec::new();
     for (name, spec) in specs {
         if select.is_some_and(|s| s != name) {
             continue;
         }
         let within: Vec<&str> = if named { vec!["spaces", name.as_str()] } else { vec![] };
-        let at = |keys: &[&str]| 1 + constraints::input::yaml_key_line(&text, &[within.as_slice(), keys].concat());
+        let at = |keys: &[&str]| 1 + constraints::input::yaml_key_line(text, &[within.as_slice(), keys].concat());
         let label = if named { format!(" space `{}`:", name.escape_debug()) } else { String::new() };
         let params = spec.parameters().map_err(|(p, e)| format!("{shown}:{}:{label} {e}", at(&["params", &p])))?;
         let space = Space::new_placed(params, &spec.restrictions).map_err(|(r, e)| {
             let line = match r {
-                Some(i) => list_item_line(&text, at(&["restrictions"]) - 1, i) + 1,
+                Some(i) => list_item_line(text, at(&["restrictions"]) - 1, i) + 1,
                 None => at(&["params"]),
             };
             format!("{shown}:{line}:{label} {e}")
