@@ -727,22 +727,10 @@ fn integer_range(t: ScalarType) -> (Poly, Poly) {
 
 /// The arrays `stmts` assign to (any assignment, atomic or not).
 fn written_arrays(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
-    for s in stmts {
-        match &s.kind {
-            StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, .. } => {
-                out.insert(array.name.clone());
-            }
-            StmtKind::If { then_branch, else_branch, .. } => {
-                written_arrays(std::slice::from_ref(then_branch.as_ref()), out);
-                if let Some(e) = else_branch {
-                    written_arrays(std::slice::from_ref(e.as_ref()), out);
-                }
-            }
-            StmtKind::Block(b) => written_arrays(b, out),
-            StmtKind::For(l) | StmtKind::MetaFor(l) => written_arrays(std::slice::from_ref(l.body.as_ref()), out),
-            StmtKind::MetaSchedule { body, .. } => written_arrays(std::slice::from_ref(body.as_ref()), out),
-            _ => {}
+    crate::strategy::walk::walk_stmts(stmts, &mut |x| {
+        if let StmtKind::Assign { target: Expr { kind: ExprKind::Index { array, .. }, .. }, .. } = &x.kind {
+            out.insert(array.name.clone());
         }
-    }
+    });
 }
 

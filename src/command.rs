@@ -63,7 +63,7 @@ impl Failure {
 /// file name cannot move the cursor, forge lines on a terminal or read backwards.
 pub fn shown(path: &Path) -> String {
     let s = path.display().to_string();
-    let hidden = |c: char| c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    let hidden = crate::names::is_hidden_char;
     if s.chars().any(hidden) {
         s.chars().flat_map(|c| if hidden(c) { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
     } else {

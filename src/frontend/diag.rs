@@ -117,7 +117,7 @@ fn windowed(text: &str, start: usize) -> (std::borrow::Cow<'_, str>, usize) {
 /// escape sequence or a right-to-left override in a source line cannot reach the terminal, or
 /// make the line shown read differently from what was compiled.
 fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    let hidden = |c: char| crate::names::is_hidden_char(c) && !matches!(c, '\t' | '\n' | '\r');
     if !text.chars().any(hidden) {
         return text.into();
     }

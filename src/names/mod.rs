@@ -23,6 +23,12 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
+/// Whether `c` must not reach a terminal as it is: a control character, or a bidirectional
+/// override or isolate (which make a line read differently from what it holds).
+pub fn is_hidden_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 /// The first character of a name the tool makes up.
 pub const INTERNAL: char = '$';
 
