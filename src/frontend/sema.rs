@@ -373,6 +373,10 @@ impl Checker<'_> {
             self.err(d.span, "integer division by zero: `/` or `%` by 0 is undefined in C", "divides by zero");
             return;
         }
+        if crate::frontend::polyexpr::try_to_poly(d, &self.derived).ok().flatten().is_some_and(|p| p.is_zero()) {
+            self.err(d.span, format!("integer division by zero: the divisor `{d}` is 0 whatever the parameters, and `/` or `%` by 0 is undefined in C"), "always 0");
+            return;
+        }
         if matches!(d.kind, ExprKind::Int(_)) {
             return;
         }

@@ -407,4 +407,5 @@ fn host_arithmetic_up_to_64_bits_is_accepted() {
 fn integer_division_by_zero() {
     refused("void f(int N, int B, float a[N]) {\n  int d = N / $0;\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < B; j++) a[i] = 0.0f;\n  }\n}\n", "integer division by zero");
     refused(&kernel("        c[k % $0] = a[k];"), "integer division by zero");
+    refused("void f(int N, int B, int s, float a[N]) {\n  int z = B * s;\n  int d = N / $(z - s * B);\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < B; j++) a[i] = 0.0f;\n  }\n}\n", "the divisor `z - s * B` is 0 whatever the parameters");
 }
