@@ -163,16 +163,11 @@ pub fn yaml_key_line(text: &str, path: &[&str]) -> usize {
     let lines: Vec<&str> = text.lines().collect();
     let indent = |l: &str| l.len() - l.trim_start().len();
     let content = |l: &str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
-    let is_key = |l: &str, key: &str| {
-        let t = l.trim_start();
-        let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
-        [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
-    };
     let (mut line, mut parent): (usize, Option<usize>) = (0, None);
     for key in path {
         let start = parent.map_or(0, |p| p + 1);
         let within = lines[start..].iter().enumerate().take_while(|(_, l)| parent.is_none_or(|p| !content(l) || indent(l) > indent(lines[p])));
-        let Some((i, _)) = within.filter(|(_, l)| content(l)).find(|(_, l)| is_key(l, key)) else { break };
+        let Some((i, _)) = within.filter(|(_, l)| content(l)).find(|(_, l)| is_key_line(l, key)) else { break };
         line = start + i;
         parent = Some(line);
     }
@@ -183,6 +178,14 @@ pub fn yaml_key_line(text: &str, path: &[&str]) -> usize {
 /// parser would read as part of the first key (`\u{feff}name`, then "missing field `name`").
 pub fn without_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Whether line `l` starts with the mapping key `key` (`key:`, quoted or not, perhaps after
+/// `- `).
+fn is_key_line(l: &str, key: &str) -> bool {
+    let t = l.trim_start();
+    let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
+    [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
 }
 
 /// A YAML error in a document whose first line is line `first_line` (from 1) of its file: the
@@ -256,12 +259,7 @@ fn repeated_key(message: &str) -> Option<String> {
 /// The line and column (from 0) of the second line from line `from` on that starts with the
 /// mapping key `key` at the indentation of the first such line.
 fn second_occurrence(text: &str, from: usize, key: &str) -> Option<(usize, usize)> {
-    let starts = |l: &str| {
-        let t = l.trim_start();
-        let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
-        [key.to_string(), format!("\"{key}\""), format!("'{key}'")].iter().any(|k| t.strip_prefix(k.as_str()).is_some_and(|r| r.trim_start().starts_with(':')))
-    };
-    let mut hits = text.lines().enumerate().skip(from).filter(|(_, l)| starts(l)).map(|(i, l)| (i, l.len() - l.trim_start().len()));
+    let mut hits = text.lines().enumerate().skip(from).filter(|(_, l)| is_key_line(l, key)).map(|(i, l)| (i, l.len() - l.trim_start().len()));
     let (_, indent) = hits.next()?;
     hits.find(|(_, at)| *at == indent)
 }

@@ -232,7 +232,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     checked?;
     let (files, trees, summary) = built.map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let from = Provenance { source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
-    write_dir(r.output, &files, from, if r.force { crate::output::Foreign::Replace } else { crate::output::Foreign::Refuse }).map_err(|e| Failure::input(format!("error: {e}")))?;
+    write_dir(r.output, &files, from, crate::output::Foreign::forced(r.force)).map_err(|e| Failure::input(format!("error: {e}")))?;
     if r.json {
         command::print(&json_summary(r.output, &trees, &files))?;
     } else {

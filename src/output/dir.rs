@@ -55,6 +55,17 @@ pub enum Foreign {
     Replace,
 }
 
+impl Foreign {
+    /// What `--force` (`force`) asks for.
+    pub fn forced(force: bool) -> Foreign {
+        if force {
+            Foreign::Replace
+        } else {
+            Foreign::Refuse
+        }
+    }
+}
+
 pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: Foreign) -> Result<(), String> {
     // `out/.` and `out/` name `out` (renaming `out/.` fails with "busy", and `link/` would
     // follow a symbolic link `link`, which is refused below as `link`).

@@ -66,10 +66,8 @@ fn listed(dir: &Path, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Failur
 
 pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_only: bool, color: bool) -> Result<(), Failure> {
     let shown_dir = command::shown(dir);
-    if let Err(e) = std::fs::metadata(dir) {
-        return Err(unusable(format!("cannot read `{shown_dir}`: {e}")));
-    }
-    if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
+    let meta = std::fs::metadata(dir).map_err(|e| unusable(format!("cannot read `{shown_dir}`: {e}")))?;
+    if meta.is_file() {
         return Err(unusable(format!("`{shown_dir}` is a file; `verify` takes a directory written by `metafork gen --emit-cuda` (for a program: `metafork gen --emit-cuda {shown_dir} -o DIR --verify`)")));
     }
     let manifest = Manifest::read(dir).map_err(unusable)?.ok_or_else(|| {
