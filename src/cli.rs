@@ -99,7 +99,8 @@ pub enum Command {
     /// and DIR/manifest.json (every file's SHA-256), so `verify DIR` needs nothing else. DIR is
     /// replaced whole: built beside it and swapped in under a lock, so an interrupted or
     /// concurrent run never leaves a mix; files of yours in DIR are kept (one the output would
-    /// replace is refused without --force). Prints the tree.
+    /// replace, or a `tune --emit-harness` output there, is refused without --force). Prints
+    /// the tree.
     Gen {
         /// The MetaFork source file.
         file: PathBuf,
@@ -136,8 +137,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// Replace files in DIR that metafork did not write (not listed in DIR's manifest, or
-        /// changed since: your own `tree.yaml`, a leaf's `.cu` edited by hand). Without it such
-        /// a file is named and nothing is written. Your other files are kept either way.
+        /// changed since: your own `tree.yaml`, a leaf's `.cu` edited by hand), or a timing
+        /// harness that `tune --emit-harness` wrote there. Without it such a file is named and
+        /// nothing is written. Your other files are kept either way.
         #[arg(long)]
         force: bool,
     },
@@ -272,8 +274,8 @@ pub enum Command {
         /// Write a CUDA timing harness for this schedule's admissible configurations into DIR.
         #[arg(long, value_name = "DIR")]
         emit_harness: Option<PathBuf>,
-        /// With --emit-harness: replace files in DIR that metafork did not write (as `gen
-        /// --force`); without it such a file is named and nothing is written.
+        /// With --emit-harness: replace files in DIR that metafork did not write, or `gen`'s
+        /// output there (as `gen --force`); without it nothing is written.
         #[arg(long, requires = "emit_harness")]
         force: bool,
         /// Count registers with the tree's estimates. By default, when nvcc is on PATH, the

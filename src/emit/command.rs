@@ -5,7 +5,7 @@
 
 use crate::command::{self, Failure};
 use crate::emit::dispatch::Wisdom;
-use crate::output::{manifest::{Provenance, SourceRef}, write_dir, DirFiles};
+use crate::output::{manifest::{OutputKind, Provenance, SourceRef}, write_dir, DirFiles};
 use std::path::Path;
 
 /// The source program's copy in an output directory.
@@ -231,7 +231,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     });
     checked?;
     let (files, trees, summary) = built.map_err(|e| Failure::of_work(format!("error: {e}")))?;
-    let from = Provenance { source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
+    let from = Provenance { output: OutputKind::Gen, source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
     write_dir(r.output, &files, from, crate::output::Foreign::forced(r.force)).map_err(|e| Failure::input(format!("error: {e}")))?;
     if r.json {
         command::print(&json_summary(r.output, &trees, &files))?;

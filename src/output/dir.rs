@@ -18,6 +18,8 @@
 //! Before any of it, a file of DIR that the new output would replace must be metafork's (listed
 //! in DIR's manifest and unchanged since): a user's own `tree.yaml`, or a leaf's `.cu` edited
 //! by hand, is refused unless the caller says to replace it ([`Foreign::Replace`], `--force`).
+//! So is a directory that holds another command's output (the manifest's `output`): `tune
+//! --emit-harness` into `gen`'s directory would otherwise drop its dispatch code and tree.
 //!
 //! So an interrupted or failed run leaves DIR as it was, two runs never mix their files, and a
 //! user's own files survive. DIR itself must be a real directory: a symbolic link is refused
@@ -99,6 +101,11 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: For
         Some(_) => Manifest::read(target),
         None => Ok(None),
     };
+    if let (Ok(Some(m)), Foreign::Refuse) = (&old, foreign) {
+        if m.kind() != from.output {
+            return Err(err(target, format!("it holds the output of `{}` (its `{MANIFEST}` says so), which this `{}` output would replace; give another directory, or --force to replace it", m.kind().command(), from.output.command())));
+        }
+    }
     if exists.is_some() && foreign == Foreign::Refuse {
         let theirs = not_metaforks(target, files, &old);
         if let Some(first) = theirs.first() {
@@ -393,6 +400,25 @@ mod tests {
         let e = write_dir(&file, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap_err();
         assert!(e.contains("a regular file; give a directory"), "{e}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "f");
+    }
+
+    #[test]
+    fn another_commands_output_is_refused_unless_forced() {
+        use super::super::manifest::OutputKind;
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        let harness = || Provenance { output: OutputKind::Harness, ..Default::default() };
+        write_dir(&out, &files(&[("tree.yaml", "t"), ("a_leaf1.cu", "1")]), Provenance::default(), Foreign::Refuse).unwrap();
+        let e = write_dir(&out, &files(&[("a_harness.cu", "h")]), harness(), Foreign::Refuse).unwrap_err();
+        assert!(e.contains("the output of `metafork gen`") && e.contains("--force"), "{e}");
+        assert_eq!(names(&out), ["a_leaf1.cu", "manifest.json", "tree.yaml"]);
+        write_dir(&out, &files(&[("a_harness.cu", "h")]), harness(), Foreign::Refuse).unwrap_err();
+        write_dir(&out, &files(&[("a_harness.cu", "h")]), harness(), Foreign::Replace).unwrap();
+        assert_eq!(names(&out), ["a_harness.cu", "manifest.json"]);
+        // The same command again replaces its own output without --force.
+        write_dir(&out, &files(&[("a_harness.cu", "h2")]), harness(), Foreign::Refuse).unwrap();
+        let e = write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap_err();
+        assert!(e.contains("the output of `metafork tune --emit-harness`"), "{e}");
     }
 
     #[test]

@@ -23,6 +23,10 @@ pub const MAX_ENTRY_BYTES: u64 = 256 << 20;
 pub struct Manifest {
     /// The metafork version that wrote the directory.
     pub metafork: String,
+    /// Which command's output the directory holds; absent in manifests written before it was
+    /// recorded (see [`Manifest::kind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputKind>,
     /// The program the output was generated from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceRef>,
@@ -37,9 +41,32 @@ pub struct Manifest {
     pub files: BTreeMap<String, String>,
 }
 
+/// Which command wrote an output directory. One command's output never silently replaces
+/// another's: `write_dir` refuses it without `--force`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputKind {
+    /// `metafork gen`: kernels, dispatch, tree.
+    #[default]
+    Gen,
+    /// `metafork tune --emit-harness`: the timing harness.
+    Harness,
+}
+
+impl OutputKind {
+    /// The command, as a user types it.
+    pub fn command(self) -> &'static str {
+        match self {
+            OutputKind::Gen => "metafork gen",
+            OutputKind::Harness => "metafork tune --emit-harness",
+        }
+    }
+}
+
 /// What a directory was generated from, besides its files.
 #[derive(Clone, Debug, Default)]
 pub struct Provenance {
+    pub output: OutputKind,
     pub source: Option<SourceRef>,
     pub wisdom: Option<String>,
     pub ptxas: Vec<String>,
@@ -63,6 +90,7 @@ impl Manifest {
     pub fn of(files: &BTreeMap<String, Vec<u8>>, from: Provenance) -> Manifest {
         Manifest {
             metafork: env!("CARGO_PKG_VERSION").to_string(),
+            output: Some(from.output),
             source: from.source,
             wisdom: from.wisdom,
             ptxas: from.ptxas,
@@ -114,6 +142,12 @@ impl Manifest {
         }
     }
 
+    /// Which command wrote the directory. A manifest from before the field was recorded is
+    /// `gen`'s when it names a source program (only `gen` copies one), else the harness's.
+    pub fn kind(&self) -> OutputKind {
+        self.output.unwrap_or(if self.source.is_some() { OutputKind::Gen } else { OutputKind::Harness })
+    }
+
     /// Whether `dir/name` holds exactly what the manifest recorded.
     pub fn unchanged(&self, dir: &Path, name: &str) -> bool {
         self.files.get(name).is_some_and(|h| read_entry(dir, name, MAX_ENTRY_BYTES).is_ok_and(|b| sha256_hex(&b) == *h))
@@ -152,6 +186,13 @@ mod tests {
         m4.files.insert("x.cu".into(), "not a hash".into());
         assert!(Manifest::parse(&m4.to_json()).is_err());
         assert!(Manifest::parse("{\"metafork\": \"0\", \"files\": {}, \"extra\": 1}").is_err());
+        // The command that wrote it: recorded, else inferred from the source copy.
+        assert_eq!(m.kind(), OutputKind::Gen);
+        assert!(m.to_json().contains("\"output\": \"gen\""));
+        let harness = Manifest::of(&files, Provenance { output: OutputKind::Harness, ..Default::default() });
+        assert_eq!(Manifest::parse(&harness.to_json()).unwrap().kind(), OutputKind::Harness);
+        assert_eq!(Manifest::parse("{\"metafork\": \"0\", \"files\": {}}").unwrap().kind(), OutputKind::Harness);
+        assert!(Manifest::parse("{\"metafork\": \"0\", \"output\": \"tune\", \"files\": {}}").is_err());
         // The architectures: known ones, each once, sorted (a repeat used to compile again).
         let with = |archs: &[&str]| Manifest::parse(&Manifest { ptxas: archs.iter().map(|a| a.to_string()).collect(), ..m.clone() }.to_json());
         assert!(with(&["sm_75", "sm_90"]).is_ok());

@@ -170,7 +170,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
             let build = super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
             harnesses += &format!("harness for `{}` in {}: {build}\n", tuned.schedule, crate::command::shown(dir));
         }
-        crate::output::write_dir(dir, &files, Default::default(), crate::output::Foreign::forced(options.force))?;
+        crate::output::write_dir(dir, &files, crate::output::manifest::Provenance { output: crate::output::manifest::OutputKind::Harness, ..Default::default() }, crate::output::Foreign::forced(options.force))?;
     }
     if options.json {
         let configs: Vec<serde_json::Value> = all

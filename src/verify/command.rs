@@ -73,6 +73,9 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
     let manifest = Manifest::read(dir).map_err(unusable)?.ok_or_else(|| {
         unusable(format!("`{shown_dir}` has no `{MANIFEST}`: it is not a directory written by `metafork gen` (or by a version before manifests); run `metafork gen --emit-cuda` again"))
     })?;
+    if manifest.kind() != crate::output::manifest::OutputKind::Gen {
+        return Err(unusable(format!("`{shown_dir}` holds the output of `{}`, not of `metafork gen`: there is no tree to verify (a harness checks its answers against the serial program when it runs)", manifest.kind().command())));
+    }
     let origin = manifest.source.clone().ok_or_else(|| unusable(format!("`{shown_dir}/{MANIFEST}` names no source program")))?;
     if origin.file != SOURCE_COPY {
         return Err(unusable(format!("`{shown_dir}/{MANIFEST}` names `{}` as the source's copy; metafork writes `{SOURCE_COPY}`", origin.file.escape_debug())));
@@ -113,7 +116,7 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
             Err(e) => return Err(differs(format!("`{}`: {e} (run `metafork gen --emit-cuda` again)", command::shown(&path)))),
         }
     }
-    let want = Manifest::of(&expected, crate::output::manifest::Provenance { source: manifest.source.clone(), wisdom: manifest.wisdom.clone(), ptxas: manifest.ptxas.clone() });
+    let want = Manifest::of(&expected, crate::output::manifest::Provenance { output: manifest.kind(), source: manifest.source.clone(), wisdom: manifest.wisdom.clone(), ptxas: manifest.ptxas.clone() });
     if manifest.files != want.files {
         let extra: Vec<&String> = manifest.files.keys().filter(|n| !expected.contains_key(*n)).collect();
         return Err(differs(match extra.first() {

@@ -226,6 +226,27 @@ fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory(
     let o = metafork(&dir, &["gen", "--emit-cuda", "--force", "saxpy.mf", "-o", d.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(metafork(&dir, &["verify", "--files-only", d.to_str().unwrap()]).status.code(), Some(0));
+    // One command's output never silently replaces another's: a timing harness written into
+    // `gen`'s directory used to drop its dispatch code and tree; and back.
+    let harness = ["tune", "saxpy.mf", "--device", "a100", "--size", "N=4096", "--top", "1", "--emit-harness"];
+    let o = metafork(&dir, &[&harness[..], &[d.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("it holds the output of `metafork gen`"), "{}", text(&o));
+    assert!(d.join("saxpy_dispatch.cu").is_file() && d.join("tree.yaml").is_file());
+    assert_eq!(metafork(&dir, &["verify", "--files-only", d.to_str().unwrap()]).status.code(), Some(0));
+    let h = dir.join("harness");
+    let o = metafork(&dir, &[&harness[..], &[h.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let o = metafork(&dir, &["gen", "--emit-cuda", "saxpy.mf", "-o", h.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("it holds the output of `metafork tune --emit-harness`"), "{}", text(&o));
+    assert!(h.join("saxpy_harness.cu").is_file());
+    let o = metafork(&dir, &["verify", h.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("holds the output of `metafork tune --emit-harness`, not of `metafork gen`"), "{}", text(&o));
+    let o = metafork(&dir, &[&harness[..], &[d.to_str().unwrap(), "--force"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(d.join("saxpy_harness.cu").is_file() && !d.join("tree.yaml").exists());
     // A source named in a manifest must be the directory's own copy.
     let d = dir.join("elsewhere");
     gen_into(&dir, "saxpy.mf", d.to_str().unwrap());
