@@ -3,13 +3,13 @@
 
 use inkwell::context::Context;
 use inkwell::module::Module;
-use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetData, TargetMachine, TargetTriple};
 use inkwell::values::FunctionValue;
 use inkwell::OptimizationLevel;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
 
@@ -54,12 +54,21 @@ pub fn target_machine(arch: &str) -> Result<Rc<TargetMachine>, String> {
     Ok(tm)
 }
 
+/// The NVPTX data layout, the same for every architecture (LLVM derives it from the pointer
+/// width only): taken once per process from a target machine, so that a thread that only
+/// lowers builds none (a target machine's lowering tables are hundreds of kilobytes of fresh
+/// pages, each first write a page fault).
+fn data_layout() -> Result<&'static str, String> {
+    static LAYOUT: OnceLock<Result<String, String>> = OnceLock::new();
+    LAYOUT.get_or_init(|| Ok(target_machine(ARCHITECTURES[0])?.get_target_data().get_data_layout().as_str().to_string_lossy().into_owned())).as_deref().map_err(Clone::clone)
+}
+
 /// An empty module with the NVPTX triple and data layout.
 pub fn new_module<'ctx>(context: &'ctx Context, name: &str) -> Result<Module<'ctx>, String> {
-    let tm = target_machine(ARCHITECTURES[0])?;
+    let layout = TargetData::create(data_layout()?);
     let module = context.create_module(name);
     module.set_triple(&TargetTriple::create(TRIPLE));
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    module.set_data_layout(&layout.get_data_layout());
     Ok(module)
 }
 
