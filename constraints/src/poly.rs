@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::{Add, Mul, Neg, Sub};
+use std::sync::Arc;
 
 /// A product of variables with positive exponents; the empty product is 1.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
@@ -111,9 +112,13 @@ impl fmt::Debug for Monomial {
 }
 
 /// A polynomial over the rationals in canonical sparse form.
+///
+/// The terms are shared between clones and copied on the first change (`Arc::make_mut`): the
+/// tree clones each node's constraint system into its children, and a deep copy of every
+/// term's big rationals was most of that cost.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Poly {
-    terms: BTreeMap<Monomial, Rational>,
+    terms: Arc<BTreeMap<Monomial, Rational>>,
 }
 
 impl Poly {
@@ -157,7 +162,7 @@ impl Poly {
         if c.is_zero() {
             return;
         }
-        match self.terms.entry(m) {
+        match Arc::make_mut(&mut self.terms).entry(m) {
             Entry::Vacant(slot) => {
                 slot.insert(c);
             }
@@ -230,7 +235,7 @@ impl Poly {
         if c.is_zero() {
             return Poly::zero();
         }
-        Poly { terms: self.terms.iter().map(|(m, k)| (m.clone(), k * c)).collect() }
+        Poly { terms: Arc::new(self.terms.iter().map(|(m, k)| (m.clone(), k * c)).collect()) }
     }
 
     /// Division by the term `coeff * divisor` (`coeff` positive), term by term: the terms that
@@ -239,7 +244,7 @@ impl Poly {
     pub fn split_by_term(&self, coeff: &Rational, divisor: &Monomial) -> (Poly, Poly) {
         let mut quotient = Poly::zero();
         let mut remainder = Poly::zero();
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             let q = c / coeff;
             match m.divide(divisor) {
                 Some(rest) if q.is_integer() => quotient.add_term(rest, q),
@@ -281,7 +286,7 @@ impl Poly {
     /// Replace every occurrence of `v` by `replacement`.
     pub fn substitute(&self, v: &Var, replacement: &Poly) -> Poly {
         let mut out = Poly::zero();
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             let e = m.exponent(v);
             if e == 0 {
                 out.add_term(m.clone(), c.clone());
@@ -299,7 +304,7 @@ impl Poly {
             return Ok(Rational::from_integer(BigInt::from(v)));
         }
         let mut sum = Rational::zero();
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             let mut t = c.clone();
             for (v, e) in &m.0 {
                 let x = point.get(v).ok_or_else(|| v.clone())?;
@@ -318,7 +323,7 @@ impl Poly {
         use num_traits::ToPrimitive;
         let small = |q: &Rational| if q.is_integer() { q.numer().to_i64().map(i128::from) } else { None };
         let mut sum: i128 = 0;
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             let Some(mut t) = small(c) else { return Ok(None) };
             for (v, e) in &m.0 {
                 let Some(x) = small(point.get(v).ok_or_else(|| v.clone())?) else { return Ok(None) };
@@ -399,7 +404,7 @@ impl Poly {
     pub fn split_signs(&self) -> (Poly, Poly) {
         let mut pos = Poly::zero();
         let mut neg = Poly::zero();
-        for (m, c) in &self.terms {
+        for (m, c) in self.terms.iter() {
             if c.is_positive() {
                 pos.add_term(m.clone(), c.clone());
             } else {
@@ -433,7 +438,7 @@ impl Add<&Poly> for &Poly {
     type Output = Poly;
     fn add(self, rhs: &Poly) -> Poly {
         let mut out = self.clone();
-        for (m, c) in &rhs.terms {
+        for (m, c) in rhs.terms.iter() {
             out.add_term(m.clone(), c.clone());
         }
         out
@@ -444,7 +449,7 @@ impl Sub<&Poly> for &Poly {
     type Output = Poly;
     fn sub(self, rhs: &Poly) -> Poly {
         let mut out = self.clone();
-        for (m, c) in &rhs.terms {
+        for (m, c) in rhs.terms.iter() {
             out.add_term(m.clone(), -c.clone());
         }
         out
@@ -455,8 +460,8 @@ impl Mul<&Poly> for &Poly {
     type Output = Poly;
     fn mul(self, rhs: &Poly) -> Poly {
         let mut out = Poly::zero();
-        for (m1, c1) in &self.terms {
-            for (m2, c2) in &rhs.terms {
+        for (m1, c1) in self.terms.iter() {
+            for (m2, c2) in rhs.terms.iter() {
                 out.add_term(m1.mul(m2), c1 * c2);
             }
         }
@@ -467,7 +472,7 @@ impl Mul<&Poly> for &Poly {
 impl Neg for &Poly {
     type Output = Poly;
     fn neg(self) -> Poly {
-        Poly { terms: self.terms.iter().map(|(m, c)| (m.clone(), -c.clone())).collect() }
+        Poly { terms: Arc::new(self.terms.iter().map(|(m, c)| (m.clone(), -c.clone())).collect()) }
     }
 }
 
