@@ -214,6 +214,10 @@ pub fn verify_leaves(function: &KernelFunction, tree: &Tree, backend: &Backend, 
             verify_leaf(function, schedule, tree, leaf, statik, own, options)
         };
         let report = match leaf_share(constraints::budget::remaining(), workers, left.load(std::sync::atomic::Ordering::Relaxed)) {
+            // The budget is spent: the leaf's own checks would each answer unknown at once, yet
+            // building their solver and samplers costs milliseconds a leaf (matmul's 103 leaves
+            // ran 0.6 s past `--time-limit 2`).
+            _ if constraints::budget::expired() => Ok(not_started(&tree.schedule, leaf.id, crate::emit::tree_files::leaf_kernel_name(tree, leaf.id))),
             Some(share) => constraints::budget::with_share(share, check),
             None => check(),
         };
@@ -257,6 +261,25 @@ fn program_constraints(system: &System, machine: &crate::tree::MachineSymbols) -
 /// next ones, since each share is taken from what is left when its leaf starts.
 fn leaf_share(remaining: Option<std::time::Duration>, workers: usize, leaves_left: usize) -> Option<std::time::Duration> {
     remaining.map(|r| r.mul_f64(workers.max(1) as f64 / leaves_left.max(1) as f64).min(r))
+}
+
+/// The report of a leaf whose checks were not started because the time budget was spent:
+/// unverified, naming the budget. (A defect the proof its code shares found under the root's
+/// system is not the leaf's: its own constraints may exclude the witness.)
+fn not_started(schedule: &str, leaf: usize, kernel: String) -> LeafReport {
+    let reason = format!("{}; the leaf's checks were not started", constraints::budget::REASON);
+    let statik = StaticResult { verdict: Verdict::Unverified(reason.clone()), queries: 0 };
+    LeafReport {
+        schedule: schedule.to_string(),
+        leaf,
+        kernel,
+        statik,
+        points: 0,
+        failure: None,
+        unreachable: false,
+        budget_spent: true,
+        sampling: Some(reason),
+    }
 }
 
 /// The differential runs of one leaf, completing its report.
@@ -517,6 +540,12 @@ mod tests {
         assert_eq!(few.status(), Status::Proved);
         let defect = report(Verdict::Proved, Some(Fault::Arithmetic("integer division by zero".into())), None, true);
         assert!(matches!(defect.status(), Status::Defect("mismatch", _)), "{:?}", defect.status());
+        // A leaf not started once the budget was spent (its solver and samplers are not even
+        // built): unverified, naming the budget once, and never a defect or proved.
+        let skipped = not_started("s", 7, "s_leaf7".into());
+        assert_eq!(skipped.status(), Status::Unverified(format!("{}; the leaf's checks were not started", constraints::budget::REASON)));
+        assert!(skipped.budget_spent && skipped.points == 0 && skipped.failure.is_none() && !skipped.unreachable);
+        assert_eq!(super::exit_code(std::slice::from_ref(&skipped)), crate::command::exit::UNVERIFIED);
     }
 
     /// The weaker system a leaf's proof is first tried under keeps exactly the constraints that
