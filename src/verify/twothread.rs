@@ -751,6 +751,13 @@ pub fn check(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     let mut c = Checker { m: &m, backend, function, queries: 0, digits: HashMap::new(), nonneg: HashMap::new() };
     let verdict = match c.divergence().and_then(|_| c.bounds()).and_then(|_| c.races()) {
         Ok(()) => Verdict::Proved,
+        // The names the tool made up, as the leaf's `.cu` file spells them.
+        Err(Verdict::Unverified(why)) => Verdict::Unverified(crate::emit::cuda::spell_internal_names(kernel, &why)),
+        Err(Verdict::Defect(mut w)) => {
+            w.detail = crate::emit::cuda::spell_internal_names(kernel, &w.detail);
+            w.sites = w.sites.iter().map(|s| crate::emit::cuda::spell_internal_names(kernel, s)).collect();
+            Verdict::Defect(w)
+        }
         Err(v) => v,
     };
     StaticResult { verdict, queries: c.queries }

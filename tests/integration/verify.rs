@@ -790,3 +790,34 @@ fn a_run_stops_at_its_step_budget() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A message about generated code names what the leaf's `.cu` file holds: under the root's
+/// system (weaker than a leaf's; `verify` re-checks a defect found there under the leaf's
+/// own constraints), matmul's register-blocked code reads `c` outside its extents at
+/// `dim0 = 1`, through the tool's own counters, which its CUDA spells `metafork_p_b0` and
+/// `metafork_q_b0`. The message used to print the internal `$p_b0`.
+#[test]
+fn verifier_messages_spell_made_up_names_as_the_cuda_does() {
+    let b = backend();
+    let (f, tree) = example_tree("matmul");
+    let mut seen = 0;
+    for leaf in kernel_leaves(&tree) {
+        let mut system = tree.root_constraints.clone();
+        leaf.staged.assumptions.iter().for_each(|c| system.add(c.clone()));
+        let text = match metafork::verify::twothread::check(&f, &leaf.staged, &system, &b).verdict {
+            metafork::verify::twothread::Verdict::Defect(w) => w.to_string(),
+            metafork::verify::twothread::Verdict::Unverified(why) => why,
+            metafork::verify::twothread::Verdict::Proved => continue,
+        };
+        assert!(!text.contains('$'), "leaf {}: {text}", leaf.id);
+        let cuda = metafork::emit::cuda::emit_kernel(&f, &leaf.staged, &[]).unwrap();
+        if text.contains("metafork_p_b0") {
+            assert!(cuda.contains("int metafork_p_b0 ="), "leaf {}: {text}", leaf.id);
+            // A `$` inside a name (a second thread's copy) is not the start of one.
+            assert_eq!(metafork::emit::cuda::spell_internal_names(&leaf.staged, "`i$2` and $p_b0, ($q_b0)"), "`i$2` and metafork_p_b0, (metafork_q_b0)");
+            seen += 1;
+            break;
+        }
+    }
+    assert!(seen > 0, "a register-blocked matmul leaf's root-system message names metafork_p_b0");
+}
