@@ -121,7 +121,7 @@ pub fn spell_internal_names(kernel: &Kernel, text: &str) -> String {
     while let Some(at) = rest.find(crate::names::INTERNAL) {
         let (before, from) = rest.split_at(at);
         out.push_str(before);
-        let inside_a_name = before.chars().next_back().or_else(|| out.chars().next_back()).is_some_and(is_ident);
+        let inside_a_name = out.chars().next_back().is_some_and(is_ident);
         let stem_start = 1 + usize::from(from[1..].starts_with(':'));
         let stem_len = from[stem_start..].find(|c: char| !is_ident(c)).unwrap_or(from.len() - stem_start);
         if inside_a_name || stem_len == 0 {
