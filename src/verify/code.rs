@@ -361,5 +361,9 @@ pub fn kernel(kernel: &Kernel) -> Result<Code, String> {
         c.add_array(ArrayRef { name: s.name.clone(), elem: s.elem, extents: s.extents.clone(), shared: true });
     }
     c.stmts(&kernel.body)?;
+    // A fault's site names what the leaf's `.cu` file holds, not the tool's internal names.
+    for site in &mut c.code.sites {
+        *site = crate::emit::cuda::spell_internal_names(kernel, site);
+    }
     Ok(c.code)
 }

@@ -815,6 +815,10 @@ fn verifier_messages_spell_made_up_names_as_the_cuda_does() {
             assert!(cuda.contains("int metafork_p_b0 ="), "leaf {}: {text}", leaf.id);
             // A `$` inside a name (a second thread's copy) is not the start of one.
             assert_eq!(metafork::emit::cuda::spell_internal_names(&leaf.staged, "`i$2` and $p_b0, ($q_b0)"), "`i$2` and metafork_p_b0, (metafork_q_b0)");
+            // The engine's sites (what a run's fault prints) are spelled alike.
+            let sites = metafork::verify::code::kernel(&leaf.staged).unwrap().sites;
+            assert!(sites.iter().all(|s| !s.contains('$')), "leaf {}: {sites:?}", leaf.id);
+            assert!(sites.iter().any(|s| s.contains("metafork_p_b0")), "leaf {}: {sites:?}", leaf.id);
             seen += 1;
             break;
         }
