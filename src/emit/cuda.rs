@@ -105,36 +105,48 @@ fn kernel_names(kernel: &Kernel) -> Vec<String> {
     names
 }
 
-/// `text` (an expression or a message about `kernel`'s code) with each name the tool made up
-/// spelled as the kernel's CUDA spells it (`$p_b0` is `metafork_p_b0` there, `$:c_tile0` is
-/// `c_tile0`), so that a message names what the user finds in the leaf's `.cu` file. A `$`
-/// inside a name (a model's copy `i$2`) is left alone.
+/// How a kernel's CUDA spells the names the tool made up (`$p_b0` is `metafork_p_b0` there,
+/// `$:c_tile0` is `c_tile0`), for texts about its code: a message then names what the user
+/// finds in the leaf's `.cu` file. Built once per kernel (it reads all the kernel's names).
+pub struct KernelSpelling(crate::names::Spelling);
+
+impl KernelSpelling {
+    pub fn of(kernel: &Kernel) -> KernelSpelling {
+        KernelSpelling(crate::names::Spelling::new(kernel_names(kernel).iter().map(String::as_str)))
+    }
+
+    /// `text` with each made-up name spelled; a `$` inside a name (a model's copy `i$2`) is
+    /// left alone.
+    pub fn text(&self, text: &str) -> String {
+        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(crate::names::INTERNAL) {
+            let (before, from) = rest.split_at(at);
+            out.push_str(before);
+            let inside_a_name = out.chars().next_back().is_some_and(is_ident);
+            let stem_start = 1 + usize::from(from[1..].starts_with(':'));
+            let stem_len = from[stem_start..].find(|c: char| !is_ident(c)).unwrap_or(from.len() - stem_start);
+            if inside_a_name || stem_len == 0 {
+                out.push(crate::names::INTERNAL);
+                rest = &from[1..];
+                continue;
+            }
+            let name = &from[..stem_start + stem_len];
+            out.push_str(&self.0.ident(name));
+            rest = &from[name.len()..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// One text about `kernel`'s code with its made-up names spelled ([`KernelSpelling`]).
 pub fn spell_internal_names(kernel: &Kernel, text: &str) -> String {
     if !text.contains(crate::names::INTERNAL) {
         return text.to_string();
     }
-    let names = kernel_names(kernel);
-    let spelling = crate::names::Spelling::new(names.iter().map(String::as_str));
-    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(crate::names::INTERNAL) {
-        let (before, from) = rest.split_at(at);
-        out.push_str(before);
-        let inside_a_name = out.chars().next_back().is_some_and(is_ident);
-        let stem_start = 1 + usize::from(from[1..].starts_with(':'));
-        let stem_len = from[stem_start..].find(|c: char| !is_ident(c)).unwrap_or(from.len() - stem_start);
-        if inside_a_name || stem_len == 0 {
-            out.push(crate::names::INTERNAL);
-            rest = &from[1..];
-            continue;
-        }
-        let name = &from[..stem_start + stem_len];
-        out.push_str(&spelling.ident(name));
-        rest = &from[name.len()..];
-    }
-    out.push_str(rest);
-    out
+    KernelSpelling::of(kernel).text(text)
 }
 
 fn var(name: &str) -> Expr {

@@ -362,8 +362,9 @@ pub fn kernel(kernel: &Kernel) -> Result<Code, String> {
     }
     c.stmts(&kernel.body)?;
     // A fault's site names what the leaf's `.cu` file holds, not the tool's internal names.
-    for site in &mut c.code.sites {
-        *site = crate::emit::cuda::spell_internal_names(kernel, site);
+    if c.code.sites.iter().any(|s| s.contains(crate::names::INTERNAL)) {
+        let spelling = crate::emit::cuda::KernelSpelling::of(kernel);
+        c.code.sites.iter_mut().for_each(|site| *site = spelling.text(site));
     }
     Ok(c.code)
 }

@@ -754,8 +754,9 @@ pub fn check(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         // The names the tool made up, as the leaf's `.cu` file spells them.
         Err(Verdict::Unverified(why)) => Verdict::Unverified(crate::emit::cuda::spell_internal_names(kernel, &why)),
         Err(Verdict::Defect(mut w)) => {
-            w.detail = crate::emit::cuda::spell_internal_names(kernel, &w.detail);
-            w.sites = w.sites.iter().map(|s| crate::emit::cuda::spell_internal_names(kernel, s)).collect();
+            let spelling = crate::emit::cuda::KernelSpelling::of(kernel);
+            w.detail = spelling.text(&w.detail);
+            w.sites = w.sites.iter().map(|s| spelling.text(s)).collect();
             Verdict::Defect(w)
         }
         Err(v) => v,
