@@ -171,9 +171,9 @@ pub fn optimize_reference(module: &Module<'_>) -> Result<(), String> {
 /// is not read) and after (none is left behind once this module is freed); see
 /// [`target::forget_annotations`].
 fn run(module: &Module<'_>, passes: &str) -> Result<(), String> {
-    let tm = target::target_machine(PIPELINE_ARCH)?;
+    let tm = target::pipeline_machine()?;
     target::forget_annotations(module);
-    let result = module.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| e.to_string());
+    let result = module.run_passes(passes, tm, PassBuilderOptions::create()).map_err(|e| e.to_string());
     target::forget_annotations(module);
     result
 }

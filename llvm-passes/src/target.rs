@@ -30,11 +30,11 @@ fn initialize() {
     INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
 }
 
-/// A target machine for one architecture, e.g. `sm_90`: one per architecture and thread, made
-/// at first use and kept (making one builds the target's lowering tables, about a tenth of a
-/// millisecond each time, and a tree asks for one per code variant it counts). LLVM target
-/// machines are not shared between threads, and running passes or code generation with one
-/// leaves nothing in it that the next module sees.
+/// A target machine for code generation on one architecture, e.g. `sm_90`: one per
+/// architecture and thread, made at first use and kept (making one builds the target's
+/// lowering tables). Code generation writes to its machine, so these are not shared between
+/// threads; a code generation leaves nothing in it that the next module sees. The
+/// optimisation pipeline, which only reads its machine, shares one ([`pipeline_machine`]).
 pub fn target_machine(arch: &str) -> Result<Rc<TargetMachine>, String> {
     thread_local! {
         static MACHINES: RefCell<HashMap<String, Rc<TargetMachine>>> = RefCell::new(HashMap::new());
@@ -54,13 +54,51 @@ pub fn target_machine(arch: &str) -> Result<Rc<TargetMachine>, String> {
     Ok(tm)
 }
 
+/// A target machine that threads may share, for the optimisation pipeline only.
+///
+/// SAFETY (why `Send` and `Sync` hold for this use): LLVM 19's NVPTX target machine is only
+/// read while a pass pipeline runs. `LLVMRunPasses` builds a `PassBuilder` on it, whose
+/// constructor calls `registerPassBuilderCallbacks` (it adds callbacks to that builder,
+/// capturing the machine by const pointer); the passes ask it for target transform info
+/// (`NVPTXTTIImpl` is made from the const machine, its subtarget and lowering tables, all
+/// fixed once the machine is built) and for its options. Code generation is different: it
+/// writes to the machine (`resetTargetOptions`, the machine's string pool), so
+/// [`emit_ptx`] keeps a machine per thread ([`target_machine`]). The machine lives as long as
+/// the process (a static that is never dropped).
+struct PipelineMachine(TargetMachine);
+unsafe impl Send for PipelineMachine {}
+unsafe impl Sync for PipelineMachine {}
+
+/// The target machine for [`crate::pipeline::PIPELINE_ARCH`] that every thread's optimisation
+/// pipeline uses: made once per process. A machine per thread cost each counting thread its own lowering tables,
+/// about 96 fresh pages whose first writes, beside another thread's, took up to 23 ms of
+/// system time on the 2-core development machine (bench/RESULTS.md, twenty-eighth session).
+/// Only for [`crate::pipeline`]: never for code generation (see [`PipelineMachine`]).
+pub(crate) fn pipeline_machine() -> Result<&'static TargetMachine, String> {
+    let arch = crate::pipeline::PIPELINE_ARCH;
+    static MACHINE: OnceLock<Result<PipelineMachine, String>> = OnceLock::new();
+    MACHINE
+        .get_or_init(|| {
+            initialize();
+            let triple = TargetTriple::create(TRIPLE);
+            let target = Target::from_triple(&triple).map_err(|e| format!("NVPTX target unavailable: {e}"))?;
+            target
+                .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
+                .map(PipelineMachine)
+                .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))
+        })
+        .as_ref()
+        .map(|m| &m.0)
+        .map_err(Clone::clone)
+}
+
 /// The NVPTX data layout, the same for every architecture (LLVM derives it from the pointer
-/// width only): taken once per process from a target machine, so that a thread that only
-/// lowers builds none (a target machine's lowering tables are hundreds of kilobytes of fresh
+/// width only): taken once per process from the pipeline's shared machine, so that a thread
+/// that only lowers builds none (a target machine's lowering tables are hundreds of kilobytes of fresh
 /// pages, each first write a page fault).
 fn data_layout() -> Result<&'static str, String> {
     static LAYOUT: OnceLock<Result<String, String>> = OnceLock::new();
-    LAYOUT.get_or_init(|| Ok(target_machine(ARCHITECTURES[0])?.get_target_data().get_data_layout().as_str().to_string_lossy().into_owned())).as_deref().map_err(Clone::clone)
+    LAYOUT.get_or_init(|| Ok(pipeline_machine()?.get_target_data().get_data_layout().as_str().to_string_lossy().into_owned())).as_deref().map_err(Clone::clone)
 }
 
 /// An empty module with the NVPTX triple and data layout.

@@ -137,3 +137,81 @@ fn each_module_gets_its_own_register_cap_in_ptx() {
         t.join().unwrap();
     }
 }
+
+/// A loop of `loads` loads of `a[k*B + tid + j]` summed into `b[k*B + tid]`: `n` times under
+/// `#pragma unroll 1` when `rolled`, else 8 times, which the pipeline unrolls by the target's
+/// cost model (so the optimised body depends on what the target machine says).
+fn loop_ir(loads: usize, rolled: bool) -> String {
+    let mut body = String::new();
+    for j in 0..loads {
+        body += &format!("  %i{j} = add i32 %base, {j}\n  %w{j} = sext i32 %i{j} to i64\n  %p{j} = getelementptr float, ptr addrspace(1) %a, i64 %w{j}\n  %x{j} = load float, ptr addrspace(1) %p{j}\n");
+    }
+    body += "  %s0 = fadd float %x0, 0.0\n";
+    for j in 1..loads {
+        body += &format!("  %s{j} = fadd float %s{}, %x{j}\n", j - 1);
+    }
+    let last = loads - 1;
+    let (mark, metadata, trips) = if rolled { (", !llvm.loop !0", "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.unroll.disable\"}\n", "%n") } else { ("", "", "8") };
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b, i32 %n, i32 %B) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %go = icmp sgt i32 %n, 0
+  br i1 %go, label %body, label %exit
+body:
+  %k = phi i32 [ 0, %entry ], [ %next, %body ]
+  %kB = mul i32 %k, %B
+  %base = add i32 %kB, %t
+{body}  %wb = sext i32 %base to i64
+  %q = getelementptr float, ptr addrspace(1) %b, i64 %wb
+  store float %s{last}, ptr addrspace(1) %q
+  %next = add i32 %k, 1
+  %done = icmp eq i32 %next, {trips}
+  br i1 %done, label %exit, label %body{mark}
+exit:
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+{metadata}"#
+    )
+}
+
+/// The optimised function bodies of `ir` (parsed into a context of its own).
+fn optimised_bodies(ir: &str) -> String {
+    let context = Context::create();
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");
+    let module = context.create_module_from_ir(buffer).expect("test IR parses");
+    llvm_passes::pipeline::optimize(&module).unwrap();
+    llvm_passes::pipeline::function_bodies(&module)
+}
+
+/// Every thread's pipeline runs on one shared target machine (`target::pipeline_machine`):
+/// what it makes of a module must not depend on what other threads optimise meanwhile. Each
+/// kernel's body, optimised by four threads at once in every order, is the one a lone run
+/// makes; and the kernels differ after the pipeline, so a mix-up would show.
+#[test]
+fn the_shared_pipeline_machine_optimises_alike_from_many_threads() {
+    let kernels: Vec<String> = (1..=6).flat_map(|loads| [loop_ir(loads, false), loop_ir(loads, true)]).collect();
+    let alone: Vec<String> = kernels.iter().map(|ir| optimised_bodies(ir)).collect();
+    let distinct: std::collections::BTreeSet<&String> = alone.iter().collect();
+    assert_eq!(distinct.len(), kernels.len(), "each kernel optimises to its own body");
+    assert!(alone.iter().any(|b| b.matches("load float").count() >= 8), "some loop was unrolled:\n{}", alone.join("\n"));
+    assert!(alone.iter().any(|b| b.matches("load float").count() == 1), "some loop stayed rolled:\n{}", alone.join("\n"));
+    let (kernels, alone) = (std::sync::Arc::new(kernels), std::sync::Arc::new(alone));
+    let threads: Vec<_> = (0..4usize)
+        .map(|t| {
+            let (kernels, alone) = (kernels.clone(), alone.clone());
+            std::thread::spawn(move || {
+                for round in 0..30usize {
+                    let k = (round * 5 + t * 7) % kernels.len();
+                    assert_eq!(optimised_bodies(&kernels[k]), alone[k], "thread {t}, round {round}, kernel {k}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
