@@ -70,10 +70,11 @@ unsafe impl Send for PipelineMachine {}
 unsafe impl Sync for PipelineMachine {}
 
 /// The target machine for [`crate::pipeline::PIPELINE_ARCH`] that every thread's optimisation
-/// pipeline uses: made once per process. A machine per thread cost each counting thread its own lowering tables,
-/// about 96 fresh pages whose first writes, beside another thread's, took up to 23 ms of
-/// system time on the 2-core development machine (bench/RESULTS.md, twenty-eighth session).
-/// Only for [`crate::pipeline`]: never for code generation (see [`PipelineMachine`]).
+/// pipeline uses: made once per process. A machine per thread cost each counting thread its
+/// own lowering tables, about 96 fresh pages whose first writes, beside another thread's
+/// work, took up to 23 ms of system time on the 2-core development machine (bench/RESULTS.md,
+/// twenty-eighth session). Only for [`crate::pipeline`], never for code generation (see
+/// [`PipelineMachine`]).
 pub(crate) fn pipeline_machine() -> Result<&'static TargetMachine, String> {
     let arch = crate::pipeline::PIPELINE_ARCH;
     static MACHINE: OnceLock<Result<PipelineMachine, String>> = OnceLock::new();
@@ -94,8 +95,8 @@ pub(crate) fn pipeline_machine() -> Result<&'static TargetMachine, String> {
 
 /// The NVPTX data layout, the same for every architecture (LLVM derives it from the pointer
 /// width only): taken once per process from the pipeline's shared machine, so that a thread
-/// that only lowers builds none (a target machine's lowering tables are hundreds of kilobytes of fresh
-/// pages, each first write a page fault).
+/// that only lowers builds none (a target machine's lowering tables are hundreds of kilobytes
+/// of fresh pages, each first write a page fault).
 fn data_layout() -> Result<&'static str, String> {
     static LAYOUT: OnceLock<Result<String, String>> = OnceLock::new();
     LAYOUT.get_or_init(|| Ok(pipeline_machine()?.get_target_data().get_data_layout().as_str().to_string_lossy().into_owned())).as_deref().map_err(Clone::clone)
