@@ -1,6 +1,8 @@
 //! The LLVM 19 install works end to end: a kernel built through inkwell verifies, becomes PTX
 //! for every target architecture, and that PTX assembles with the real `ptxas`.
 
+mod common;
+
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::AddressSpace;
@@ -142,40 +144,7 @@ fn each_module_gets_its_own_register_cap_in_ptx() {
 /// `#pragma unroll 1` when `rolled`, else 8 times, which the pipeline unrolls by the target's
 /// cost model (so the optimised body depends on what the target machine says).
 fn loop_ir(loads: usize, rolled: bool) -> String {
-    let mut body = String::new();
-    for j in 0..loads {
-        body += &format!("  %i{j} = add i32 %base, {j}\n  %w{j} = sext i32 %i{j} to i64\n  %p{j} = getelementptr float, ptr addrspace(1) %a, i64 %w{j}\n  %x{j} = load float, ptr addrspace(1) %p{j}\n");
-    }
-    body += "  %s0 = fadd float %x0, 0.0\n";
-    for j in 1..loads {
-        body += &format!("  %s{j} = fadd float %s{}, %x{j}\n", j - 1);
-    }
-    let last = loads - 1;
-    let (mark, metadata, trips) = if rolled { (", !llvm.loop !0", "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.unroll.disable\"}\n", "%n") } else { ("", "", "8") };
-    format!(
-        r#"
-target triple = "nvptx64-nvidia-cuda"
-define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b, i32 %n, i32 %B) {{
-entry:
-  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
-  %go = icmp sgt i32 %n, 0
-  br i1 %go, label %body, label %exit
-body:
-  %k = phi i32 [ 0, %entry ], [ %next, %body ]
-  %kB = mul i32 %k, %B
-  %base = add i32 %kB, %t
-{body}  %wb = sext i32 %base to i64
-  %q = getelementptr float, ptr addrspace(1) %b, i64 %wb
-  store float %s{last}, ptr addrspace(1) %q
-  %next = add i32 %k, 1
-  %done = icmp eq i32 %next, {trips}
-  br i1 %done, label %exit, label %body{mark}
-exit:
-  ret void
-}}
-declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
-{metadata}"#
-    )
+    common::loop_over(&common::load_sum_body(loads), if rolled { "%n" } else { "8" }, rolled)
 }
 
 /// The optimised function bodies of `ir` (parsed into a context of its own).

@@ -3,6 +3,8 @@
 //! division, arithmetic sinking to its first use, the copies of a loop ptxas unrolls, the
 //! early loads of a loop it keeps rolled, phis of uniform values and square roots.
 
+mod common;
+
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use llvm_passes::registers::{estimate, RegisterEstimate};
@@ -135,41 +137,13 @@ entry:
 /// A kernel of one loop `for (k = 0; k != n; k++)` over `body` (IR lines that may use `%a`,
 /// `%b`, `%base` = `k*B + tid`).
 fn loop_over(body: &str) -> String {
-    format!(
-        r#"
-target triple = "nvptx64-nvidia-cuda"
-define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b, i32 %n, i32 %B) {{
-entry:
-  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
-  br label %body
-body:
-  %k = phi i32 [ 0, %entry ], [ %next, %body ]
-  %kB = mul i32 %k, %B
-  %base = add i32 %kB, %t
-{body}  %next = add i32 %k, 1
-  %done = icmp eq i32 %next, %n
-  br i1 %done, label %exit, label %body
-exit:
-  ret void
-}}
-declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
-"#
-    )
+    common::loop_over(body, "%n", false)
 }
 
 /// A loop whose body (one block) ptxas unrolls: `loads` loads of `a[k*B + tid + j]`, summed
 /// into `b[k*B + tid]`.
 fn unrolled_loop_kernel(loads: usize) -> String {
-    let mut body = String::new();
-    for j in 0..loads {
-        body += &format!("  %i{j} = add i32 %base, {j}\n  %w{j} = sext i32 %i{j} to i64\n  %p{j} = getelementptr float, ptr addrspace(1) %a, i64 %w{j}\n  %x{j} = load float, ptr addrspace(1) %p{j}\n");
-    }
-    body += "  %s0 = fadd float %x0, 0.0\n";
-    for j in 1..loads {
-        body += &format!("  %s{j} = fadd float %s{}, %x{j}\n", j - 1);
-    }
-    body += &format!("  %wb = sext i32 %base to i64\n  %q = getelementptr float, ptr addrspace(1) %b, i64 %wb\n  store float %s{}, ptr addrspace(1) %q\n", loads - 1);
-    loop_over(&body)
+    loop_over(&common::load_sum_body(loads))
 }
 
 /// A loop body of `copies` copies of `into[k*B + tid + j] = 2 * a[k*B + tid + j]`, each
