@@ -42,16 +42,19 @@ pub fn target_machine(arch: &str) -> Result<Rc<TargetMachine>, String> {
     if let Some(tm) = MACHINES.with(|m| m.borrow().get(arch).cloned()) {
         return Ok(tm);
     }
+    let tm = Rc::new(create_machine(arch)?);
+    MACHINES.with(|m| m.borrow_mut().insert(arch.to_string(), tm.clone()));
+    Ok(tm)
+}
+
+/// A new NVPTX target machine for `arch`.
+fn create_machine(arch: &str) -> Result<TargetMachine, String> {
     initialize();
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| format!("NVPTX target unavailable: {e}"))?;
-    let tm = Rc::new(
-        target
-            .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
-            .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))?,
-    );
-    MACHINES.with(|m| m.borrow_mut().insert(arch.to_string(), tm.clone()));
-    Ok(tm)
+    target
+        .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
+        .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))
 }
 
 /// A target machine that threads may share, for the optimisation pipeline only.
@@ -76,21 +79,8 @@ unsafe impl Sync for PipelineMachine {}
 /// twenty-eighth session). Only for [`crate::pipeline`], never for code generation (see
 /// [`PipelineMachine`]).
 pub(crate) fn pipeline_machine() -> Result<&'static TargetMachine, String> {
-    let arch = crate::pipeline::PIPELINE_ARCH;
     static MACHINE: OnceLock<Result<PipelineMachine, String>> = OnceLock::new();
-    MACHINE
-        .get_or_init(|| {
-            initialize();
-            let triple = TargetTriple::create(TRIPLE);
-            let target = Target::from_triple(&triple).map_err(|e| format!("NVPTX target unavailable: {e}"))?;
-            target
-                .create_target_machine(&triple, arch, "", OptimizationLevel::Default, RelocMode::Default, CodeModel::Default)
-                .map(PipelineMachine)
-                .ok_or_else(|| format!("LLVM cannot create an NVPTX target machine for `{arch}`"))
-        })
-        .as_ref()
-        .map(|m| &m.0)
-        .map_err(Clone::clone)
+    MACHINE.get_or_init(|| create_machine(crate::pipeline::PIPELINE_ARCH).map(PipelineMachine)).as_ref().map(|m| &m.0).map_err(Clone::clone)
 }
 
 /// The NVPTX data layout, the same for every architecture (LLVM derives it from the pointer
