@@ -5,6 +5,7 @@
 
 pub mod code;
 pub mod command;
+mod data_flow;
 pub mod differential;
 pub mod machine;
 pub mod radix;

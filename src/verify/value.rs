@@ -15,6 +15,16 @@ pub enum Value {
 }
 
 impl Value {
+    /// The value's type and bit pattern: equal exactly when the values are identical.
+    pub fn bits(self) -> (u8, u64) {
+        match self {
+            Value::Int(v) => (0, v as u32 as u64),
+            Value::Long(v) => (1, v as u64),
+            Value::Float(v) => (2, v.to_bits() as u64),
+            Value::Double(v) => (3, v.to_bits()),
+        }
+    }
+
     pub fn ty(self) -> ScalarType {
         match self {
             Value::Int(_) => ScalarType::Int,

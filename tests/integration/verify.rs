@@ -400,6 +400,38 @@ fn verify_command_exit_codes() {
     assert!(!dir.join("racy").exists());
 }
 
+/// `gen`'s check of the schedules as written runs a launch that repeats an earlier one's
+/// arguments and grid only once, where the host program and the kernel decide nothing from
+/// array data (a time loop's sweeps). A race from the second time step on is still found:
+/// when the kernel reads the time step (`t_guard`), and when a guard reads data that the
+/// host writes between the steps (`data_guard`; the kernel never reads `t`).
+#[test]
+fn a_time_loop_is_checked_at_every_step_that_can_differ() {
+    let dir = common::scratch("time_loop_races");
+    let head = "void f(int T, int N, int B, float flag[1], float c[N]) {\n  assume(T >= 2 && N >= 1 && B >= 1);\n  int d = (N + B - 1) / B;\n  for (int t = 0; t < T; t++) {\n    meta_schedule {\n      meta_for (int v = 0; v < d; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n";
+    let programs = [
+        ("t_guard", "          if (i < N) { if (t == 0) c[i] = 1.0f; else c[0] = 2.0f; }\n        }\n    }\n  }\n}\n"),
+        ("data_guard", "          if (i < N) { if (flag[0] == 7.0f) c[0] = 2.0f; else c[i] = 1.0f; }\n        }\n    }\n    flag[0] = 7.0f;\n  }\n}\n"),
+        // The same sweep every step: generated (the check ran it once and found nothing).
+        ("same_every_step", "          if (i < N) c[i] = c[i] + 1.0f;\n        }\n    }\n  }\n}\n"),
+    ];
+    for (name, tail) in programs {
+        let src = dir.join(format!("{name}.mf"));
+        std::fs::write(&src, format!("{head}{tail}")).unwrap();
+        let out = dir.join(name);
+        let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        if name == "same_every_step" {
+            assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+            assert!(out.join("tree.yaml").exists(), "{name}");
+        } else {
+            assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+            assert!(err.contains(&format!("{name}.mf:9:")) && err.contains("races as written") && err.contains("c[0]"), "{name}: {err}");
+            assert!(!out.exists(), "{name}");
+        }
+    }
+}
+
 /// Issue 26.4: the sampler finds small points where several sizes must each be a multiple of
 /// several block sizes at once (3mm's facts, five sizes: `NJ % BX`, `NJ % BY`, `NJ % BK`, ...), and
 /// where the region also needs a size large against the blocks (iteration merging's grid
