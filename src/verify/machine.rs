@@ -596,10 +596,15 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
     // threads, so it has the same races and accesses out of bounds, and the host goes on the
     // same way whatever it wrote. It is not run again (a time loop's sweeps: jacobi-2d's check
     // of its schedules as written, 11-18 ms of a 36 ms `gen`; bench/RESULTS.md).
-    // The key holds only the arguments the kernel reads (a time loop's counter is passed to it).
+    // The key holds only the arguments the kernel reads or sizes its blocks and shared arrays
+    // by (a time loop's counter is passed to every kernel).
     let mut seen_launches: Option<std::collections::HashSet<LaunchKey>> =
         (options.kernel_only && kernel.is_some_and(|k| !accesses_depend_on_data(&k.code)) && !accesses_depend_on_data(host)).then(Default::default);
     let kernel_reads = kernel.filter(|_| seen_launches.is_some()).map(|k| slots_read(&k.code)).unwrap_or_default();
+    let shape_reads: std::collections::BTreeSet<Var> = kernel
+        .filter(|_| seen_launches.is_some())
+        .map(|k| k.kernel.block.iter().chain(k.code.arrays.iter().filter(|a| a.shared).flat_map(|a| a.extents.iter())).flat_map(|p| p.vars()).collect())
+        .unwrap_or_default();
     let mut pc = 0;
     let stopped = |fault: Fault, at: Where, stats: &RunStats| Stopped { fault, at, stats: stats.clone() };
     loop {
@@ -618,7 +623,8 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
                             let site = &host.launches[i];
                             let grid = grid_of(host, site, &slots, globals, &mut steps).map_err(|fault| stopped(fault, Where::Kernel, &stats))?;
                             // The j-th scalar argument fills the kernel's slot j.
-                            let args = site.args.iter().flatten().enumerate().filter(|(j, _)| kernel_reads.get(*j).copied().unwrap_or(true)).map(|(_, s)| slots[*s].bits()).collect();
+                            let scalars = k.kernel.params.iter().zip(&site.args).filter_map(|(p, from)| from.map(|slot| (p, slot)));
+                            let args = scalars.enumerate().filter(|(j, (p, _))| kernel_reads.get(*j).copied().unwrap_or(true) || shape_reads.contains(&Var::new(&p.name))).map(|(_, (_, slot))| slots[slot].bits()).collect();
                             !seen.insert(LaunchKey { site: i, args, grid })
                         }
                         None => false,
