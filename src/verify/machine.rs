@@ -591,20 +591,7 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
     let mut steps = STEP_BUDGET - options.step_budget.map_or(STEP_BUDGET, |b| b.min(STEP_BUDGET));
     let mut stats = RunStats::default();
     let mut launched: Option<(usize, Vec<Buffer>)> = None;
-    // A kernel-only run whose host program and kernel decide nothing from array data: a launch
-    // with the scalar arguments and grid of an earlier one makes the same accesses by the same
-    // threads, so it has the same races and accesses out of bounds, and the host goes on the
-    // same way whatever it wrote. It is not run again (a time loop's sweeps: jacobi-2d's check
-    // of its schedules as written, 11-18 ms of a 36 ms `gen`; bench/RESULTS.md).
-    // The key holds only the arguments the kernel reads or sizes its blocks and shared arrays
-    // by (a time loop's counter is passed to every kernel).
-    let mut seen_launches: Option<std::collections::HashSet<LaunchKey>> =
-        (options.kernel_only && kernel.is_some_and(|k| !accesses_depend_on_data(&k.code)) && !accesses_depend_on_data(host)).then(Default::default);
-    let kernel_reads = kernel.filter(|_| seen_launches.is_some()).map(|k| slots_read(&k.code)).unwrap_or_default();
-    let shape_reads: std::collections::BTreeSet<Var> = kernel
-        .filter(|_| seen_launches.is_some())
-        .map(|k| k.kernel.block.iter().chain(k.code.arrays.iter().filter(|a| a.shared).flat_map(|a| a.extents.iter())).flat_map(|p| p.vars()).collect())
-        .unwrap_or_default();
+    let mut repeats = if options.kernel_only { kernel.and_then(|k| RepeatedLaunches::of(host, k)) } else { None };
     let mut pc = 0;
     let stopped = |fault: Fault, at: Where, stats: &RunStats| Stopped { fault, at, stats: stats.clone() };
     loop {
@@ -618,14 +605,10 @@ pub fn run(host: &Code, args: &[Value], globals: &mut [Buffer], kernel: Option<&
             Stop::Launch(i) => {
                 let k = kernel.ok_or_else(|| stopped(Fault::Error("a launch without a kernel".into()), Where::Kernel, &stats))?;
                 if options.kernel_only {
-                    let repeated = match seen_launches.as_mut() {
-                        Some(seen) => {
-                            let site = &host.launches[i];
-                            let grid = grid_of(host, site, &slots, globals, &mut steps).map_err(|fault| stopped(fault, Where::Kernel, &stats))?;
-                            // The j-th scalar argument fills the kernel's slot j.
-                            let scalars = k.kernel.params.iter().zip(&site.args).filter_map(|(p, from)| from.map(|slot| (p, slot)));
-                            let args = scalars.enumerate().filter(|(j, (p, _))| kernel_reads.get(*j).copied().unwrap_or(true) || shape_reads.contains(&Var::new(&p.name))).map(|(_, (_, slot))| slots[slot].bits()).collect();
-                            !seen.insert(LaunchKey { site: i, args, grid })
+                    let repeated = match repeats.as_mut() {
+                        Some(r) => {
+                            let grid = grid_of(host, &host.launches[i], &slots, globals, &mut steps).map_err(|fault| stopped(fault, Where::Kernel, &stats))?;
+                            r.seen_before(i, &host.launches[i], k.kernel, &slots, grid)
                         }
                         None => false,
                     };
@@ -677,13 +660,48 @@ fn eval_poly(p: &constraints::Poly, point: &BTreeMap<Var, Rational>, what: &str)
     i64::try_from(v.to_integer()).map_err(|_| Fault::Error(format!("{what} `{p}` is too large")))
 }
 
-/// What makes two launches of a kernel-only run alike: the launch site, the scalar
-/// arguments (as bits) and the grid.
+/// The launches a kernel-only run has made, where the host program and the kernel decide
+/// nothing from array data: a launch with the scalar arguments and grid of an earlier one
+/// makes the same accesses by the same threads, so it has the same races and accesses out of
+/// bounds, and the host goes on the same way whatever it wrote. Such a launch is not run
+/// again (a time loop's sweeps: jacobi-2d's check of its schedules as written, 11-18 ms of a
+/// 36 ms `gen`; bench/RESULTS.md).
+struct RepeatedLaunches {
+    seen: std::collections::HashSet<LaunchKey>,
+    /// Per scalar argument, in order (the j-th fills the kernel's slot j): whether the kernel
+    /// reads it; a time loop's counter is passed to every kernel.
+    kernel_reads: Vec<bool>,
+    /// The parameters the kernel's block and shared-array extents are polynomials in.
+    shape_vars: std::collections::BTreeSet<Var>,
+}
+
+/// What makes two launches alike: the launch site, the scalar arguments the kernel reads or
+/// sizes its blocks and shared arrays by (as bits), and the grid.
 #[derive(PartialEq, Eq, Hash)]
 struct LaunchKey {
     site: usize,
     args: Vec<(u8, u64)>,
     grid: [i64; 3],
+}
+
+impl RepeatedLaunches {
+    /// `None` where the host program or the kernel may decide an access from data.
+    fn of(host: &Code, k: &Launchable) -> Option<RepeatedLaunches> {
+        if accesses_depend_on_data(&k.code) || accesses_depend_on_data(host) {
+            return None;
+        }
+        let extents = k.kernel.block.iter().chain(k.code.arrays.iter().filter(|a| a.shared).flat_map(|a| a.extents.iter()));
+        Some(RepeatedLaunches { seen: Default::default(), kernel_reads: slots_read(&k.code), shape_vars: extents.flat_map(|p| p.vars()).collect() })
+    }
+
+    /// Whether a launch of `kernel` at site `i` with the host's `slots` and `grid` repeats an
+    /// earlier one (it is then recorded as seen).
+    fn seen_before(&mut self, i: usize, site: &LaunchSite, kernel: &Kernel, slots: &[Value], grid: [i64; 3]) -> bool {
+        let scalars = kernel.params.iter().zip(&site.args).filter_map(|(p, from)| from.map(|slot| (p, slot)));
+        let keyed = |j: usize, name: &str| self.kernel_reads.get(j).copied().unwrap_or(true) || self.shape_vars.contains(&Var::new(name));
+        let args = scalars.enumerate().filter(|(j, (p, _))| keyed(*j, &p.name)).map(|(_, (_, slot))| slots[slot].bits()).collect();
+        !self.seen.insert(LaunchKey { site: i, args, grid })
+    }
 }
 
 /// The blocks along x, y, z of a launch at `site`, from the host's slots.
