@@ -195,8 +195,9 @@ pub enum Command {
     /// these kernels' IR, and `make bench-pipeline` checks that the IR is O2's). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_90)
     /// the same IR is compiled to PTX by LLVM's NVPTX back end and assembled by the real
     /// `ptxas -v`, whose register count is shown beside the estimate for that architecture (a
-    /// loop ptxas unrolls fills registers up to what costs no occupancy there: 32 on sm_80 and
-    /// sm_90, 64 on sm_75; the tree keys its forks on the sm_90 estimate); the kernel is also
+    /// loop ptxas unrolls fills registers up to what costs no occupancy there, and loads
+    /// issued early are held only up to it: 32 on sm_80 and sm_90, 64 on sm_75; the tree keys
+    /// its forks on the sm_90 estimate); the kernel is also
     /// emitted as CUDA and compiled by `nvcc` for the same architecture, and that count shown too.
     /// Shared memory is a polynomial in the parameters, in elements and bytes.
     Counters {

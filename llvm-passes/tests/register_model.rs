@@ -268,3 +268,44 @@ declare double @llvm.sqrt.f64(double)
     let multiply = estimate_ir(&kernel("%y = fmul double %x, %x"));
     assert_eq!(root.max_live_words, multiply.max_live_words + 8, "{root:?} against {multiply:?}");
 }
+
+/// Straight-line code: `loads` loads of `a[tid + j]`, all issued before their sum, which is
+/// stored to `into[tid]`.
+fn early_loads_kernel(loads: usize, into: &str) -> String {
+    let body = common::load_sum_body(loads).replace("getelementptr float, ptr addrspace(1) %b,", &format!("getelementptr float, ptr addrspace(1) %{into},"));
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b) {{
+entry:
+  %base = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+{body}  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+"#
+    )
+}
+
+#[test]
+fn early_loads_of_a_read_only_array_are_held_only_up_to_the_occupancy_free_budget() {
+    use llvm_passes::registers::{FIXED_COST, OCCUPANCY_FREE_REGISTERS_SM90};
+    // 48 values loaded before the first addition: 48 words live in LLVM's order, a few when
+    // each load is issued where its value is added.
+    let many = estimate_ir(&early_loads_kernel(48, "b"));
+    assert!(many.max_live_words >= 48, "{many:?}");
+    assert!(many.least_live_words + FIXED_COST < OCCUPANCY_FREE_REGISTERS_SM90, "{many:?}");
+    // ptxas keeps the early loads up to what costs no occupancy, and no further.
+    assert_eq!(many.registers, OCCUPANCY_FREE_REGISTERS_SM90, "{many:?}");
+    assert_eq!(many.for_architecture("sm_80"), OCCUPANCY_FREE_REGISTERS_SM90, "{many:?}");
+    assert_eq!(many.for_architecture("sm_75"), many.max_live_words + FIXED_COST, "{many:?}");
+    assert_eq!(estimate_ir(&early_loads_kernel(80, "b")).for_architecture("sm_75"), 64);
+    // Below the budget LLVM's order stands.
+    let few = estimate_ir(&early_loads_kernel(20, "b"));
+    assert!(few.max_live_words + FIXED_COST <= OCCUPANCY_FREE_REGISTERS_SM90, "{few:?}");
+    assert_eq!(few.registers, few.max_live_words + FIXED_COST, "{few:?}");
+    // The sum stored into `a` itself: the loads may not pass that store's kind of write, so
+    // they are not moved and everything LLVM's order holds is counted.
+    let written = estimate_ir(&early_loads_kernel(48, "a"));
+    assert_eq!(written.least_live_words, written.max_live_words, "{written:?}");
+    assert_eq!(written.registers, written.max_live_words + FIXED_COST, "{written:?}");
+}
