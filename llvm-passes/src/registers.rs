@@ -31,6 +31,10 @@
 //!   the budget, or at what it holds with those loads at their first use, whichever is more
 //!   ([`within_budget`]; a tiled matrix-vector leaf: 70 in LLVM's order, ptxas 32 at sm_80 and
 //!   sm_90, 63 at sm_75).
+//! - *Uniform addresses at sm_75*: a global load, store or atomic whose address is uniform
+//!   counts that address's two words at the instruction (it is copied into a vector register
+//!   pair there) except at sm_75, whose memory instructions read it from uniform registers
+//!   ([`uniform_global_addresses`]).
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas`, never fitted per kernel.
 //!
@@ -111,6 +115,9 @@ pub struct RegisterEstimate {
     /// The most words live when the loads of read-only arrays are issued where their values are
     /// first used (the order that needs fewest registers); at most `max_live_words`.
     pub least_live_words: u32,
+    /// `max_live_words` where a global access whose address is uniform reads that address from
+    /// uniform registers, as sm_75's loads and stores do ([`uniform_global_addresses`]).
+    pub max_live_words_uniform_addresses: u32,
     pub max_live_predicates: u32,
     /// An innermost loop ptxas unrolls remains after the pipeline.
     pub unrolled_loop: bool,
@@ -133,7 +140,8 @@ impl RegisterEstimate {
     /// architecture it does not know), and the cap. For sm_80 and sm_90 it is `registers`.
     pub fn for_architecture(&self, arch: &str) -> u32 {
         let budget = occupancy_free_registers(arch).unwrap_or(OCCUPANCY_FREE_REGISTERS_SM90);
-        let mut r = within_budget(self.least_live_words, self.max_live_words, budget);
+        let words = if uniform_global_addresses(arch) { self.max_live_words_uniform_addresses } else { self.max_live_words };
+        let mut r = within_budget(self.least_live_words.min(words), words, budget);
         if self.unrolled_demand > 0 {
             r = r.max(self.unrolled_demand.min(budget));
         }
@@ -302,7 +310,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         unrolled.iter().map(|body| body.iter().flat_map(|&b| info[b].defs.iter().copied()).collect()).collect();
     // The peak words (and predicates) and the unrolled loops' peak, given the values
     // rematerialised and the liveness that goes with it.
-    let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>], sunk: &dyn Fn(&InstructionValue) -> bool| -> (u32, u32, u32) {
+    let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>], sunk: &dyn Fn(&InstructionValue) -> bool| -> Peak {
         let rematerialised_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| rematerialised.contains(k)) };
         let sum_in = |set: &HashSet<Key>| {
             set.iter().filter(|k| !rematerialised.contains(k)).fold((0u32, 0u32), |(w, p), k| {
@@ -312,10 +320,12 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         };
         let mut unrolled_peak = 0u32;
         let (mut max_w, mut max_p) = (0u32, 0u32);
+        let mut max_w_uniform_addresses = 0u32;
         for b in 0..n {
             let mut live = live_out[b].clone();
             let (w, p) = sum_in(&live);
             max_w = max_w.max(w);
+            max_w_uniform_addresses = max_w_uniform_addresses.max(w);
             max_p = max_p.max(p);
             let ordered = schedule(&info[b].instrs, sunk);
             for i in ordered.iter().rev() {
@@ -328,6 +338,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 let (w, p) = sum_in(&live);
                 let at_instruction = uniform_operand_words(i) + rematerialised_words(i) + expansion_temporaries(i);
                 max_w = max_w.max(w + at_instruction);
+                max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction - uniform_address_words(i, &uniform));
                 max_p = max_p.max(p);
                 for (body, defined) in unrolled.iter().zip(&defined_in) {
                     if body.contains(&b) {
@@ -352,20 +363,21 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 }
                 let (w, p) = sum_in(&live);
                 max_w = max_w.max(w);
+                max_w_uniform_addresses = max_w_uniform_addresses.max(w);
                 max_p = max_p.max(p);
             }
         }
-        (max_w, max_p, unrolled_peak)
+        Peak { words: max_w, predicates: max_p, unrolled: unrolled_peak, words_uniform_addresses: max_w_uniform_addresses }
     };
     let in_order = |_: &InstructionValue| false;
     let mut counted = peak(&HashSet::default(), &held_live_out, &in_order);
     let mut rematerialised_live_out = None;
-    if counted.0 + FIXED_COST > REMATERIALISE_ABOVE && !through_loops.is_empty() {
+    if counted.words + FIXED_COST > REMATERIALISE_ABOVE && !through_loops.is_empty() {
         let (_, live_out) = dataflow(&kill);
         counted = peak(&through_loops, &live_out, &in_order);
         rematerialised_live_out = Some(live_out);
     }
-    let (max_w, max_p, mut unrolled_peak) = counted;
+    let Peak { words: max_w, predicates: max_p, unrolled: mut unrolled_peak, words_uniform_addresses } = counted;
     let read_only = read_only_objects(function);
     let read_only_load = |i: &InstructionValue| i.get_opcode() == InstructionOpcode::Load && read_only.contains(&key(underlying_object(i)));
     // Beyond what costs no occupancy, ptxas issues read-only loads later, where they are used,
@@ -376,7 +388,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             Some(live_out) => peak(&through_loops, live_out, &read_only_load),
             None => peak(&HashSet::default(), &held_live_out, &read_only_load),
         };
-        sunk.0.min(max_w)
+        sunk.words.min(max_w)
     } else {
         max_w
     };
@@ -401,6 +413,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         registers,
         max_live_words: max_w,
         least_live_words: least_words,
+        max_live_words_uniform_addresses: words_uniform_addresses,
         max_live_predicates: max_p,
         unrolled_loop,
         rolled_loop: !kept_rolled.is_empty(),
@@ -601,6 +614,44 @@ fn schedule<'ctx>(instrs: &[InstructionValue<'ctx>], sunk: &dyn Fn(&InstructionV
 /// budget or `least`, whichever is more.
 fn within_budget(least: u32, in_order: u32, budget: u32) -> u32 {
     (least + FIXED_COST).max((in_order + FIXED_COST).min(budget))
+}
+
+/// The peak [`estimate`] finds for one order of the instructions.
+struct Peak {
+    words: u32,
+    predicates: u32,
+    /// What an unrolled loop's overlapped copies hold.
+    unrolled: u32,
+    /// `words` where uniform addresses of global accesses take no vector registers.
+    words_uniform_addresses: u32,
+}
+
+/// Whether `arch`'s global loads, stores and atomics take a uniform address from uniform
+/// registers (`LDG.E [UR4]` in the SASS of sm_75, Turing). From sm_80 on they take a vector
+/// register pair (`LDG.E [R2.64]`), and a uniform address is first copied there: the same kernel
+/// storing a scalar to three arguments uses 5 registers at sm_75 and 16 at sm_80 and sm_90.
+pub fn uniform_global_addresses(arch: &str) -> bool {
+    arch == "sm_75"
+}
+
+/// The words of `i`'s address that [`uniform_global_addresses`] frees: `i` a load, store or
+/// atomic on global memory whose address is uniform (and not also an operand of another kind).
+fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> u32 {
+    let pointer = match i.get_opcode() {
+        InstructionOpcode::Load | InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg => 0,
+        InstructionOpcode::Store => 1,
+        _ => return 0,
+    };
+    let Some(Operand::Value(address)) = i.get_operand(pointer) else { return 0 };
+    let address = address.as_value_ref();
+    // SAFETY: `address` is a live operand of `i`; only its type is read.
+    let global = unsafe { LLVMGetTypeKind(LLVMTypeOf(address)) == LLVMTypeKind::LLVMPointerTypeKind && LLVMGetPointerAddressSpace(LLVMTypeOf(address)) == 1 };
+    let also_a_value = (0..i.get_num_operands()).any(|n| n != pointer && matches!(i.get_operand(n), Some(Operand::Value(v)) if v.as_value_ref() == address));
+    if global && uniform.contains(&key(address)) && !also_a_value {
+        width_of(address).0
+    } else {
+        0
+    }
 }
 
 /// The smallest occupancy-free budget of the architectures [`resident_threads`] knows: a kernel

@@ -309,3 +309,38 @@ fn early_loads_of_a_read_only_array_are_held_only_up_to_the_occupancy_free_budge
     assert_eq!(written.least_live_words, written.max_live_words, "{written:?}");
     assert_eq!(written.registers, written.max_live_words + FIXED_COST, "{written:?}");
 }
+
+#[test]
+fn sm_75_reads_a_uniform_global_address_from_uniform_registers() {
+    use llvm_passes::registers::uniform_global_addresses;
+    // A scalar loaded, negated and stored to two arguments (`address` for the first): from
+    // sm_80 on each address is copied into a vector register pair at its access; sm_75's loads
+    // and stores take a uniform one from uniform registers.
+    let kernel = |defs: &str, address: &str| {
+        format!(
+            r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %r, ptr addrspace(1) %y, ptr addrspace(1) %z) {{
+entry:
+  %c = load float, ptr addrspace(1) %r
+  %n = fneg float %c
+{defs}  store float %n, ptr addrspace(1) {address}
+  store float 1.0, ptr addrspace(1) %z
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+"#
+        )
+    };
+    let uniform = estimate_ir(&kernel("", "%y"));
+    let per_thread = estimate_ir(&kernel("  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n  %w = zext i32 %t to i64\n  %p = getelementptr float, ptr addrspace(1) %y, i64 %w\n", "%p"));
+    assert_eq!(uniform.for_architecture("sm_80"), uniform.registers, "{uniform:?}");
+    assert_eq!(uniform.for_architecture("sm_75") + 2, uniform.registers, "{uniform:?}");
+    // A per-thread address is in vector registers everywhere.
+    assert!(per_thread.registers > uniform.for_architecture("sm_75"), "{per_thread:?} against {uniform:?}");
+    assert_eq!(per_thread.for_architecture("sm_75"), per_thread.registers, "{per_thread:?}");
+    assert!(uniform_global_addresses("sm_75"));
+    for arch in ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100"] {
+        assert!(!uniform_global_addresses(arch), "{arch}");
+    }
+}
