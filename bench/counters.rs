@@ -19,6 +19,10 @@
 //! `examples/heldout-3/` (report-6, 2026-11-27) holds ten more by a helper who read only the
 //! language document, the README and the design part's programs: elementwise DL epilogues,
 //! quantisation, row-wise reductions, a banded product, pooling, cached tiles.
+//! `examples/heldout-4/` (report-7, 2026-11-29) holds eight more, written by a helper who read
+//! only the language document, the README and the examples, after the early-load and sm_75
+//! uniform-address rules and seeing neither: symm, a right-looking LU, red-black SOR, batched
+//! Thomas solves, a cached 2-D convolution, RMSNorm, batched GEMM, a cached 9-point stencil.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -42,7 +46,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 7] = [
+const PARTS: [(&str, &[&str]); 8] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
@@ -50,6 +54,7 @@ const PARTS: [(&str, &[&str]); 7] = [
     ("report-4", &["examples/reductions-2"]),
     ("report-5", &["examples/heldout-2"]),
     ("report-6", &["examples/heldout-3"]),
+    ("report-7", &["examples/heldout-4"]),
 ];
 
 struct Row {

@@ -24,7 +24,7 @@ use corpus::programs;
 
 const PARTS: [(&str, &[&str]); 2] = [
     ("design", &["examples", "examples/polybench", "examples/design-red", "examples/reductions", "examples/language"]),
-    ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/reductions-2", "tests/programs"]),
+    ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/heldout-4", "examples/reductions-2", "tests/programs"]),
 ];
 
 /// The optimised function bodies, register estimate and seconds the pipeline took, of `kernel`.
