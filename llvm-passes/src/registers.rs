@@ -338,7 +338,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 let (w, p) = sum_in(&live);
                 let at_instruction = uniform_operand_words(i) + rematerialised_words(i) + expansion_temporaries(i);
                 max_w = max_w.max(w + at_instruction);
-                max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction - uniform_address_words(i, &uniform));
+                max_w_uniform_addresses = max_w_uniform_addresses.max((w + at_instruction).saturating_sub(uniform_address_words(i, &uniform)));
                 max_p = max_p.max(p);
                 for (body, defined) in unrolled.iter().zip(&defined_in) {
                     if body.contains(&b) {
