@@ -30,63 +30,51 @@ fn archs() -> Vec<String> {
     if found { vec!["sm_90".to_string()] } else { Vec::new() }
 }
 
+/// A kernel whose threads each load forty values `x0`..`x39` of the read-only `a`, all before
+/// `combine` (statements that store into `c[i]`).
+fn forty_loads(combine: &str) -> String {
+    let loads: String = (0..40).map(|k| format!("float x{k} = a[i + {k}]; ")).collect();
+    format!(
+        "void many(int N, int B, const float a[N], float c[N]) {{
+  assume(N >= 64 && B >= 1 && N % B == 0);
+  int blocks = N / B;
+  meta_schedule {{
+    meta_for (int v = 0; v < blocks; v++)
+      meta_for (int u = 0; u < B; u++) {{
+        int i = v * B + u;
+        if (i + 40 <= N) {{
+          {loads}
+          {combine}
+        }}
+      }}
+  }}
+}}
+"
+    )
+}
+
+/// `x0 * x39 + x1 * x38 + ... + x19 * x20`.
+fn pairs() -> String {
+    (0..20).map(|k| format!("x{k} * x{}", 39 - k)).collect::<Vec<_>>().join(" + ")
+}
+
 /// Forty values loaded, summed, then combined again in pairs: each is held from its load to its
 /// second use, so far more than 32 registers are live at once in any order of the loads
 /// (ptxas: 48 at sm_90).
-const PRESSURE: &str = "void many(int N, int B, const float a[N], float c[N]) {
-  assume(N >= 64 && B >= 1 && N % B == 0);
-  int blocks = N / B;
-  meta_schedule {
-    meta_for (int v = 0; v < blocks; v++)
-      meta_for (int u = 0; u < B; u++) {
-        int i = v * B + u;
-        if (i + 40 <= N) {
-          float x0 = a[i]; float x1 = a[i + 1]; float x2 = a[i + 2]; float x3 = a[i + 3]; float x4 = a[i + 4];
-          float x5 = a[i + 5]; float x6 = a[i + 6]; float x7 = a[i + 7]; float x8 = a[i + 8]; float x9 = a[i + 9];
-          float x10 = a[i + 10]; float x11 = a[i + 11]; float x12 = a[i + 12]; float x13 = a[i + 13]; float x14 = a[i + 14];
-          float x15 = a[i + 15]; float x16 = a[i + 16]; float x17 = a[i + 17]; float x18 = a[i + 18]; float x19 = a[i + 19];
-          float x20 = a[i + 20]; float x21 = a[i + 21]; float x22 = a[i + 22]; float x23 = a[i + 23]; float x24 = a[i + 24];
-          float x25 = a[i + 25]; float x26 = a[i + 26]; float x27 = a[i + 27]; float x28 = a[i + 28]; float x29 = a[i + 29];
-          float x30 = a[i + 30]; float x31 = a[i + 31]; float x32 = a[i + 32]; float x33 = a[i + 33]; float x34 = a[i + 34];
-          float x35 = a[i + 35]; float x36 = a[i + 36]; float x37 = a[i + 37]; float x38 = a[i + 38]; float x39 = a[i + 39];
-          float d = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11 + x12 + x13 + x14 + x15 + x16 + x17 + x18 + x19 + x20 + x21 + x22 + x23 + x24 + x25 + x26 + x27 + x28 + x29 + x30 + x31 + x32 + x33 + x34 + x35 + x36 + x37 + x38 + x39;
-          c[i] = (x0 * x39 + x1 * x38 + x2 * x37 + x3 * x36 + x4 * x35 + x5 * x34 + x6 * x33 + x7 * x32 + x8 * x31 + x9 * x30
-               + x10 * x29 + x11 * x28 + x12 * x27 + x13 * x26 + x14 * x25 + x15 * x24 + x16 * x23 + x17 * x22 + x18 * x21 + x19 * x20) / d;
-        }
-      }
-  }
+fn pressure() -> String {
+    let sum = (0..40).map(|k| format!("x{k}")).collect::<Vec<_>>().join(" + ");
+    forty_loads(&format!("float d = {sum};\n          c[i] = ({}) / d;", pairs()))
 }
-";
 
-/// Forty values of the read-only `a` loaded before any is combined, each used once: held at
-/// once in LLVM's order, a few at a time when each load is issued at its use.
-const EARLY_LOADS: &str = "void many(int N, int B, const float a[N], float c[N]) {
-  assume(N >= 64 && B >= 1 && N % B == 0);
-  int blocks = N / B;
-  meta_schedule {
-    meta_for (int v = 0; v < blocks; v++)
-      meta_for (int u = 0; u < B; u++) {
-        int i = v * B + u;
-        if (i + 40 <= N) {
-          float x0 = a[i]; float x1 = a[i + 1]; float x2 = a[i + 2]; float x3 = a[i + 3]; float x4 = a[i + 4];
-          float x5 = a[i + 5]; float x6 = a[i + 6]; float x7 = a[i + 7]; float x8 = a[i + 8]; float x9 = a[i + 9];
-          float x10 = a[i + 10]; float x11 = a[i + 11]; float x12 = a[i + 12]; float x13 = a[i + 13]; float x14 = a[i + 14];
-          float x15 = a[i + 15]; float x16 = a[i + 16]; float x17 = a[i + 17]; float x18 = a[i + 18]; float x19 = a[i + 19];
-          float x20 = a[i + 20]; float x21 = a[i + 21]; float x22 = a[i + 22]; float x23 = a[i + 23]; float x24 = a[i + 24];
-          float x25 = a[i + 25]; float x26 = a[i + 26]; float x27 = a[i + 27]; float x28 = a[i + 28]; float x29 = a[i + 29];
-          float x30 = a[i + 30]; float x31 = a[i + 31]; float x32 = a[i + 32]; float x33 = a[i + 33]; float x34 = a[i + 34];
-          float x35 = a[i + 35]; float x36 = a[i + 36]; float x37 = a[i + 37]; float x38 = a[i + 38]; float x39 = a[i + 39];
-          c[i] = x0 * x39 + x1 * x38 + x2 * x37 + x3 * x36 + x4 * x35 + x5 * x34 + x6 * x33 + x7 * x32 + x8 * x31 + x9 * x30
-               + x10 * x29 + x11 * x28 + x12 * x27 + x13 * x26 + x14 * x25 + x15 * x24 + x16 * x23 + x17 * x22 + x18 * x21 + x19 * x20;
-        }
-      }
-  }
+/// Forty values loaded before any is combined, each used once: held at once in LLVM's order, a
+/// few at a time when each load is issued at its use.
+fn early_loads() -> String {
+    forty_loads(&format!("c[i] = {};", pairs()))
 }
-";
 
 #[test]
 fn early_loads_are_held_up_to_the_occupancy_free_budget_as_nvcc_does() {
-    let (f, kernel) = program(EARLY_LOADS);
+    let (f, kernel) = program(&early_loads());
     let archs: Vec<String> = if archs().is_empty() { Vec::new() } else { vec!["sm_75".to_string(), "sm_90".to_string()] };
     let counted = count_with_cuda(Some(&f), &kernel, &archs).unwrap();
     let e = &counted.registers;
@@ -103,7 +91,7 @@ fn early_loads_are_held_up_to_the_occupancy_free_budget_as_nvcc_does() {
 
 #[test]
 fn level_3_caps_the_registers_and_ptxas_obeys_the_cap() {
-    let (f, kernel) = program(PRESSURE);
+    let (f, kernel) = program(&pressure());
     let before = count(&kernel, &[]).unwrap().registers;
     assert!(before.registers > REGISTER_CAP, "the test kernel must need more than the cap: {}", before.registers);
     let capped = Kernel { max_registers: Some(REGISTER_CAP), ..kernel.clone() };
@@ -123,7 +111,7 @@ fn level_3_caps_the_registers_and_ptxas_obeys_the_cap() {
 
 #[test]
 fn the_tree_takes_level_3_when_nothing_else_lowers_the_registers() {
-    let (f, kernel) = program(PRESSURE);
+    let (f, kernel) = program(&pressure());
     let backend = Backend::default();
     let tree = build(&f, kernel, &backend).unwrap();
     let capped: Vec<_> = tree.leaves().filter(|l| matches!(l.kind, NodeKind::Leaf) && l.applied.contains(&Strategy::ReduceRegisterPressure3)).collect();
