@@ -11,6 +11,8 @@
 //! chosen; the report part (the held-out folders and the tests' programs) was only checked.
 //! `PIPELINE_EXTRA=DIR[,DIR...]` adds a part `extra` of the `.mf` programs in those folders
 //! (a user's own kernels, a hostile case); a program that does not parse is skipped, said so.
+//! `PIPELINE_DIFF_DIR=DIR` writes the two bodies of each code that differs there
+//! (`SCHEDULE-nodeN.o2.ll`, `SCHEDULE-nodeN.pipeline.ll`), to find the pass that matters.
 
 use metafork::frontend::check_source;
 use metafork::kernel::Kernel;
@@ -95,6 +97,11 @@ fn main() {
                         same_estimates += usize::from(reference.1 == ours.1);
                         if reference.0 != ours.0 || reference.1 != ours.1 {
                             differing.push(format!("{part} {shown} {} node {}: estimate {} (O2) vs {}", tree.schedule, node.id, reference.1, ours.1));
+                            if let Some(dir) = std::env::var_os("PIPELINE_DIFF_DIR") {
+                                let stem = Path::new(&dir).join(format!("{}-node{}", tree.schedule, node.id));
+                                std::fs::write(stem.with_extension("o2.ll"), &reference.0).unwrap();
+                                std::fs::write(stem.with_extension("pipeline.ll"), &ours.0).unwrap();
+                            }
                         }
                     }
                 }
