@@ -218,37 +218,36 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
     // the same time change this one's models (and so the number of queries the tree reports)
     // from run to run; a speculative granularity reduction on a second thread made `gen`'s
     // output differ between runs, and was measured no faster (bench/RESULTS.md).
-    let ev = b.evaluate(&kernel)?;
+    // The root's candidates (as written, with CSE, prefetched) are compared as the code that
+    // runs; only the one kept is counted (counting is most of a code's cost: 1-3 ms of LLVM
+    // pipeline; mvt's trees counted two codes each only to drop them).
+    let made = b.made(&kernel)?;
     let mut applied = Vec::new();
     let mut decisions = Vec::new();
-    if !ev.cached.is_empty() {
+    if !made.cached.is_empty() {
         applied.push(Strategy::CacheInSharedMemory);
-        decisions.push(format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), ev.cached.join(", ")));
+        decisions.push(format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), made.cached.join(", ")));
     }
     // CSE at the root, kept when it changes the code that runs.
     let with_cse = Kernel { cse: CSE_LEVEL, ..kernel.clone() };
-    let ev_cse = b.evaluate(&with_cse)?;
-    let (kernel, ev) = if ev_cse.staged.body != ev.staged.body {
+    let made_cse = b.made(&with_cse)?;
+    let (kernel, made) = if made_cse.kernel.body != made.kernel.body {
         applied.push(Strategy::EliminateCommonSubexpressions);
         decisions.push(format!("apply {} (level {CSE_LEVEL})", Strategy::EliminateCommonSubexpressions.name()));
-        (with_cse, ev_cse)
+        (with_cse, made_cse)
     } else {
-        (kernel, ev)
+        (kernel, made)
     };
     // Prefetching at the root, kept when it changes the code that runs.
-    let (kernel, ev) = match prefetch(function, &kernel, backend) {
-        Some(p) => {
-            let ev_p = b.evaluate(&p)?;
-            if ev_p.staged.body != ev.staged.body {
-                applied.push(Strategy::Prefetch);
-                decisions.push(format!("apply {}", Strategy::Prefetch.name()));
-                (p, ev_p)
-            } else {
-                (kernel, ev)
-            }
+    let kernel = match prefetch(function, &kernel, backend) {
+        Some(p) if b.made(&p)?.kernel.body != made.kernel.body => {
+            applied.push(Strategy::Prefetch);
+            decisions.push(format!("apply {}", Strategy::Prefetch.name()));
+            p
         }
-        None => (kernel, ev),
+        _ => kernel,
     };
+    let ev = b.evaluate(&kernel)?;
     b.nodes.push(Node {
         id: 0,
         code: kernel.into(),
@@ -324,6 +323,23 @@ impl Builder<'_> {
         };
         self.cache.insert(kernel.clone(), v.clone());
         Ok(v)
+    }
+
+    /// `kernel` as it runs, not counted: for a choice made on the code alone. It is kept for
+    /// the evaluation that may follow ([`Self::evaluate`] takes it from `speculated`).
+    fn made(&mut self, kernel: &Kernel) -> Result<crate::strategy::caching::Staged, String> {
+        if let Some(ev) = self.cache.get(kernel) {
+            return Ok(crate::strategy::caching::Staged { kernel: ev.staged.clone(), cached: ev.cached.clone(), refused: Vec::new() });
+        }
+        if let Some(s) = self.speculated.get(kernel) {
+            return Ok(s.clone());
+        }
+        if constraints::budget::expired() {
+            return Err(BUDGET_SPENT.into());
+        }
+        let s = self.final_code(kernel)?;
+        self.speculated.insert(kernel.clone(), s.clone());
+        Ok(s)
     }
 
     /// `kernel` as it runs: staged (once per code without its flags), then its flags applied.
