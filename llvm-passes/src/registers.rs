@@ -34,7 +34,10 @@
 //! - *Uniform addresses at sm_75*: a global load, store or atomic whose address is uniform
 //!   counts that address's two words at the instruction (it is copied into a vector register
 //!   pair there) except at sm_75, whose memory instructions read it from uniform registers
-//!   ([`uniform_global_addresses`]).
+//!   ([`uniform_global_addresses`]); there the uniform instructions computing such addresses
+//!   (`%bins + 4`) also read their uniform operands from uniform registers, where elsewhere
+//!   those operands count where read (ptxas on a histogram cleared by one thread: 4 registers
+//!   at sm_75, 6 at sm_90; design part sm_75 14.3 -> 14.0%, bench/RESULTS.md).
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas`, never fitted per kernel.
 //!
@@ -338,7 +341,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 let (w, p) = sum_in(&live);
                 let at_instruction = uniform_operand_words(i) + rematerialised_words(i) + expansion_temporaries(i);
                 max_w = max_w.max(w + at_instruction);
-                max_w_uniform_addresses = max_w_uniform_addresses.max((w + at_instruction).saturating_sub(uniform_address_words(i, &uniform)));
+                // Where addresses are uniform registers (sm_75), a uniform instruction reads its
+                // uniform operands there too: address arithmetic on the uniform datapath.
+                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform)) } else { at_instruction - uniform_operand_words(i) };
+                max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction_uniform_addresses);
                 max_p = max_p.max(p);
                 for (body, defined) in unrolled.iter().zip(&defined_in) {
                     if body.contains(&b) {

@@ -311,6 +311,37 @@ fn early_loads_of_a_read_only_array_are_held_only_up_to_the_occupancy_free_budge
 }
 
 #[test]
+fn sm_75_computes_uniform_addresses_on_the_uniform_datapath() {
+    use llvm_passes::registers::FIXED_COST;
+    // Five stores of zero to `%bins + 4k` (a histogram cleared by one thread, as
+    // `examples/design-red/bincount.mf` does). sm_75's SASS holds the base in uniform registers
+    // and stores to `[UR4+0x4]`...: no vector register for the address arithmetic or the
+    // addresses (ptxas: 4 registers, its least). From sm_80 on the base is copied into a vector
+    // register pair (`STG desc[UR4][R2.64+0x4]`; 6 at sm_90).
+    let ir = r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %bins) {
+entry:
+  store i32 0, ptr addrspace(1) %bins
+  %b1 = getelementptr i8, ptr addrspace(1) %bins, i64 4
+  store i32 0, ptr addrspace(1) %b1
+  %b2 = getelementptr i8, ptr addrspace(1) %bins, i64 8
+  store i32 0, ptr addrspace(1) %b2
+  %b3 = getelementptr i8, ptr addrspace(1) %bins, i64 12
+  store i32 0, ptr addrspace(1) %b3
+  %b4 = getelementptr i8, ptr addrspace(1) %bins, i64 16
+  store i32 0, ptr addrspace(1) %b4
+  ret void
+}
+"#;
+    let e = estimate_ir(ir);
+    assert_eq!(e.max_live_words, 2, "{e:?}");
+    assert_eq!(e.max_live_words_uniform_addresses, 0, "{e:?}");
+    assert_eq!(e.for_architecture("sm_75"), FIXED_COST, "{e:?}");
+    assert_eq!(e.for_architecture("sm_90"), 2 + FIXED_COST, "{e:?}");
+}
+
+#[test]
 fn sm_75_reads_a_uniform_global_address_from_uniform_registers() {
     use llvm_passes::registers::uniform_global_addresses;
     // A scalar loaded, negated and stored to two arguments (`address` for the first): from
