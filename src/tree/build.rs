@@ -327,7 +327,7 @@ impl Builder<'_> {
 
     /// `kernel` as it runs, not counted: for a choice made on the code alone. It is kept for
     /// the evaluation that may follow ([`Self::evaluate`] takes it from `speculated`).
-    fn made(&mut self, kernel: &Kernel) -> Result<crate::strategy::caching::Staged, String> {
+    pub(super) fn made(&mut self, kernel: &Kernel) -> Result<crate::strategy::caching::Staged, String> {
         if let Some(ev) = self.cache.get(kernel) {
             return Ok(crate::strategy::caching::Staged { kernel: ev.staged.clone(), cached: ev.cached.clone(), refused: Vec::new() });
         }
@@ -511,6 +511,10 @@ impl Builder<'_> {
                 let mut found = None;
                 for level in (0..code.cse).rev() {
                     let lower = Kernel { cse: level, ..code.clone() };
+                    // A level that leaves the code that runs as it is frees nothing: not counted.
+                    if self.made(&lower)?.kernel == *node.staged {
+                        continue;
+                    }
                     if self.evaluate(&lower)?.counters.registers < node.counters.registers {
                         found = Some(lower);
                         break;
