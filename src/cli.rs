@@ -98,9 +98,10 @@ pub enum Command {
     /// dispatch code; also DIR/source.mf (the program's copy), DIR/wisdom.yaml (with --wisdom)
     /// and DIR/manifest.json (every file's SHA-256), so `verify DIR` needs nothing else. DIR is
     /// replaced whole: built beside it and swapped in under a lock, so an interrupted or
-    /// concurrent run never leaves a mix; files of yours in DIR are kept (one the output would
-    /// replace, or a `tune --emit-harness` output there, is refused without --force). Prints
-    /// the tree.
+    /// concurrent run never leaves a mix; a file whose contents did not change is kept as it
+    /// was (same file, same modification time, so a build over DIR does not redo it); files of
+    /// yours in DIR are kept (one the output would replace, or a `tune --emit-harness` output
+    /// there, is refused without --force). Prints the tree.
     Gen {
         /// The MetaFork source file.
         file: PathBuf,

@@ -7,7 +7,9 @@
 //! - [`write_dir`]: a whole output directory, replaced whole: built in a fresh temporary
 //!   directory beside the target and exchanged with it in one `renameat2(RENAME_EXCHANGE)`, under
 //!   a lock on the parent directory, so that readers, interrupted runs and concurrent runs see
-//!   either the old output or the new one, never a mix. Entries of the old directory that
+//!   either the old output or the new one, never a mix. A file the old directory holds with
+//!   exactly the new bytes is hard-linked into the new one (same inode and modification time).
+//!   Entries of the old directory that
 //!   metafork did not write (not in its [`manifest`], or changed since) are carried over; files
 //!   it wrote and the new output no longer contains are dropped.
 //! - Errors name the target the user gave, never a temporary.
