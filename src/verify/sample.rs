@@ -11,7 +11,8 @@
 //! A leaf that admits no such small point (a warp-shaped region, `32 <= B1`, say) gets a wide
 //! round (program parameters also 32, 33 or 64; data up to `WIDE_DATA`, often 1), and when
 //! that finds none, Z3's own point (given the facts, `N % B == 0` as `N == B*q`; program parameters at most `WIDE_PROGRAM`, data at most
-//! `WIDE_DATA`, made smaller a few times); in the wide round a size that facts make a multiple
+//! `WIDE_DATA` in absolute value, bounded below by the facts only, so an offset the facts make
+//! zero or negative is found; made smaller a few times); in the wide round a size that facts make a multiple
 //! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
 //! gets instead a round with both small bounds doubled.
 
@@ -213,14 +214,17 @@ fn data_divisors(function: &KernelFunction, data: &[String]) -> Vec<(String, Div
 }
 
 /// Points of `system` with program parameters in 1..=`WIDE_PROGRAM` and data in
-/// 1..=`WIDE_DATA`, from Z3 models, each with a smaller sum of the parameters than the one
+/// -`WIDE_DATA`..=`WIDE_DATA` (the facts bound sizes below), from Z3 models, each with a smaller sum of the parameters than the one
 /// before (the differential run's cost grows with them); integer values only; none when there
 /// is no such point or Z3 cannot tell.
 fn bounded_models(system: &System, program: &[String], data: &[String], backend: &Backend) -> Vec<BTreeMap<String, i64>> {
     let mut bounded = system.clone();
-    for (names, hi) in [(program, WIDE_PROGRAM), (data, WIDE_DATA)] {
+    // Program parameters (block sizes, factors) are positive. A data parameter is bounded
+    // below by the facts only: an offset `0 <= k < n` is 0 wherever `n == 1` (its leaf had
+    // no point while every data parameter was drawn from 1).
+    for (names, lo, hi) in [(program, 1, WIDE_PROGRAM), (data, -WIDE_DATA, WIDE_DATA)] {
         for n in names {
-            bounded.add(Constraint::le(&Poly::one(), &Poly::var(n)));
+            bounded.add(Constraint::le(&Poly::int(lo), &Poly::var(n)));
             bounded.add(Constraint::le(&Poly::var(n), &Poly::int(hi)));
         }
     }

@@ -527,6 +527,41 @@ fn fewer_points_than_asked_are_reported() {
     assert!(text.contains("1 point matches the serial program (only 1 distinct small parameter point found in the leaf's region, of 8 asked)"), "{text}");
 }
 
+/// A data parameter whose facts keep it at or below zero still gets points: `-3 <= k <= -1`
+/// (a shift read as `a[i - k]`) was never drawn, every data parameter being drawn, and then
+/// searched by Z3, from 1, so every leaf was unverified for want of a point. So was a leaf
+/// where `n == 1` leaves only `k == 0` of `0 <= k < n`.
+#[test]
+fn data_parameters_the_facts_keep_at_or_below_zero_are_sampled() {
+    let src = "void shift_left(int n, int B, int k, const float a[n + 3], float y[n]) {
+  assume(n >= 1 && B >= 1 && k >= -3 && k <= -1);
+  int g = (n + B - 1) / B;
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        if (i < n) y[i] = a[i - k];
+      }
+  }
+}
+";
+    let (f, tree) = tree_of(src);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
+        assert!(r.points >= 1, "leaf {}", r.leaf);
+    }
+    // `n == 1` with `0 <= k < n`: the one point has `k == 0`.
+    let src = src.replace("k >= -3 && k <= -1", "k >= 0 && k < n");
+    let (f, mut tree) = tree_of(&src);
+    let leaf = kernel_leaves(&tree)[0].id;
+    tree.nodes[leaf].constraints.add(constraints::Constraint::eq(&constraints::Poly::var("n"), &constraints::Poly::one()));
+    let system = tree.nodes[leaf].correctness_constraints(&tree.machine);
+    let points = metafork::verify::sample::points(&f, &system, &backend(), 2, 24, 7).unwrap();
+    assert!(!points.is_empty() && points.iter().all(|p| p["n"] == 1 && p["k"] == 0), "{points:?}");
+}
+
 /// Issue 26.4: blame goes to the schedule where the fault is. Of three schedules in a time
 /// loop, the middle one reads one past its array's end. Its leaves are defects; the first
 /// schedule's leaves are proved (each launch is compared with the serial code from the state
