@@ -36,13 +36,13 @@ fn main() {
             assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
             ms
         };
-        let median = |mut times: Vec<f64>| {
+        let sorted = |mut times: Vec<f64>| {
             times.sort_by(|a, b| a.partial_cmp(b).unwrap());
             times
         };
         // Run 0 warms up (and writes the directory the reruns replace).
-        let times = median((0..=RUNS).map(|_| gen(&target)).skip(1).collect());
-        let fresh = median((0..=RUNS).map(|run| gen(&out.path().join(format!("{name}-new-{run}")))).skip(1).collect());
+        let times = sorted((0..=RUNS).map(|_| gen(&target)).skip(1).collect());
+        let fresh = sorted((0..=RUNS).map(|run| gen(&out.path().join(format!("{name}-new-{run}")))).skip(1).collect());
         let (median, fresh_median) = (times[RUNS / 2], fresh[RUNS / 2]);
         let files: Vec<String> = std::fs::read_dir(&target).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         let kernels = files.iter().filter(|f| f.ends_with(".cu") && !f.ends_with("_dispatch.cu")).count();

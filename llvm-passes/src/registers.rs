@@ -339,11 +339,12 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                     live.insert(r);
                 }
                 let (w, p) = sum_in(&live);
-                let at_instruction = uniform_operand_words(i) + rematerialised_words(i) + expansion_temporaries(i);
+                let uniform_read = uniform_operand_words(i);
+                let at_instruction = uniform_read + rematerialised_words(i) + expansion_temporaries(i);
                 max_w = max_w.max(w + at_instruction);
                 // Where addresses are uniform registers (sm_75), a uniform instruction reads its
                 // uniform operands there too: address arithmetic on the uniform datapath.
-                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform)) } else { at_instruction - uniform_operand_words(i) };
+                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform)) } else { at_instruction - uniform_read };
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction_uniform_addresses);
                 max_p = max_p.max(p);
                 for (body, defined) in unrolled.iter().zip(&defined_in) {
