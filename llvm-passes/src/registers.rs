@@ -38,6 +38,13 @@
 //!   (`%bins + 4`) also read their uniform operands from uniform registers, where elsewhere
 //!   those operands count where read (ptxas on a histogram cleared by one thread: 4 registers
 //!   at sm_75, 6 at sm_90; design part sm_75 14.3 -> 14.0%, bench/RESULTS.md).
+//! - *Store addresses copied early (sm_80 on)*: the uniform address of a store or atomic on
+//!   global memory that follows a global load in its block is copied into its vector register
+//!   pair while that load is in flight, and held from the block's first global load to the
+//!   store ([`uniform_store_address`]; SASS of `durbin`'s first kernel at sm_80 and sm_90:
+//!   three `STG` addresses copied right after the `LDG`, 16 registers where one address at a
+//!   time would need 9; bench/RESULTS.md, thirty-first session). sm_75 reads them from uniform
+//!   registers, and its count is unchanged.
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas`, never fitted per kernel.
 //!
@@ -331,7 +338,12 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
             max_w_uniform_addresses = max_w_uniform_addresses.max(w);
             max_p = max_p.max(p);
             let ordered = schedule(&info[b].instrs, sunk);
-            for i in ordered.iter().rev() {
+            // Where global accesses take vector register pairs (sm_80 on), the uniform addresses
+            // of the block's stores and atomics after its first global load are copied into
+            // their pairs while that load is in flight: held from there to their use.
+            let first_load = ordered.iter().position(is_global_load);
+            let mut addresses_after: HashMap<Key, u32> = HashMap::default();
+            for (at, i) in ordered.iter().enumerate().rev() {
                 let r = key(i.as_value_ref());
                 // At the instruction: its result and everything live after it.
                 let tracked_result = !uniform.contains(&r);
@@ -341,7 +353,10 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                 let (w, p) = sum_in(&live);
                 let uniform_read = uniform_operand_words(i);
                 let at_instruction = uniform_read + rematerialised_words(i) + expansion_temporaries(i);
-                max_w = max_w.max(w + at_instruction);
+                max_w = max_w.max(w + at_instruction + copied_early(first_load.is_some_and(|f| at >= f), &addresses_after, Some(i)));
+                if let Some((address, words)) = uniform_store_address(i, &uniform) {
+                    addresses_after.insert(address, words);
+                }
                 // Where addresses are uniform registers (sm_75), a uniform instruction reads its
                 // uniform operands there too: address arithmetic on the uniform datapath.
                 let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform)) } else { at_instruction - uniform_read };
@@ -369,7 +384,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
                     }
                 }
                 let (w, p) = sum_in(&live);
-                max_w = max_w.max(w);
+                max_w = max_w.max(w + copied_early(first_load.is_some_and(|f| at > f), &addresses_after, None));
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w);
                 max_p = max_p.max(p);
             }
@@ -659,6 +674,39 @@ fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> u3
     } else {
         0
     }
+}
+
+/// `i`'s address and its words when `i` is a store or an atomic whose global address is
+/// uniform ([`uniform_address_words`]): what ptxas copies into a vector register pair early.
+fn uniform_store_address(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> Option<(Key, u32)> {
+    let pointer = match i.get_opcode() {
+        InstructionOpcode::Store => 1,
+        InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg => 0,
+        _ => return None,
+    };
+    let words = uniform_address_words(i, uniform);
+    match i.get_operand(pointer) {
+        Some(Operand::Value(address)) if words > 0 => Some((key(address.as_value_ref()), words)),
+        _ => None,
+    }
+}
+
+/// The words of the store addresses `addresses` (those of the block's later stores and
+/// atomics), held where the block's first global load has issued, `after_first_load`
+/// ([`uniform_store_address`]); at an instruction `at`, less those it reads itself (counted
+/// there as its uniform operands).
+fn copied_early(after_first_load: bool, addresses: &HashMap<Key, u32>, at: Option<&InstructionValue<'_>>) -> u32 {
+    if !after_first_load {
+        return 0;
+    }
+    let read: HashSet<Key> = at.map(|i| value_operands(i).into_iter().map(key).collect()).unwrap_or_default();
+    addresses.iter().filter(|(k, _)| !read.contains(k)).map(|(_, w)| w).sum()
+}
+
+/// Whether `i` loads from global memory (address space 1).
+fn is_global_load(i: &InstructionValue<'_>) -> bool {
+    // SAFETY: the operand is a live value of `i`; only its type is read.
+    i.get_opcode() == InstructionOpcode::Load && matches!(i.get_operand(0), Some(Operand::Value(a)) if unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(a.as_value_ref())) == 1 })
 }
 
 /// The smallest occupancy-free budget of the architectures [`resident_threads`] knows: a kernel
