@@ -42,8 +42,8 @@
 //!   global memory that follows a global load in its block is copied into its vector register
 //!   pair while that load is in flight, and held from the block's first global load to the
 //!   store ([`uniform_store_address`]; SASS of `durbin`'s first kernel at sm_80 and sm_90:
-//!   three `STG` addresses copied right after the `LDG`, 16 registers where one address at a
-//!   time would need 9; bench/RESULTS.md, thirty-first session). sm_75 reads them from uniform
+//!   three `STG` addresses copied right after the `LDG`: 16 registers, where counting one
+//!   address at a time gave 9; bench/RESULTS.md, thirty-first session). sm_75 reads them from uniform
 //!   registers, and its count is unchanged.
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas`, never fitted per kernel.
@@ -696,7 +696,7 @@ fn uniform_store_address(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> Op
 /// ([`uniform_store_address`]); at an instruction `at`, less those it reads itself (counted
 /// there as its uniform operands).
 fn copied_early(after_first_load: bool, addresses: &HashMap<Key, u32>, at: Option<&InstructionValue<'_>>) -> u32 {
-    if !after_first_load {
+    if !after_first_load || addresses.is_empty() {
         return 0;
     }
     let read: HashSet<Key> = at.map(|i| value_operands(i).into_iter().map(key).collect()).unwrap_or_default();
