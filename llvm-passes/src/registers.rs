@@ -43,8 +43,8 @@
 //!   pair while that load is in flight, and held from the block's first global load to the
 //!   store ([`uniform_store_address`]; SASS of `durbin`'s first kernel at sm_80 and sm_90:
 //!   three `STG` addresses copied right after the `LDG`: 16 registers, where counting one
-//!   address at a time gave 9; bench/RESULTS.md, thirty-first session). sm_75 reads them from uniform
-//!   registers, and its count is unchanged.
+//!   address at a time gave 9; bench/RESULTS.md, thirty-first session). sm_75 reads them
+//!   from uniform registers, and its count is unchanged.
 //! [`FIXED_COST`] accounts for what every kernel holds beyond its own values; it is a single
 //! constant for all kernels, measured against `ptxas`, never fitted per kernel.
 //!
@@ -659,11 +659,7 @@ pub fn uniform_global_addresses(arch: &str) -> bool {
 /// The words of `i`'s address that [`uniform_global_addresses`] frees: `i` a load, store or
 /// atomic on global memory whose address is uniform (and not also an operand of another kind).
 fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> u32 {
-    let pointer = match i.get_opcode() {
-        InstructionOpcode::Load | InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg => 0,
-        InstructionOpcode::Store => 1,
-        _ => return 0,
-    };
+    let Some(pointer) = pointer_operand(i) else { return 0 };
     let Some(Operand::Value(address)) = i.get_operand(pointer) else { return 0 };
     let address = address.as_value_ref();
     // SAFETY: `address` is a live operand of `i`; only its type is read.
@@ -679,14 +675,21 @@ fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> u3
 /// `i`'s address and its words when `i` is a store or an atomic whose global address is
 /// uniform ([`uniform_address_words`]): what ptxas copies into a vector register pair early.
 fn uniform_store_address(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> Option<(Key, u32)> {
-    let pointer = match i.get_opcode() {
-        InstructionOpcode::Store => 1,
-        InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg => 0,
-        _ => return None,
-    };
+    if i.get_opcode() == InstructionOpcode::Load {
+        return None;
+    }
     let words = uniform_address_words(i, uniform);
-    match i.get_operand(pointer) {
+    match i.get_operand(pointer_operand(i)?) {
         Some(Operand::Value(address)) if words > 0 => Some((key(address.as_value_ref()), words)),
+        _ => None,
+    }
+}
+
+/// The operand holding the address of `i`, a load, store or atomic (`None` for any other).
+fn pointer_operand(i: &InstructionValue<'_>) -> Option<u32> {
+    match i.get_opcode() {
+        InstructionOpcode::Load | InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg => Some(0),
+        InstructionOpcode::Store => Some(1),
         _ => None,
     }
 }
@@ -699,8 +702,8 @@ fn copied_early(after_first_load: bool, addresses: &HashMap<Key, u32>, at: Optio
     if !after_first_load || addresses.is_empty() {
         return 0;
     }
-    let read: HashSet<Key> = at.map(|i| value_operands(i).into_iter().map(key).collect()).unwrap_or_default();
-    addresses.iter().filter(|(k, _)| !read.contains(k)).map(|(_, w)| w).sum()
+    let read = at.map(value_operands).unwrap_or_default();
+    addresses.iter().filter(|(k, _)| !read.iter().any(|&v| key(v) == **k)).map(|(_, w)| w).sum()
 }
 
 /// Whether `i` loads from global memory (address space 1).
