@@ -310,7 +310,10 @@ impl Builder<'_> {
         };
         let c = match self.speculator.take(kernel) {
             Some(counted) => counted?,
-            None => count(&staged.kernel, &[])?,
+            None => {
+                self.count_settled_forms_ahead(kernel, &staged.kernel);
+                count(&staged.kernel, &[])?
+            }
         };
         // The tree's systems and the dispatcher's tables read parameters and machine symbols
         // only: a derived scalar in a counter is replaced by its definition or a bound.
@@ -418,6 +421,77 @@ impl Builder<'_> {
             let Ok(staged) = self.final_code(&guess) else { continue };
             self.speculator.submit(guess.clone(), staged.kernel.clone());
             self.speculated.insert(guess, staged);
+        }
+    }
+
+    /// Node `id` is about to fork on a register counter: its `accept` subtree is built first,
+    /// then its `refuse` child tries the register strategies in order ([`Builder::refuse`]).
+    /// The codes those strategies make by flags alone (unrolling disabled, lower CSE levels,
+    /// the register cap, the block reduction dropped) are handed to the counting worker now,
+    /// while the `accept` subtree is built (matmul's refusals counted 40 such codes, one after
+    /// another, on the tree's thread). Granularity reduction is left out: it asks Z3. The worker
+    /// takes the newest code first, so while it counts the last strategy's code this thread
+    /// counts the first one itself, where it needs it before the worker gets to it.
+    pub(super) fn count_refusals_ahead(&mut self, id: usize) {
+        if !self.speculate.now() {
+            return;
+        }
+        let node = &self.nodes[id];
+        let code: &Kernel = &node.code;
+        let left = |s: Strategy| node.strategies_left.contains(&s);
+        let mut guesses = Vec::new();
+        if left(Strategy::ReduceRegisterPressure1) {
+            guesses.extend(no_unroll(code));
+        }
+        if left(Strategy::ReduceCse) {
+            guesses.extend((0..code.cse).rev().map(|level| Kernel { cse: level, ..code.clone() }));
+        }
+        if left(Strategy::ReduceRegisterPressure3) && code.max_registers.is_none() && node.counters.registers > REGISTER_CAP {
+            guesses.push(Kernel { max_registers: Some(REGISTER_CAP), ..code.clone() });
+        }
+        if left(Strategy::DropBlockReduce) && code.block_reduce {
+            guesses.push(Kernel { block_reduce: false, ..code.clone() });
+        }
+        let staged = node.staged.clone();
+        self.submit_flag_variants(guesses, &staged);
+    }
+
+    /// `code` (made as `staged`) is about to be counted on this thread: the codes a settled
+    /// path makes of it by flags alone, unrolled by 4 ([`Builder::settle`]) and merged
+    /// ([`Builder::finish`]), are handed to the counting worker first, so that both cores
+    /// count (matmul's register-blocked codes and their unrolled forms, 35-50 ms each, were
+    /// counted one after the other).
+    fn count_settled_forms_ahead(&mut self, code: &Kernel, staged: &Kernel) {
+        if !self.speculate.now() {
+            return;
+        }
+        let mut guesses = Vec::new();
+        if !code.merged && merge(staged).is_some() {
+            guesses.push(Kernel { merged: true, ..code.clone() });
+        }
+        if code.unroll.is_none() {
+            if let Some(u) = unroll(self.function, staged) {
+                guesses.push(Kernel { unroll: Some(u.trip_count), ..code.clone() });
+            }
+        }
+        self.submit_flag_variants(guesses, staged);
+    }
+
+    /// Hand `guesses`, codes that differ from one already made only in flags that act after
+    /// staging, to the counting worker (newest first: the last is counted first). Only a code
+    /// whose staging is made is taken, so that making it asks Z3 nothing and the tree's
+    /// queries keep their order; one whose final form is `same` (the code it was guessed
+    /// from) is made but not counted: the strategies never count such a code.
+    fn submit_flag_variants(&mut self, guesses: Vec<Kernel>, same: &Kernel) {
+        for guess in guesses {
+            if !self.staged.contains_key(&unstaged_flags_cleared(&guess)) || self.cache.contains_key(&guess) || self.speculated.contains_key(&guess) {
+                continue;
+            }
+            let Ok(made) = self.final_code(&guess) else { continue };
+            if made.kernel != *same {
+                self.speculator.submit(guess.clone(), made.kernel.clone());
+            }
+            self.speculated.insert(guess, made);
         }
     }
 
@@ -552,6 +626,9 @@ impl Builder<'_> {
         }
         let value = self.nodes[id].counters.value(counter);
         let limit = self.limit(counter);
+        if matches!(counter, Counter::Registers | Counter::RegistersPerBlock) {
+            self.count_refusals_ahead(id);
+        }
         let parent = self.nodes[id].clone();
 
         // Accept: the counter fits.
@@ -705,4 +782,37 @@ pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Ba
     let narrowed: Vec<(String, Kernel)> = runs.iter().filter_map(|(name, k)| narrow::narrow(k).map(|n| (format!("{name} +narrow"), n))).collect();
     runs.extend(narrowed);
     runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counting ahead changes who counts a code, never the tree: built with the worker
+    /// counting (the refusals' codes, the settled forms) and with none, the trees are the same
+    /// node for node, with the same Z3 query count. A guess handed to the worker with another
+    /// code than its own fails here (checked by making `submit_flag_variants` pass the node's
+    /// code). matmul: register refusals under register blocking and coarsening; transpose
+    /// and softmax: refusals of cached, block-reduced and merged codes.
+    #[test]
+    fn counting_ahead_changes_no_tree() {
+        for file in ["matmul.mf", "transpose.mf", "heldout/softmax.mf"] {
+            let path = format!("{}/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let program = crate::frontend::check_source(&path, &text).unwrap_or_else(|d| panic!("{}", d.render(false)));
+            let timeout_ms = Backend::default().timeout_ms();
+            for f in &program.kernels {
+                for s in &f.schedules {
+                    let kernel = Kernel::from_schedule(f, s).unwrap();
+                    let (ahead, ahead_queries) = build_in_turn(f, kernel.clone(), timeout_ms, None, Speculate::Always);
+                    let never = Speculate::WhileCoresSpare { unfinished: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(1)), cores: 1 };
+                    assert!(!never.now());
+                    let (alone, alone_queries) = build_in_turn(f, kernel, timeout_ms, None, never);
+                    let (ahead, alone) = (ahead.unwrap(), alone.unwrap());
+                    assert_eq!(ahead_queries, alone_queries, "{file}: {}", s.name);
+                    assert_eq!(format!("{:?}", ahead.nodes), format!("{:?}", alone.nodes), "{file}: {}", s.name);
+                }
+            }
+        }
+    }
 }
