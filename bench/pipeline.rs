@@ -34,9 +34,20 @@ const PARTS: [(&str, &[&str]); 2] = [
     ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/heldout-4", "examples/reductions", "examples/reductions-2", "examples/language", "tests/programs"]),
 ];
 
-/// The optimised function bodies, register estimate (every term, as text; the register count)
-/// and seconds the pipeline took, of `kernel`.
-fn optimised(kernel: &Kernel, reference: bool) -> (String, (String, u32), f64) {
+/// What one pipeline made of a code.
+struct Optimised {
+    /// The function bodies (`pipeline::function_bodies`).
+    bodies: String,
+    /// The register estimate, every term (its `Debug` text).
+    terms: String,
+    /// The estimate's register count.
+    registers: u32,
+    /// Seconds the pipeline took.
+    seconds: f64,
+}
+
+/// `kernel` lowered and optimised by `default<O2>` (`reference`) or by the counters' pipeline.
+fn optimised(kernel: &Kernel, reference: bool) -> Optimised {
     let context = inkwell::context::Context::create();
     let module = metafork::lower::lower_kernel(&context, kernel).unwrap();
     let start = Instant::now();
@@ -47,7 +58,7 @@ fn optimised(kernel: &Kernel, reference: bool) -> (String, (String, u32), f64) {
     }
     let seconds = start.elapsed().as_secs_f64();
     let estimate = metafork::counters::estimate_of(&module, &kernel.name).unwrap();
-    (llvm_passes::pipeline::function_bodies(&module), (format!("{estimate:?}"), estimate.registers), seconds)
+    Optimised { bodies: llvm_passes::pipeline::function_bodies(&module), terms: format!("{estimate:?}"), registers: estimate.registers, seconds }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -98,18 +109,18 @@ fn main() {
                         let a = optimised(&node.staged, first_reference);
                         let b = optimised(&node.staged, !first_reference);
                         let (reference, ours) = if first_reference { (a, b) } else { (b, a) };
-                        reference_s.push(reference.2);
-                        pipeline_s.push(ours.2);
-                        same_bodies += usize::from(reference.0 == ours.0);
-                        same_estimates += usize::from(reference.1 == ours.1);
-                        same_registers += usize::from(reference.1 .1 == ours.1 .1);
-                        if reference.1 != ours.1 {
+                        reference_s.push(reference.seconds);
+                        pipeline_s.push(ours.seconds);
+                        same_bodies += usize::from(reference.bodies == ours.bodies);
+                        same_estimates += usize::from(reference.terms == ours.terms);
+                        same_registers += usize::from(reference.registers == ours.registers);
+                        if reference.terms != ours.terms {
                             design_differs |= part == "design";
-                            differing.push(format!("{part} {shown} {} node {}: {} registers (O2) vs {}; terms {} vs {}", tree.schedule, node.id, reference.1 .1, ours.1 .1, reference.1 .0, ours.1 .0));
+                            differing.push(format!("{part} {shown} {} node {}: {} registers (O2) vs {}; terms {} vs {}", tree.schedule, node.id, reference.registers, ours.registers, reference.terms, ours.terms));
                             if let Some(dir) = std::env::var_os("PIPELINE_DIFF_DIR") {
                                 let stem = Path::new(&dir).join(format!("{}-node{}", tree.schedule, node.id));
-                                std::fs::write(stem.with_extension("o2.ll"), &reference.0).unwrap();
-                                std::fs::write(stem.with_extension("pipeline.ll"), &ours.0).unwrap();
+                                std::fs::write(stem.with_extension("o2.ll"), &reference.bodies).unwrap();
+                                std::fs::write(stem.with_extension("pipeline.ll"), &ours.bodies).unwrap();
                             }
                         }
                     }
