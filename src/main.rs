@@ -43,7 +43,8 @@ fn catch_interrupts() {
 /// skipping the exit handlers. Every file has been written and closed, every temporary
 /// removed and every tool run waited for before this point; what the handlers would do is
 /// run the C++ static destructors of LLVM and Z3 (thousands of command-line options, pass
-/// registries) over memory the kernel frees anyway. Clang ends the same way (`-disable-free`).
+/// registries) over memory the kernel frees anyway (Clang's `-disable-free` leaves its own to
+/// the system for the same reason).
 /// 0.5 ms of each `gen` run (bench/RESULTS.md, thirty-third session).
 fn end(code: i32) -> ! {
     use std::io::Write;
