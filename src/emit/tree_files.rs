@@ -174,9 +174,12 @@ fn host_files(source: &str, trees: &[(&KernelFunction, Tree)], wisdom: &[crate::
 /// The leaf kernels' files (`emit_cuda`), the printed tree, and the files that describe the
 /// trees (`tree.yaml`, `tree.dot`, `tree.svg`).
 fn kernels_and_tree(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, compiled: &Compiled) -> Result<(BTreeMap<String, String>, String, Vec<(String, String)>), String> {
-    let (files, text, yaml) = kernels_and_yaml(source, trees, emit_cuda, compiled)?;
-    let pictures: Vec<_> = trees.iter().map(|(_, tree)| crate::emit::tree_picture::picture(tree, compiled)).collect();
-    Ok((files, text, vec![("tree.yaml".into(), yaml), ("tree.dot".into(), dot(&pictures)), (SVG_PICTURE.into(), crate::emit::tree_svg::svg(&pictures))]))
+    let draw = || {
+        let pictures: Vec<_> = trees.iter().map(|(_, tree)| crate::emit::tree_picture::picture(tree, compiled)).collect();
+        (dot(&pictures), crate::emit::tree_svg::svg(&pictures))
+    };
+    let (files, text, yaml, (dot, svg)) = kernels_and_yaml(source, trees, emit_cuda, compiled, draw)?;
+    Ok((files, text, vec![("tree.yaml".into(), yaml), ("tree.dot".into(), dot), (SVG_PICTURE.into(), svg)]))
 }
 
 /// The kernel leaves of a tree grouped by their code, each group in node order (its first
@@ -210,10 +213,12 @@ impl LeafGroups {
     }
 }
 
-/// The leaf kernels' files (`emit_cuda`), the printed tree, and `tree.yaml`. The YAML is
-/// serialised on a second thread while this one writes the kernels (on mvt's two trees the
-/// serialisation alone took 4-6 ms of this function's 10-15).
-fn kernels_and_yaml(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, compiled: &Compiled) -> Result<(BTreeMap<String, String>, String, String), String> {
+/// The leaf kernels' files (`emit_cuda`), the printed tree, `tree.yaml`, and what `beside`
+/// makes. The YAML is serialised on a second thread while this one writes the kernels and
+/// then runs `beside` (on mvt's two trees the serialisation alone took 4-6 ms of this
+/// function's 10-15; atax's 3.5 ms of CPU in the thirty-third session, longer than the
+/// kernels, so the pictures are drawn beside it too).
+fn kernels_and_yaml<R>(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: bool, compiled: &Compiled, beside: impl FnOnce() -> R) -> Result<(BTreeMap<String, String>, String, String, R), String> {
     let mut schedules = Vec::new();
     let mut text = String::new();
     // The kernels to write: file name, function, code (named), header lines.
@@ -303,11 +308,12 @@ fn kernels_and_yaml(source: &str, trees: &[(&KernelFunction, Tree)], emit_cuda: 
         for (name, function, code, header) in &pending {
             files.insert(name.clone(), emit_kernel(function, code, header)?);
         }
+        let made = beside();
         let yaml = match serialised {
             Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
             Err(_) => serialise(),
         }?;
-        Ok((files, text, yaml))
+        Ok((files, text, yaml, made))
     })
 }
 
