@@ -17,10 +17,41 @@ use crate::frontend::ast::*;
 use crate::kernel::{Kernel, KernelParamKind};
 use std::collections::HashMap;
 
-/// The integer type of every name of a kernel whose type is unambiguous.
+/// The declared type of every name of a kernel (or of a function's host code) whose type is
+/// unambiguous; [`Self::tidy`] reads the integer ones.
 pub struct IntegerTypes(HashMap<String, Option<ScalarType>>);
 
 impl IntegerTypes {
+    /// A function's scalar parameters and derived scalars, and the locals and loop counters
+    /// of its body (serial and `meta_for` loops): the names its host code and serial
+    /// schedules print.
+    pub fn of_function(function: &crate::frontend::model::KernelFunction) -> IntegerTypes {
+        let mut types = IntegerTypes(HashMap::new());
+        for p in &function.params {
+            types.declare(&p.name, p.ty);
+        }
+        for d in &function.derived {
+            types.declare(&d.name, d.ty);
+        }
+        for s in &function.body {
+            types.declare_in(s);
+        }
+        types
+    }
+
+    /// Names declared with the given types, as a code's declarations would declare them.
+    #[cfg(test)]
+    pub(super) fn of_names(names: &[(&str, ScalarType)]) -> IntegerTypes {
+        let mut types = IntegerTypes(HashMap::new());
+        names.iter().for_each(|(n, t)| types.declare(n, *t));
+        types
+    }
+
+    /// The type `name` is declared with, where it has one.
+    pub fn declared(&self, name: &str) -> Option<ScalarType> {
+        self.0.get(name).copied().flatten()
+    }
+
     pub fn of_kernel(kernel: &Kernel) -> IntegerTypes {
         let mut types = IntegerTypes(HashMap::new());
         for p in &kernel.params {
@@ -41,10 +72,11 @@ impl IntegerTypes {
     fn declare_in(&mut self, s: &Stmt) {
         match &s.kind {
             StmtKind::Decl { ty, vars } => vars.iter().for_each(|d| self.declare(&d.name.name, *ty)),
-            StmtKind::For(l) => {
+            StmtKind::For(l) | StmtKind::MetaFor(l) => {
                 self.declare(&l.var.name, l.ty);
                 self.declare_in(&l.body);
             }
+            StmtKind::MetaSchedule { body, .. } => self.declare_in(body),
             StmtKind::Block(items) => items.iter().for_each(|x| self.declare_in(x)),
             StmtKind::If { then_branch, else_branch, .. } => {
                 self.declare_in(then_branch);

@@ -220,9 +220,12 @@ struct Cify<'k> {
     /// Shared tiles whose subscripts are linearised in `int` (`strategy::narrow`);
     /// every other array's are linearised in `long`.
     narrow: std::collections::HashSet<&'k str>,
-    /// The kernel's integer names, to print without needless casts (`emit::casts`); `None`
-    /// prints every cast.
-    types: Option<super::casts::IntegerTypes>,
+    /// The declared types of the code's names: for `min`/`max` of two types
+    /// (`emit::overloads`) and, where `tidy` is set, to print without needless casts
+    /// (`emit::casts`).
+    types: super::casts::IntegerTypes,
+    /// Drop the casts `emit::casts` finds needless (kernels); host code prints every cast.
+    tidy: bool,
 }
 
 impl Cify<'_> {
@@ -249,7 +252,10 @@ impl Cify<'_> {
             ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
             ExprKind::Cond(c, a, b) => ExprKind::Cond(Box::new(self.expr(c)?), Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
             ExprKind::Cast(t, a) => ExprKind::Cast(*t, Box::new(self.expr(a)?)),
-            ExprKind::Call(f, args) => ExprKind::Call(f.clone(), args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?),
+            ExprKind::Call(f, args) => {
+                let args = args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
+                ExprKind::Call(f.clone(), super::overloads::resolve(&f.name, args, &self.types, &self.elems))
+            }
             _ => e.kind.clone(),
         };
         Ok(Expr::new(k, e.span))
@@ -258,10 +264,7 @@ impl Cify<'_> {
     /// An expression as printed: rewritten, then spelled.
     fn out(&self, e: &Expr) -> Result<Expr, String> {
         let x = self.expr(e)?;
-        let x = match &self.types {
-            Some(t) => t.tidy(&x),
-            None => x,
-        };
+        let x = if self.tidy { self.types.tidy(&x) } else { x };
         Ok(spelled_as(&x, &|n| self.spelling.ident(n).into_owned()))
     }
 
@@ -352,7 +355,7 @@ impl<'f> HostExprs<'f> {
     pub fn new(function: &'f KernelFunction) -> HostExprs<'f> {
         let extents = function.arrays.iter().map(|a| (a.name.as_str(), a.extents.as_slice())).collect();
         let elems = function.arrays.iter().map(|a| (a.name.as_str(), a.elem)).collect();
-        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, elems, no_unroll: false, narrow: Default::default(), types: None })
+        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, elems, no_unroll: false, narrow: Default::default(), types: super::casts::IntegerTypes::of_function(function), tidy: false })
     }
 
     pub fn expr(&self, e: &Expr) -> Result<Expr, String> {
@@ -427,7 +430,7 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     }
     let narrow = if kernel.narrow_index { kernel.shared.iter().map(|s| s.name.as_str()).collect() } else { Default::default() };
     let names = kernel_names(kernel);
-    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, elems, no_unroll: kernel.no_unroll, narrow, types: Some(super::casts::IntegerTypes::of_kernel(kernel)) };
+    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, elems, no_unroll: kernel.no_unroll, narrow, types: super::casts::IntegerTypes::of_kernel(kernel), tidy: true };
     // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));
@@ -619,19 +622,21 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     let own: Vec<String> = launch_params(function, kernel).into_iter().map(|(decl, _)| decl).collect();
     let _ = writeln!(out, "// Launch `{}`: grid, block and dynamic shared memory from the parameters.", kernel.name);
     let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t metafork_stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
+    // Host expressions as the serial program's C computes them (`min(float, int)` cast).
+    let host = HostExprs::new(function);
     for d in &function.derived {
         // C leaves an integer division by zero undefined: such a point has no launch. (A
         // floating division by zero is defined, and the serial program goes on with it.)
         for divisor in divisors(&d.value).into_iter().filter(|x| is_integer_valued(function, x)) {
             let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
         }
-        let _ = writeln!(out, "  {} {} = {};", d.ty, c_ident(&d.name), spelled(&d.value));
+        let _ = writeln!(out, "  {} {} = {};", d.ty, c_ident(&d.name), host.expr(&d.value)?);
     }
     for (name, m) in assumed_multiples(kernel) {
         let _ = writeln!(out, "  if ({} % {m} != 0) return cudaErrorInvalidValue;  // the code assumes it", c_ident(&name));
     }
     let dims = ["x", "y", "z"];
-    let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or("1".into(), |e| format!("(long)({})", spelled(e)))).collect();
+    let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or(Ok("1".into()), |e| host.expr(e).map(|e| format!("(long)({e})")))).collect::<Result<_, String>>()?;
     let block: Vec<String> = (0..3).map(|i| kernel.block.get(i).map_or(Ok("1".into()), |p| poly_expr(p).map(|e| spelled(&e).to_string()))).collect::<Result<_, _>>()?;
     for divisor in kernel.grid.iter().flat_map(divisors) {
         let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));

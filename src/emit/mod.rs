@@ -9,6 +9,7 @@ pub mod command;
 pub mod cuda;
 pub mod dispatch;
 pub mod host;
+pub mod overloads;
 pub mod tree_files;
 pub mod tree_picture;
 pub mod tree_svg;

@@ -26,6 +26,7 @@ mod host_statements;
 mod hostile;
 mod hygiene;
 mod local_arrays;
+mod mixed_calls;
 mod ilp;
 mod perf;
 mod pressure_and_cse;

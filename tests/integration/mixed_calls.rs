@@ -1,0 +1,55 @@
+//! Calls whose arguments have two types (`min(float, int)`, `max(long, int)`, `sqrt(int)`,
+//! `fmax(float, int)`): MetaFork types them as C does, and the generated CUDA must say so,
+//! since CUDA C++ finds `min(float, int)` ambiguous and takes `sqrt(int)` to a host-only
+//! template. Every file `gen` writes compiles, and every leaf is proved against the serial
+//! program, which computes in C's types.
+
+use crate::common::{nvcc, scratch};
+use std::process::Command;
+
+const PROGRAM: &str = "void mixed(int size, int B, long big, float alpha, const float data[size], const int ival[size], const double dv[size],
+           float out[size], int iout[size], double dout[size], long lout[size]) {
+  assume(size >= 1 && B >= 1 && big >= 1);
+  double floor_at = fmax(alpha, 1) + max(alpha, 2);
+  meta_schedule {
+    meta_for (int g = 0; g < (size + B - 1) / B; g++)
+      meta_for (int t = 0; t < B; t++) {
+        int i = g * B + t;
+        if (i < size) {
+          out[i] = min(data[i], 2) + max(1, data[i]) + fmin(data[i], ival[i]) + fmax(ival[i], 3);
+          iout[i] = abs(ival[i]) + min(ival[i], i) + max(i, 7) % 5;
+          dout[i] = sqrt(ival[i] * ival[i]) + fabs(ival[i]) + exp(data[i]) + sqrtf(dv[i]) + expf(ival[i]) + floor_at;
+          lout[i] = max(big, i) + min((long)i, big) + abs(i - big);
+          dout[i] += min(dv[i], data[i]) + max(dv[i], 1) + abs(data[i] - 0.5f) + pow(i, 2);
+        }
+      }
+  }
+}
+";
+
+#[test]
+fn calls_of_mixed_types_compile_and_are_proved() {
+    let dir = scratch("mixed-calls");
+    let source = dir.join("mixed.mf");
+    std::fs::write(&source, PROGRAM).unwrap();
+    let out = dir.join("out");
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let g = Command::new(bin).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o", out.to_str().unwrap()]).output().unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let v = Command::new(bin).args(["verify", out.to_str().unwrap()]).output().unwrap();
+    let report = String::from_utf8_lossy(&v.stdout);
+    assert!(v.status.success() && report.contains("leaves proved"), "{report}");
+    let sources: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
+    let leaf = sources.iter().find(|n| n.contains("_leaf")).expect("a kernel leaf");
+    let code = std::fs::read_to_string(out.join(leaf)).unwrap();
+    // The integer arguments converted as C converts them.
+    for cast in ["(float)2", "(long)i", "(double)3", "sqrt((double)"] {
+        assert!(code.contains(cast), "{leaf} lacks `{cast}`:\n{code}");
+    }
+    if let Some(nvcc) = nvcc() {
+        let unit: String = sources.iter().map(|s| format!("#include \"{s}\"\n")).collect();
+        std::fs::write(out.join("unit.cu"), unit).unwrap();
+        let o = Command::new(&nvcc).current_dir(&out).args(["-c", "-O0", "-arch=sm_80", "-o", "unit.o", "unit.cu"]).output().unwrap();
+        assert!(o.status.success(), "nvcc rejected the files:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
