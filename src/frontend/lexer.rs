@@ -11,6 +11,9 @@ use super::source::Span;
 pub enum Tok {
     Ident(String),
     Int(i64),
+    /// An integer literal with an `l`/`L`/`ll`/`LL` suffix whose value fits in `int`: C types
+    /// it `long` (an unsuffixed one that does not fit is `long` already, as [`Tok::Int`]).
+    Long(i64),
     /// A floating literal and whether it has the `f` suffix.
     Float(f64, bool),
     /// Keywords and punctuation, by their spelling (`for`, `meta_for`, `<=`, `(`).
@@ -123,8 +126,11 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
     Ok(tokens)
 }
 
-/// A number starting at `start`: decimal or hex integer (with an optional `l`/`L`/`u`/`U`
-/// suffix), or a decimal floating literal (with an optional exponent and `f`/`F` suffix).
+/// A number starting at `start`: a decimal, octal (leading `0`) or hex integer with an
+/// optional `l`/`L`/`ll`/`LL` suffix, typed as C types it, or a decimal floating literal (with
+/// an optional exponent and `f`/`F` suffix). An unsigned literal (a `u` suffix, or an octal
+/// or hex one that fits only C's `unsigned int`) is refused: the language has no unsigned
+/// type, and reading it as signed would change its arithmetic.
 fn number(text: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
     let bytes = text.as_bytes();
     let mut i = start;
@@ -141,7 +147,7 @@ fn number(text: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
             return Err(Diagnostic::new(Span::new(start, i), "malformed hexadecimal literal", "expected hex digits after `0x`"));
         }
         let v = i64::from_str_radix(&text[digits_start..i], 16).map_err(|_| too_large(i))?;
-        return Ok((Tok::Int(v), int_suffix(bytes, i)));
+        return integer(text, start, i, v, true);
     }
     while i < bytes.len() && bytes[i].is_ascii_digit() {
         i += 1;
@@ -196,15 +202,40 @@ fn number(text: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
         }
         return Ok((Tok::Float(value, single), end_of_number(after)?));
     }
+    if lexeme.len() > 1 && lexeme.starts_with('0') {
+        if let Some(bad) = lexeme.bytes().position(|b| b == b'8' || b == b'9') {
+            return Err(Diagnostic::new(Span::new(start + bad, start + bad + 1), format!("invalid digit in the octal literal `{lexeme}`"), "a literal starting with `0` is octal in C"));
+        }
+        let v = i64::from_str_radix(&lexeme[1..], 8).map_err(|_| too_large(i))?;
+        return integer(text, start, i, v, true);
+    }
     let v: i64 = lexeme.parse().map_err(|_| too_large(i))?;
-    Ok((Tok::Int(v), end_of_number(int_suffix(bytes, i))?))
+    integer(text, start, i, v, false)
 }
 
-fn int_suffix(bytes: &[u8], mut i: usize) -> usize {
-    while i < bytes.len() && matches!(bytes[i], b'l' | b'L' | b'u' | b'U') {
-        i += 1;
+/// The integer literal of value `v` whose digits end at `i`, with its suffix read: C's type
+/// for it, or a located refusal.
+fn integer(text: &str, start: usize, i: usize, v: i64, octal_or_hex: bool) -> Result<(Tok, usize), Diagnostic> {
+    let bytes = text.as_bytes();
+    let mut end = i;
+    while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+        end += 1;
     }
-    i
+    let suffix = &text[i..end];
+    let long = match suffix {
+        "" => false,
+        "l" | "L" | "ll" | "LL" => true,
+        _ if suffix.contains(['u', 'U']) && suffix.chars().all(|c| matches!(c, 'u' | 'U' | 'l' | 'L')) => {
+            return Err(Diagnostic::new(Span::new(start, end), format!("unsigned literal `{}`", &text[start..end]), "the language has no unsigned types").with_note("MetaFork's integers are `int` and `long`, signed: drop the `u`, or write the value in a signed type"));
+        }
+        _ => return Err(Diagnostic::new(Span::new(start, end), format!("malformed number `{}`", &text[start..end]), "not a valid literal")),
+    };
+    // C gives an octal or hex literal that fits `unsigned int` but not `int` that type.
+    if octal_or_hex && !long && v > i64::from(i32::MAX) && v <= i64::from(u32::MAX) {
+        return Err(Diagnostic::new(Span::new(start, end), format!("`{}` is an `unsigned int` in C", &text[start..end]), "the language has no unsigned types").with_note("append `L` to make it a `long`, or write it in decimal"));
+    }
+    let tok = if long && i32::try_from(v).is_ok() { Tok::Long(v) } else { Tok::Int(v) };
+    Ok((tok, end))
 }
 
 #[cfg(test)]
@@ -227,7 +258,12 @@ mod tests {
                 Tok::Sym("+="), Tok::Float(1.5, true), Tok::Sym(";"), Tok::Eof
             ]
         );
-        assert_eq!(toks("0x10 7L 1e3 .5"), vec![Tok::Int(16), Tok::Int(7), Tok::Float(1000.0, false), Tok::Float(0.5, false), Tok::Eof]);
+        assert_eq!(toks("0x10 7L 1e3 .5"), vec![Tok::Int(16), Tok::Long(7), Tok::Float(1000.0, false), Tok::Float(0.5, false), Tok::Eof]);
+        assert_eq!(toks("010 0 00 0x7fffffff 0xFFFFFFFFL 2147483648 8ll"), vec![Tok::Int(8), Tok::Int(0), Tok::Int(0), Tok::Int(i32::MAX as i64), Tok::Int(u32::MAX as i64), Tok::Int(1 << 31), Tok::Long(8), Tok::Eof]);
+        for (bad, message) in [("08", "invalid digit in the octal literal"), ("1u", "unsigned literal"), ("1uL", "unsigned literal"), ("0xFFFFFFFF", "is an `unsigned int` in C"), ("017777777777 + 020000000000", "is an `unsigned int` in C"), ("1lll", "malformed number"), ("1lL", "malformed number"), ("1uu", "unsigned literal")] {
+            let e = lex(bad).unwrap_err();
+            assert!(e.message.contains(message), "{bad}: {}", e.message);
+        }
     }
 
     #[test]

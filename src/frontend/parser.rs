@@ -61,6 +61,7 @@ fn describe(t: &Tok) -> String {
     match t {
         Tok::Ident(s) => format!("identifier `{s}`"),
         Tok::Int(v) => format!("number `{v}`"),
+        Tok::Long(v) => format!("number `{v}L`"),
         Tok::Float(v, _) => format!("number `{v:?}`"),
         Tok::Sym(s) => format!("`{s}`"),
         Tok::Eof => "end of file".into(),
@@ -893,6 +894,11 @@ impl Parser {
             Tok::Int(v) => {
                 self.bump();
                 Ok(Expr::new(ExprKind::Int(v), start))
+            }
+            // C's `7L`: a `long` whose value fits in `int`.
+            Tok::Long(v) => {
+                self.bump();
+                Ok(Expr::new(ExprKind::Cast(ScalarType::Long, Box::new(Expr::new(ExprKind::Int(v), start))), start))
             }
             Tok::Float(value, single) => {
                 self.bump();
