@@ -120,7 +120,13 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     let known = ptxas_archs.is_empty().then(|| estimates().get(&lowered)).flatten();
     if known.is_none() {
         pipeline::optimize(&module)?;
-        target::verify(&module).map_err(|e| format!("IR invalid after the pipeline: {e}"))?;
+        // `lower_kernel` verified the module; LLVM's passes keep valid IR valid. Checking their
+        // output costs 1.4-1.8% of a short program's `gen` (atax, jacobi1d), so, as Clang does
+        // in its release builds (`-disable-llvm-verifier`), only the builds with debug
+        // assertions, which every test runs, check it again.
+        if cfg!(debug_assertions) {
+            target::verify(&module).map_err(|e| format!("IR invalid after the pipeline: {e}"))?;
+        }
     }
     let estimate = match known {
         Some(e) => e,
