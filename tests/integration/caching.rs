@@ -141,3 +141,28 @@ fn refuses_arrays_two_threads_write_or_that_cannot_be_modelled() {
     let (cached, refused) = staged_src("a[p] = a[p] + x[p];");
     assert_eq!(cached, ["a"], "{refused:?}");
 }
+
+/// A cached array the body writes, with an integer defined before the write: the write-back
+/// replays that definition in a block of its own, so the kernel declares no name twice in one
+/// scope and nvcc compiles it; every leaf is proved.
+#[test]
+fn a_written_cached_array_with_a_local_definition_compiles_and_is_proved() {
+    let dir = crate::common::scratch("cache-written-local");
+    let source = dir.join("f.mf");
+    std::fs::write(&source, "void f(int N, int B, float y[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule cache(y) {\n    meta_for (int i = 0; i < (N + B - 1) / B; i++)\n      meta_for (int j = 0; j < B; j++) {\n        int p = i * B + j;\n        if (p < N) y[p] = y[p] + 1;\n      }\n  }\n}\n").unwrap();
+    let out = dir.join("out");
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let g = std::process::Command::new(bin).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o", out.to_str().unwrap()]).output().unwrap();
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let sources: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
+    let staged: Vec<&String> = sources.iter().filter(|n| std::fs::read_to_string(out.join(n)).unwrap().contains("y_tile0")).collect();
+    assert!(!staged.is_empty(), "no leaf stages `y`: {sources:?}");
+    let v = std::process::Command::new(bin).args(["verify", out.to_str().unwrap()]).output().unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    if let Some(nvcc) = crate::common::nvcc() {
+        let unit: String = sources.iter().map(|s| format!("#include \"{s}\"\n")).collect();
+        std::fs::write(out.join("unit.cu"), unit).unwrap();
+        let o = std::process::Command::new(&nvcc).current_dir(&out).args(["-c", "-O0", "-arch=sm_80", "-o", "unit.o", "unit.cu"]).output().unwrap();
+        assert!(o.status.success(), "nvcc rejected the files:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+}

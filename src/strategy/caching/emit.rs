@@ -136,7 +136,14 @@ impl Frame<'_> {
             .collect();
         if !written.is_empty() {
             out.push(st(StmtKind::Barrier));
-            out.extend(replay(&plan.body, &|s| written.get(&s).cloned(), &mut assigned_in(&plan.body))?);
+            let replayed = replay(&plan.body, &|s| written.get(&s).cloned(), &mut assigned_in(&plan.body))?;
+            // The replay repeats the body's integer definitions (`int p = i * B + j;`): in a
+            // block of its own, so that C sees no name declared twice in one scope.
+            if replayed.iter().any(|s| matches!(s.kind, StmtKind::Decl { .. })) {
+                out.push(st(StmtKind::Block(replayed)));
+            } else {
+                out.extend(replayed);
+            }
         }
         if self.kernel.between > 0 && !plan.tiles.is_empty() {
             out.push(st(StmtKind::Barrier)); // the next iteration's loads overwrite the tiles
