@@ -38,6 +38,7 @@
 use super::rank::Tuned;
 use crate::emit::cuda::{emit_kernel, launch_name_of, launch_params, spelled, HostExprs};
 use crate::emit::tree_files::leaf_kernel_name;
+use crate::frontend::ast::ScalarType;
 use crate::frontend::model::{KernelFunction, Role};
 use crate::names::{c_comment, c_ident, c_string};
 use crate::tree::{NodeKind, Tree};
@@ -132,7 +133,7 @@ impl Harness<'_> {
         let _ = writeln!(out, "static const int metafork_param_varies[METAFORK_PARAMS] = {{{}}};", if varies.is_empty() { "0".into() } else { varies.join(", ") });
         let leaf_names: Vec<String> = self.leaves.iter().map(|l| c_string(l)).collect();
         let _ = writeln!(out, "static const char *const metafork_leaf_names[] = {{{}}};", leaf_names.join(", "));
-        let _ = writeln!(out, "struct metafork_candidate {{ int leaf; int v[METAFORK_PARAMS]; }};");
+        let _ = writeln!(out, "struct metafork_candidate {{ int leaf; long long v[METAFORK_PARAMS]; }};");
         let _ = writeln!(out, "static const metafork_candidate metafork_candidates[] = {{");
         for c in self.candidates {
             let leaf = self.leaves.iter().position(|l| *l == c.leaf).expect("every candidate's leaf is listed");
@@ -162,18 +163,20 @@ impl Harness<'_> {
         Ok(out)
     }
 
-    /// Every integer parameter as a local constant, from the candidate's values.
-    fn locals(names: &[&String], pad: &str, out: &mut String) {
+    /// Every integer parameter as a local constant of its declared type (`long L`), from the
+    /// candidate's values.
+    fn locals(function: &KernelFunction, names: &[&String], pad: &str, out: &mut String) {
         for (i, n) in names.iter().enumerate() {
+            let ty = function.params.iter().find(|p| p.name == **n).map_or(ScalarType::Int, |p| p.ty);
             let n = c_ident(n);
-            let _ = writeln!(out, "{pad}const int {n} = metafork_v[{i}]; (void){n};");
+            let _ = writeln!(out, "{pad}const {ty} {n} = ({ty})metafork_v[{i}]; (void){n};");
         }
     }
 
     /// `metafork_elements(v, which)`: array `which`'s element count at the values `v`.
     fn elements(&self, out: &mut String, names: &[&String]) -> Result<(), String> {
-        let _ = writeln!(out, "static size_t metafork_elements(const int *metafork_v, int metafork_which) {{");
-        Self::locals(names, "  ", out);
+        let _ = writeln!(out, "static size_t metafork_elements(const long long *metafork_v, int metafork_which) {{");
+        Self::locals(self.function, names, "  ", out);
         let x = HostExprs::new(self.function);
         let counts: Vec<String> = self.function.arrays.iter().map(|a| {
             if a.extent_exprs.is_empty() {
@@ -203,8 +206,8 @@ impl Harness<'_> {
     /// `metafork_run(c)`: candidate `c`'s schedule on the device, with its host loops.
     fn run(&self, out: &mut String, schedule: &crate::frontend::model::Schedule, params: &[(String, String)], names: &[&String]) {
         let function = self.function;
-        let _ = writeln!(out, "static cudaError_t metafork_run(int metafork_c) {{\n  const int *metafork_v = metafork_candidates[metafork_c].v;");
-        Self::locals(names, "  ", out);
+        let _ = writeln!(out, "static cudaError_t metafork_run(int metafork_c) {{\n  const long long *metafork_v = metafork_candidates[metafork_c].v;");
+        Self::locals(self.function, names, "  ", out);
         for v in function.params.iter().filter(|p| p.role == Role::Value) {
             let _ = writeln!(out, "  const {} {} = 0.5;", v.ty, c_ident(&v.name));
         }
@@ -239,8 +242,8 @@ impl Harness<'_> {
     fn serial(&self, out: &mut String, k: usize, schedule: &crate::frontend::model::Schedule, names: &[&String]) -> Result<(), String> {
         let function = self.function;
         let x = HostExprs::new(function);
-        let _ = writeln!(out, "static int metafork_serial_run(const int *metafork_v, int metafork_into) {{");
-        Self::locals(names, "  ", out);
+        let _ = writeln!(out, "static int metafork_serial_run(const long long *metafork_v, int metafork_into) {{");
+        Self::locals(self.function, names, "  ", out);
         for v in function.params.iter().filter(|p| p.role == Role::Value) {
             let _ = writeln!(out, "  const {} {} = 0.5;", v.ty, c_ident(&v.name));
         }
@@ -325,7 +328,7 @@ static bool metafork_reduction_matches(int metafork_w, int metafork_j, size_t me
 
 /// `metafork_serial(v, into_answer)` with reductions: the serial program into the answer (or the
 /// other copy), then once more on the scratch copies for their accurate sums (see [`ACCURATE`]).
-const SERIAL: &str = r#"static int metafork_serial(const int *metafork_v, bool metafork_into_answer) {
+const SERIAL: &str = r#"static int metafork_serial(const long long *metafork_v, bool metafork_into_answer) {
   int metafork_which = metafork_into_answer ? 0 : 1;
   int metafork_status = metafork_serial_run(metafork_v, metafork_which);
   if (metafork_status != 0) return metafork_status;
@@ -356,7 +359,7 @@ static bool metafork_reduction_matches(int, int, size_t, int, double, double, do
 "#;
 
 /// `metafork_serial(v, into_answer)` without reductions: the serial program alone.
-const SERIAL_ALONE: &str = r#"static int metafork_serial(const int *metafork_v, bool metafork_into_answer) {
+const SERIAL_ALONE: &str = r#"static int metafork_serial(const long long *metafork_v, bool metafork_into_answer) {
   return metafork_serial_run(metafork_v, metafork_into_answer ? 0 : 1);
 }
 
@@ -433,7 +436,7 @@ static std::vector<int> metafork_neighbours(int c) {
   std::vector<int> found;
   for (int p = 0; p < METAFORK_PARAMS; p++) {
     if (!metafork_param_varies[p]) continue;
-    std::vector<int> values;
+    std::vector<long long> values;
     for (int o = 0; o < METAFORK_CANDIDATES; o++) values.push_back(metafork_candidates[o].v[p]);
     std::sort(values.begin(), values.end());
     values.erase(std::unique(values.begin(), values.end()), values.end());

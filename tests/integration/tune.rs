@@ -602,3 +602,22 @@ fn configurations_that_launch_nothing_are_left_out_and_the_model_ranks_the_rest(
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A `long` data parameter at a size past `int`, in a `max` with a `long` element: the harness
+/// holds each parameter in its declared type (the candidates' table in `long long`), so nvcc
+/// compiles it (before: `const int L`, a narrowing table and an ambiguous `max(int, long)`).
+#[test]
+fn harness_keeps_long_parameters_long() {
+    let dir = scratch("tune-long-parameter");
+    let source = dir.join("f.mf");
+    std::fs::write(&source, "void f(int N, int B, long L, long ly[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int i = 0; i < (N + B - 1) / B; i++)\n      meta_for (int j = 0; j < B; j++) {\n        int p = i * B + j;\n        if (p < N) ly[p] = max(L, ly[p]);\n      }\n  }\n}\n").unwrap();
+    let out = metafork(&dir, &["tune", source.to_str().unwrap(), "--device", "a100", "--size", "N=1024", "--size", "L=5000000000", "--top", "2", "--emit-harness", "h"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let harness = std::fs::read_dir(dir.join("h")).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with("_harness.cu")).expect("a harness");
+    let text = std::fs::read_to_string(&harness).unwrap();
+    assert!(text.contains("const long L = (long)metafork_v[") && text.contains("5000000000"), "{text}");
+    if let Some(nvcc) = nvcc() {
+        let o = Command::new(&nvcc).current_dir(dir.join("h")).args(["-arch=sm_80", "-O0", "-c", harness.file_name().unwrap().to_str().unwrap(), "-o", "h.o"]).output().unwrap();
+        assert!(o.status.success(), "nvcc rejected the harness:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
