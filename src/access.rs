@@ -40,6 +40,10 @@ pub struct Access {
     pub atomic: bool,
     /// Conditions that hold whenever the access executes.
     pub guards: Vec<Constraint>,
+    /// Whether `guards` are all the conditions under which it executes: `false` when an
+    /// enclosing condition was not modelled whole (`p < N || q < N`), so that its guards are
+    /// weaker and a point they admit may not reach the access.
+    pub exact_guards: bool,
     /// The span of the subscripted expression (the caching strategy labels each one apart).
     pub span: crate::frontend::source::Span,
     /// How many barriers the thread has passed when it makes the access (a polynomial in the
@@ -143,11 +147,15 @@ pub struct Collector<'b> {
     pub element_values: Option<BTreeMap<String, ScalarType>>,
     /// The element value auxiliaries, by name: the array and the subscripts read.
     pub value_defs: BTreeMap<String, (String, Vec<Poly>)>,
+    /// How many parts of conditions [`Self::condition`] has left out so far.
+    dropped_conditions: usize,
+    /// How many enclosing conditions of the statement being collected were not modelled whole.
+    inexact_guards: usize,
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new() }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
     }
 
     /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
@@ -409,20 +417,49 @@ impl<'b> Collector<'b> {
             }
             ExprKind::Unary(UnOp::Not, a) => self.condition(a, !positive, env, guards),
             ExprKind::Binary(op, a, b) if op.is_comparison() => {
-                let (Some(x), Some(y)) = (self.poly(a, env, guards), self.poly(b, env, guards)) else { return Vec::new() };
-                let Some(c) = crate::frontend::polyexpr::comparison(*op, &x, &y) else { return Vec::new() };
-                vec![if positive { c } else { c.negate() }]
+                let comparison = match (self.poly(a, env, guards), self.poly(b, env, guards)) {
+                    (Some(x), Some(y)) => crate::frontend::polyexpr::comparison(*op, &x, &y),
+                    _ => None,
+                };
+                match comparison {
+                    Some(c) => vec![if positive { c } else { c.negate() }],
+                    None => self.dropped(),
+                }
             }
-            ExprKind::Binary(BinOp::And | BinOp::Or, ..) => Vec::new(),
+            ExprKind::Binary(BinOp::And | BinOp::Or, ..) => self.dropped(),
             _ => match self.poly(e, env, guards) {
                 // A scalar condition: true means "not zero".
                 Some(x) => {
                     let c = Constraint::ne(&x, &Poly::zero());
                     vec![if positive { c } else { c.negate() }]
                 }
-                None => Vec::new(),
+                None => self.dropped(),
             },
         }
+    }
+
+    /// A condition (or part of one) left out: no constraint, and the guards it would have
+    /// added are not exact.
+    fn dropped(&mut self) -> Vec<Constraint> {
+        self.dropped_conditions += 1;
+        Vec::new()
+    }
+
+    /// `guards` with what `cond` implies when true (`positive`) or false, and whether that was
+    /// modelled whole.
+    fn guarded(&mut self, cond: &Expr, positive: bool, env: &Env, guards: &[Constraint]) -> (Vec<Constraint>, bool) {
+        let before = self.dropped_conditions;
+        let mut g = guards.to_vec();
+        g.extend(self.condition(cond, positive, env, guards));
+        (g, self.dropped_conditions == before)
+    }
+
+    /// Runs `collect` under guards that are `exact` or not: accesses recorded meanwhile know.
+    fn under<T>(&mut self, exact: bool, collect: impl FnOnce(&mut Self) -> T) -> T {
+        self.inexact_guards += usize::from(!exact);
+        let r = collect(self);
+        self.inexact_guards -= usize::from(!exact);
+        r
     }
 
     fn expr_accesses(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) {
@@ -432,16 +469,15 @@ impl<'b> Collector<'b> {
                     self.expr_accesses(i, env, guards);
                 }
                 let idx = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                self.record(Access { array: array.name.clone(), indices: idx, write: false, atomic: false, guards: guards.to_vec(), span: e.span, phase: self.phase.clone(), text: e.to_string() });
+                self.record(Access { array: array.name.clone(), indices: idx, write: false, atomic: false, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: e.span, phase: self.phase.clone(), text: e.to_string() });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             // `&&` and `||` evaluate their right operand only when the left one is true
             // (false): its accesses happen under that guard, as C and CUDA define them.
             ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
                 self.expr_accesses(a, env, guards);
-                let mut g = guards.to_vec();
-                g.extend(self.condition(a, *op == BinOp::And, env, guards));
-                self.expr_accesses(b, env, &g);
+                let (g, exact) = self.guarded(a, *op == BinOp::And, env, guards);
+                self.under(exact, |me| me.expr_accesses(b, env, &g));
             }
             ExprKind::Binary(_, a, b) => {
                 self.expr_accesses(a, env, guards);
@@ -449,12 +485,10 @@ impl<'b> Collector<'b> {
             }
             ExprKind::Cond(c, a, b) => {
                 self.expr_accesses(c, env, guards);
-                let mut gt = guards.to_vec();
-                gt.extend(self.condition(c, true, env, guards));
-                self.expr_accesses(a, env, &gt);
-                let mut gf = guards.to_vec();
-                gf.extend(self.condition(c, false, env, guards));
-                self.expr_accesses(b, env, &gf);
+                let (gt, exact) = self.guarded(c, true, env, guards);
+                self.under(exact, |me| me.expr_accesses(a, env, &gt));
+                let (gf, exact) = self.guarded(c, false, env, guards);
+                self.under(exact, |me| me.expr_accesses(b, env, &gf));
             }
             ExprKind::Call(_, args) => args.iter().for_each(|a| self.expr_accesses(a, env, guards)),
             _ => {}
@@ -488,9 +522,9 @@ impl<'b> Collector<'b> {
                         let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
                         let atomic = *op == AssignOp::AtomicAdd;
                         if *op != AssignOp::Set && !atomic {
-                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, atomic, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string() });
                         }
-                        self.record(Access { array: array.name.clone(), indices: idx, write: true, atomic, guards: guards.to_vec(), span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                        self.record(Access { array: array.name.clone(), indices: idx, write: true, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string() });
                     }
                     ExprKind::Var(n) => {
                         env.insert(n.clone(), None);
@@ -506,16 +540,14 @@ impl<'b> Collector<'b> {
                     self.uniformity.push(Uniformity { guards: guards.to_vec(), phase: self.phase.clone(), condition, bounds: None, text: cond.to_string(), thread_dependent });
                 }
                 let before = self.phase.clone();
-                let mut gt = guards.to_vec();
-                gt.extend(self.condition(cond, true, env, guards));
+                let (gt, exact) = self.guarded(cond, true, env, guards);
                 let mut env_t = env.clone();
-                self.stmt(then_branch, &mut env_t, &gt);
+                self.under(exact, |me| me.stmt(then_branch, &mut env_t, &gt));
                 let after_then = std::mem::replace(&mut self.phase, before);
-                let mut gf = guards.to_vec();
-                gf.extend(self.condition(cond, false, env, guards));
+                let (gf, exact) = self.guarded(cond, false, env, guards);
                 let mut env_f = env.clone();
                 if let Some(e) = else_branch {
-                    self.stmt(e, &mut env_f, &gf);
+                    self.under(exact, |me| me.stmt(e, &mut env_f, &gf));
                 }
                 if self.phase != after_then {
                     self.phase = None;

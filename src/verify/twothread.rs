@@ -16,7 +16,8 @@
 //!
 //! Unsat proves the property for every admitted value. Sat is a defect with a witness, but
 //! only when everything the query relies on is modelled exactly; where the model had to leave
-//! something out (an unmodelled subscript or phase), sat is *unverified*, as is Z3's unknown.
+//! something out (an unmodelled subscript or phase, or a guard such as `p < N || q < N` that
+//! the access's conditions only weaken), sat is *unverified*, as is Z3's unknown.
 
 use super::machine::Who;
 use super::radix::{self, Side};
@@ -621,7 +622,7 @@ impl Checker<'_, '_> {
                         if !data.is_empty() {
                             return Err(Self::data_dependent("out of bounds", &detail, &data));
                         }
-                        return Err(self.witness(&m, "out of bounds", detail, vec![a.text.clone()], false));
+                        return Err(self.found(&m, a.exact_guards, "out of bounds", detail, vec![a.text.clone()], false));
                     }
                 }
             }
@@ -644,7 +645,8 @@ impl Checker<'_, '_> {
 
     fn pair(&mut self, w: &Access, b: &Access) -> Result<(), Verdict> {
         let mut base = self.m.system(&w.guards, Some(&b.guards));
-        let mut exact = true;
+        // Guards that leave a condition out admit points where an access does not run.
+        let mut exact = w.exact_guards && b.exact_guards;
         for (x, y) in w.indices.iter().zip(&b.indices) {
             match (x, y) {
                 (Some(x), Some(y)) => {
