@@ -438,6 +438,13 @@ impl<'b> Collector<'b> {
         }
     }
 
+    /// Every access collected from now on has inexact guards: the context it is checked in
+    /// leaves something out (a grid extent, a host loop's bound or a derived scalar that has
+    /// no polynomial), so a point it admits may not be a real launch.
+    pub fn weaken_context(&mut self) {
+        self.inexact_guards += 1;
+    }
+
     /// A condition (or part of one) left out: no constraint, and the guards it would have
     /// added are not exact.
     fn dropped(&mut self) -> Vec<Constraint> {

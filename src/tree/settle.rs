@@ -240,6 +240,13 @@ impl Builder<'_> {
     /// where the extent has no such bound or the region does not keep its divisors positive.
     pub(super) fn grid_fills_device(&self, node: &Node) -> Option<Constraint> {
         let bound = extent_lower_bound(node.staged.grid.first()?, self.function)?;
+        // The dispatcher decides the gate from the function's integer parameters: a grid that
+        // a host loop's counter sizes (`n - t` inside `for (t ...)`) is not merged.
+        let params = self.function.integer_parameters();
+        let reads_parameters_only = |p: &Poly| p.vars().iter().all(|v| params.iter().any(|n| n == v.name()));
+        if !(reads_parameters_only(&bound.num) && reads_parameters_only(&bound.den) && bound.requires.iter().all(|c| reads_parameters_only(c.poly()))) {
+            return None;
+        }
         if !bound.requires.iter().all(|c| self.holds_throughout(node, c)) {
             return None;
         }

@@ -127,18 +127,23 @@ fn launch_collector_from<'b>(function: &KernelFunction, kernel: &Kernel, mut col
     for p in &int_params {
         col.context.set_domain(Var::new(p), Domain::integer());
     }
+    // What has no polynomial here is left free: a sat answer then need not be a launch.
+    let mut exact = true;
     for d in &function.derived {
-        if let Some(v) = col.poly(&d.value, &env, &[]) {
-            col.context.add(Constraint::eq(&Poly::var(&d.name), &v));
+        match col.poly(&d.value, &env, &[]) {
+            Some(v) => col.context.add(Constraint::eq(&Poly::var(&d.name), &v)),
+            None => exact &= !d.ty.is_integer(),
         }
     }
     for h in &kernel.host_loops {
         let c = Poly::var(&h.var);
-        if let Some(lo) = col.poly(&h.lo, &env, &[]) {
-            col.context.add(Constraint::ge(&c, &lo));
+        match col.poly(&h.lo, &env, &[]) {
+            Some(lo) => col.context.add(Constraint::ge(&c, &lo)),
+            None => exact = false,
         }
-        if let Some(hi) = col.poly(&h.hi, &env, &[]) {
-            col.context.add(if h.inclusive { Constraint::le(&c, &hi) } else { Constraint::lt(&c, &hi) });
+        match col.poly(&h.hi, &env, &[]) {
+            Some(hi) => col.context.add(if h.inclusive { Constraint::le(&c, &hi) } else { Constraint::lt(&c, &hi) }),
+            None => exact = false,
         }
     }
     for d in 0..3u8 {
@@ -154,6 +159,7 @@ fn launch_collector_from<'b>(function: &KernelFunction, kernel: &Kernel, mut col
                 continue;
             }
             col.context.add(Constraint::ge(&v, &Poly::zero()));
+            exact &= extent.is_some();
             if let Some(e) = extent {
                 // An index is at most its extent less one; said so, the bound stays exact when
                 // the extent has a rational coefficient (a coarsened block's `B0/8`, an integer
@@ -164,6 +170,9 @@ fn launch_collector_from<'b>(function: &KernelFunction, kernel: &Kernel, mut col
         }
     }
     let launch_facts = col.context.constraints().len();
+    if !exact {
+        col.weaken_context();
+    }
     let mut env = Env::new();
     col.stmts(&kernel.body, &mut env, &[]);
     (col, launch_facts)

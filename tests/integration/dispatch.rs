@@ -360,3 +360,37 @@ int main() {
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A grid that a host loop's counter sizes (`n - t`, `(n - t) / B` inside `for (t ...)`): the
+/// dispatcher reads the function's parameters, so no fork may read `t` (merging's grid-fill
+/// gate did, and `gen --emit-cuda` failed with "reads `t`, which is neither a parameter nor
+/// a machine symbol"). Every file compiles, and `verify` reports no defect: the first program
+/// is proved; the second's quotient has no model here (`n - t` is not known to be
+/// nonnegative), so its bounds are at worst unverified, never a defect at a launch that does
+/// not exist.
+#[test]
+fn a_grid_sized_by_a_host_loop_counter_generates_and_has_no_false_defect() {
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    for (k, (grid, guard)) in [("n - t", "if (u == 0) "), ("(n - t) / B", "")].into_iter().enumerate() {
+        let dir = scratch("host-loop-grid");
+        let source = dir.join("k.mf");
+        let index = if guard.is_empty() { "g * B + u" } else { "g" };
+        std::fs::write(&source, format!("void k(int n, int T, int B, float a[n]) {{\n  assume(n >= 1 && T >= 1 && B >= 1);\n  for (int t = 0; t < T; t++) {{\n    meta_schedule {{\n      meta_for (int g = 0; g < {grid}; g++)\n        meta_for (int u = 0; u < B; u++)\n          {guard}a[{index}] = a[{index}] + 1.0f;\n    }}\n  }}\n}}\n")).unwrap();
+        let out = dir.join("out");
+        let g = Command::new(bin).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o", out.to_str().unwrap()]).output().unwrap();
+        assert!(g.status.success(), "{grid}: {}", String::from_utf8_lossy(&g.stderr));
+        let v = Command::new(bin).args(["verify", out.to_str().unwrap()]).output().unwrap();
+        let report = String::from_utf8_lossy(&v.stdout);
+        assert!(!report.contains("DEFECT") && v.status.code() != Some(3), "{grid}: {report}");
+        if k == 0 {
+            assert!(v.status.success(), "{grid}: {report}");
+        }
+        if let Some(nvcc) = nvcc() {
+            let sources: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
+            let unit: String = sources.iter().map(|s| format!("#include \"{s}\"\n")).collect();
+            std::fs::write(out.join("unit.cu"), unit).unwrap();
+            let o = Command::new(&nvcc).current_dir(&out).args(["-c", "-O0", "-arch=sm_80", "-o", "unit.o", "unit.cu"]).output().unwrap();
+            assert!(o.status.success(), "{grid}: nvcc rejected the files:\n{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+}
