@@ -332,6 +332,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     }
     match cli.command {
         Command::Parse { file, output, json } => {
+            if let Some(o) = output.as_deref().filter(|o| crate::output::is_same_file(o, &file)) {
+                return Err(Failure::input(format!("error: `-o {}` is the program itself; writing the report there would replace it (choose another path)", command::shown(o))));
+            }
             let program = command::load(&file, color)?;
             let report = parse_report(&command::shown(&file), &program);
             let text = if json {

@@ -28,6 +28,16 @@ fn plain(e: io::Error) -> io::Error {
     }
 }
 
+/// Whether `output` names the file `input` names (links followed, as the input was read):
+/// writing it would replace the program a command was given.
+pub fn is_same_file(output: &Path, input: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::metadata(output), fs::metadata(input)) {
+        (Ok(o), Ok(i)) => o.dev() == i.dev() && o.ino() == i.ino(),
+        _ => false,
+    }
+}
+
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

@@ -19,7 +19,7 @@ mod file;
 pub mod manifest;
 
 pub use dir::{write_dir, DirFiles, Foreign, STAGING_PREFIX};
-pub use file::write_atomic;
+pub use file::{is_same_file, write_atomic};
 
 /// Whether `name` may be the name of a file metafork writes into an output directory: one
 /// plain component (no separator, not `.` or `..`, not empty, not hidden), at most 255 bytes.

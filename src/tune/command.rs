@@ -95,6 +95,14 @@ fn real_counts(function: &crate::frontend::model::KernelFunction, tree: &crate::
 
 /// Run `tune`; returns what to print on stdout.
 pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProgram, String>) -> Result<String, String> {
+    // Writing the configurations over an input would replace what the user gave.
+    if let Some(output) = &options.output {
+        for input in options.file.iter().chain(&options.space) {
+            if crate::output::is_same_file(output, input) {
+                return Err(format!("`-o {}` is the input `{}`; writing the configurations there would replace it (choose another path)", crate::command::shown(output), crate::command::shown(input)));
+            }
+        }
+    }
     let Some(file) = &options.file else {
         let Some(space) = &options.space else { return Err("give a MetaFork FILE (with --device), or --space FILE.yaml to build a search space".into()) };
         return standalone(space, options);

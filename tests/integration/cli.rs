@@ -373,3 +373,24 @@ fn an_interrupt_stops_the_work_and_leaves_nothing_behind() {
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `-o` naming the input program (or a space file) is refused before anything is written:
+/// the report or the configurations would have replaced what the user gave.
+#[test]
+fn an_output_that_is_the_input_is_refused_and_the_input_kept() {
+    let dir = crate::common::scratch("output-is-input");
+    let program = dir.join("victim.mf");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/saxpy.mf")).unwrap();
+    std::fs::write(&program, &text).unwrap();
+    let p = program.to_str().unwrap();
+    let same = dir.join(".").join("victim.mf");
+    for args in [vec!["parse", "-o", p, p], vec!["tune", p, "--device", "a100", "-o", same.to_str().unwrap()]] {
+        let o = metafork(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("would replace it"), "{args:?}: {err}");
+        assert_eq!(std::fs::read_to_string(&program).unwrap(), text, "{args:?} changed the program");
+    }
+    let o = metafork(&["parse", "-o", dir.join("report.yaml").to_str().unwrap(), p]);
+    assert!(o.status.success() && dir.join("report.yaml").is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+}
