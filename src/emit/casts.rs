@@ -1,6 +1,6 @@
 //! Casts no reader would write, removed from the CUDA the emitter prints (issue 27.3).
 //!
-//! Contract: [`IntegerTypes::tidy`] returns an expression that computes the same value, in the
+//! Contract: [`DeclaredTypes::tidy`] returns an expression that computes the same value, in the
 //! same C types, as its input; it only drops
 //! - a cast of an integer expression to the type it already has (`(int)B0` with `int B0`,
 //!   `(int)(int)threadIdx.x`), and
@@ -19,14 +19,14 @@ use std::collections::HashMap;
 
 /// The declared type of every name of a kernel (or of a function's host code) whose type is
 /// unambiguous; [`Self::tidy`] reads the integer ones.
-pub struct IntegerTypes(HashMap<String, Option<ScalarType>>);
+pub struct DeclaredTypes(HashMap<String, Option<ScalarType>>);
 
-impl IntegerTypes {
+impl DeclaredTypes {
     /// A function's scalar parameters and derived scalars, and the locals and loop counters
     /// of its body (serial and `meta_for` loops): the names its host code and serial
     /// schedules print.
-    pub fn of_function(function: &crate::frontend::model::KernelFunction) -> IntegerTypes {
-        let mut types = IntegerTypes(HashMap::new());
+    pub fn of_function(function: &crate::frontend::model::KernelFunction) -> DeclaredTypes {
+        let mut types = DeclaredTypes(HashMap::new());
         for p in &function.params {
             types.declare(&p.name, p.ty);
         }
@@ -41,8 +41,8 @@ impl IntegerTypes {
 
     /// Names declared with the given types, as a code's declarations would declare them.
     #[cfg(test)]
-    pub(super) fn of_names(names: &[(&str, ScalarType)]) -> IntegerTypes {
-        let mut types = IntegerTypes(HashMap::new());
+    pub(super) fn of_names(names: &[(&str, ScalarType)]) -> DeclaredTypes {
+        let mut types = DeclaredTypes(HashMap::new());
         names.iter().for_each(|(n, t)| types.declare(n, *t));
         types
     }
@@ -52,8 +52,8 @@ impl IntegerTypes {
         self.0.get(name).copied().flatten()
     }
 
-    pub fn of_kernel(kernel: &Kernel) -> IntegerTypes {
-        let mut types = IntegerTypes(HashMap::new());
+    pub fn of_kernel(kernel: &Kernel) -> DeclaredTypes {
+        let mut types = DeclaredTypes(HashMap::new());
         for p in &kernel.params {
             if let KernelParamKind::Scalar(t) = p.kind {
                 types.declare(&p.name, t);
@@ -159,8 +159,8 @@ mod tests {
         e(ExprKind::Binary(op, Box::new(a), Box::new(b)))
     }
 
-    fn types() -> IntegerTypes {
-        let mut t = IntegerTypes(HashMap::new());
+    fn types() -> DeclaredTypes {
+        let mut t = DeclaredTypes(HashMap::new());
         t.declare("i", ScalarType::Int);
         t.declare("n", ScalarType::Int);
         t.declare("big", ScalarType::Long);

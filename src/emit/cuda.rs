@@ -223,7 +223,7 @@ struct Cify<'k> {
     /// The declared types of the code's names: for `min`/`max` of two types
     /// (`emit::overloads`) and, where `tidy` is set, to print without needless casts
     /// (`emit::casts`).
-    types: super::casts::IntegerTypes,
+    types: super::casts::DeclaredTypes,
     /// Drop the casts `emit::casts` finds needless (kernels); host code prints every cast.
     tidy: bool,
 }
@@ -355,7 +355,7 @@ impl<'f> HostExprs<'f> {
     pub fn new(function: &'f KernelFunction) -> HostExprs<'f> {
         let extents = function.arrays.iter().map(|a| (a.name.as_str(), a.extents.as_slice())).collect();
         let elems = function.arrays.iter().map(|a| (a.name.as_str(), a.elem)).collect();
-        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, elems, no_unroll: false, narrow: Default::default(), types: super::casts::IntegerTypes::of_function(function), tidy: false })
+        HostExprs(Cify { spelling: crate::names::Spelling::new(std::iter::empty()), extents, elems, no_unroll: false, narrow: Default::default(), types: super::casts::DeclaredTypes::of_function(function), tidy: false })
     }
 
     pub fn expr(&self, e: &Expr) -> Result<Expr, String> {
@@ -430,7 +430,7 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
     }
     let narrow = if kernel.narrow_index { kernel.shared.iter().map(|s| s.name.as_str()).collect() } else { Default::default() };
     let names = kernel_names(kernel);
-    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, elems, no_unroll: kernel.no_unroll, narrow, types: super::casts::IntegerTypes::of_kernel(kernel), tidy: true };
+    let c = Cify { spelling: crate::names::Spelling::new(names.iter().map(String::as_str)), extents, elems, no_unroll: kernel.no_unroll, narrow, types: super::casts::DeclaredTypes::of_kernel(kernel), tidy: true };
     // Register pressure, level 3: the same cap LLVM's `.maxnreg` gives ptxas.
     let cap = kernel.max_registers.map_or(String::new(), |n| format!("__maxnreg__({n}) "));
     let _ = writeln!(out, "extern \"C\" __global__ void {cap}{}({}) {{", kernel.name, params_list(kernel));

@@ -8,10 +8,10 @@
 //! written (`min(char, int)` resolves to `min(int, int)`), and so is one with an argument of
 //! unknown type, which no code the tool makes has: names are declared once per function.
 //!
-//! Types are those of C: literals, the declared names ([`IntegerTypes::declared`]), array
+//! Types are those of C: literals, the declared names ([`DeclaredTypes::declared`]), array
 //! elements, casts, and the arithmetic and calls over them, as `sema` types them.
 
-use super::casts::IntegerTypes;
+use super::casts::DeclaredTypes;
 use crate::frontend::ast::*;
 use std::collections::HashMap;
 
@@ -26,7 +26,7 @@ fn parameter_type(name: &str) -> Option<ScalarType> {
 }
 
 /// The arguments of a call to `name`, cast where CUDA would not resolve it as C does.
-pub fn resolve(name: &str, args: Vec<Expr>, names: &IntegerTypes, elems: &HashMap<&str, ScalarType>) -> Vec<Expr> {
+pub fn resolve(name: &str, args: Vec<Expr>, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -> Vec<Expr> {
     if let Some(param) = parameter_type(name) {
         return to_parameter_type(param, args, names, elems);
     }
@@ -47,7 +47,7 @@ pub fn resolve(name: &str, args: Vec<Expr>, names: &IntegerTypes, elems: &HashMa
 /// `sqrt(int)` or `fmax(float, int)` to the standard library's templates for integer
 /// arguments, which are host functions, and refuses the kernel. Calls with floating arguments
 /// only are left as written.
-fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &IntegerTypes, elems: &HashMap<&str, ScalarType>) -> Vec<Expr> {
+fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -> Vec<Expr> {
     let types: Vec<Option<ScalarType>> = args.iter().map(|a| type_of(a, names, elems)).collect();
     if !types.iter().any(|t| t.is_some_and(|t| t.is_integer())) || types.iter().any(Option::is_none) {
         return args;
@@ -56,7 +56,7 @@ fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &IntegerTypes, e
 }
 
 /// The C type of `e`, where every name in it has a known type.
-fn type_of(e: &Expr, names: &IntegerTypes, elems: &HashMap<&str, ScalarType>) -> Option<ScalarType> {
+fn type_of(e: &Expr, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -> Option<ScalarType> {
     let of = |x: &Expr| type_of(x, names, elems);
     Some(match &e.kind {
         ExprKind::Int(v) => {
@@ -103,7 +103,7 @@ mod tests {
 
     fn call(name: &str, args: Vec<Expr>) -> Vec<Expr> {
         let elems: HashMap<&str, ScalarType> = [("data", ScalarType::Float), ("text", ScalarType::Char)].into_iter().collect();
-        resolve(name, args, &IntegerTypes::of_names(&[("big", ScalarType::Long), ("i", ScalarType::Int)]), &elems)
+        resolve(name, args, &DeclaredTypes::of_names(&[("big", ScalarType::Long), ("i", ScalarType::Int)]), &elems)
     }
 
     fn printed(args: &[Expr]) -> Vec<String> {
