@@ -49,6 +49,11 @@ pub struct DeviceProfile {
     /// The multiprocessors' boost clock in MHz (the clock of the published peak FLOP rate).
     #[serde(default)]
     pub boost_clock_mhz: Option<u32>,
+    /// The most blocks a grid may have along x, y and z (`cudaDeviceProp::maxGridSize`);
+    /// optional: without it, what every device of the compute capability allows
+    /// ([`DeviceProfile::grid_limits`]).
+    #[serde(default)]
+    pub max_grid_size: Option<[u32; 3]>,
 }
 
 /// Why a profile could not be used; `Display` names the source and the field.
@@ -111,6 +116,17 @@ impl DeviceProfile {
         Ok(profile)
     }
 
+    /// The most blocks a grid may have along x, y and z: the profile's `max_grid_size`, else
+    /// the CUDA C++ Programming Guide's limit for the compute capability (2^31 - 1 along x from
+    /// compute capability 3.0 on, 65535 before; 65535 along y and z).
+    pub fn grid_limits(&self) -> [i64; 3] {
+        if let Some(g) = self.max_grid_size {
+            return g.map(i64::from);
+        }
+        let major: u32 = self.compute_capability.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        [if major >= 3 { (1 << 31) - 1 } else { 65535 }, 65535, 65535]
+    }
+
     /// The field at fault and why.
     fn check(&self) -> Result<(), (&'static str, String)> {
         // Every CUDA device has 32 lanes per warp; the occupancy, coalescing and bank models
@@ -134,6 +150,9 @@ impl DeviceProfile {
         let throughput = [("memory_bandwidth_gb_s", self.memory_bandwidth_gb_s), ("boost_clock_mhz", self.boost_clock_mhz)];
         if let Some((field, value)) = throughput.iter().find_map(|(f, v)| v.filter(|v| *v == 0 || *v > 1_000_000).map(|v| (*f, v))) {
             return Err((field, format!("field `{field}` ({value}) must be between 1 and 1000000")));
+        }
+        if let Some(g) = self.max_grid_size.filter(|g| g.iter().any(|v| *v == 0 || *v > i32::MAX as u32)) {
+            return Err(("max_grid_size", format!("field `max_grid_size` ({g:?}) must hold three extents between 1 and 2147483647 (x, y, z)")));
         }
         if let Some((field, value, most)) = at_most.iter().find(|(_, v, most)| v > most) {
             return Err((field, format!("field `{field}` ({value}) must be at most {most}")));
@@ -214,5 +233,21 @@ mod tests {
             assert_eq!(p.name, name);
         }
         assert_eq!(DeviceProfile::built_in().len(), BUILT_IN.len());
+    }
+
+    #[test]
+    fn grid_limits_come_from_the_profile_or_the_compute_capability() {
+        let h100 = BUILT_IN.iter().find(|(n, _)| *n == "h100").unwrap().1;
+        let without: String = h100.lines().filter(|l| !l.starts_with("max_grid_size:")).map(|l| format!("{l}\n")).collect();
+        assert_eq!(DeviceProfile::parse("p.yaml", &without).unwrap().grid_limits(), [2147483647, 65535, 65535]);
+        let fermi = without.replace("compute_capability: \"9.0\"", "compute_capability: \"2.0\"");
+        assert_eq!(DeviceProfile::parse("p.yaml", &fermi).unwrap().grid_limits(), [65535, 65535, 65535]);
+        let small = format!("{without}max_grid_size: [100, 20, 3]\n");
+        assert_eq!(DeviceProfile::parse("p.yaml", &small).unwrap().grid_limits(), [100, 20, 3]);
+        for bad in ["[0, 1, 1]", "[2147483648, 1, 1]", "[1, 2]"] {
+            let text = format!("{without}max_grid_size: {bad}\n");
+            let e = DeviceProfile::parse("p.yaml", &text).unwrap_err().0;
+            assert!(e.contains("max_grid_size") || e.contains("invalid length"), "{bad}: {e}");
+        }
     }
 }

@@ -31,6 +31,8 @@ pub struct FactSet {
     /// The integer parameters, in slot order.
     params: Vec<String>,
     derived: BTreeMap<String, Expr>,
+    /// The derived scalars of a floating type (C computes them in floating point).
+    floating: std::collections::BTreeSet<String>,
 }
 
 impl FactSet {
@@ -71,7 +73,8 @@ impl FactSet {
                 Ok(Fact { kind: f.kind, text, expr: f.condition.clone(), code, reads })
             })
             .collect::<Result<_, String>>()?;
-        Ok(FactSet { facts, params, derived })
+        let floating = function.derived.iter().filter(|d| !d.ty.is_integer()).map(|d| d.name.clone()).collect();
+        Ok(FactSet { facts, params, derived, floating })
     }
 
     /// The parameters' values in slot order (a missing one reads as 0, which no fact relies on
@@ -101,6 +104,23 @@ impl FactSet {
     /// The compiled facts over the integer parameters in declaration order.
     pub fn compiled(&self) -> impl Iterator<Item = (&Fact, &Code)> {
         self.facts.iter().map(|f| (f, &f.code))
+    }
+
+    /// Any integer expression over the integer parameters and integer derived scalars,
+    /// compiled with the facts' rules (slots: the integer parameters in order).
+    pub fn compile(&self, e: &Expr) -> Result<Code, String> {
+        let resolve = |v: &str| match self.params.iter().position(|p| p == v) {
+            Some(i) => Ok(Resolved::Slot(i)),
+            None if self.floating.contains(v) => Err(format!("`{v}` is floating")),
+            None => self.derived.get(v).map(|d| Resolved::Expr(d.clone())).ok_or_else(|| format!("`{v}` is not an integer parameter")),
+        };
+        Code::compile(e, &resolve)
+    }
+
+    /// An expression [`FactSet::compile`] accepts, as C++ with the facts' rules: see
+    /// [`FactSet::cpp`].
+    pub fn cpp_of(&self, e: &Expr, ok: &str) -> String {
+        self.cpp_expr(e, ok)
     }
 
     /// The fact as a C++ expression over `long long` variables named like the parameters; `ok`

@@ -11,7 +11,12 @@
 //! constraints (`r <= R`, `r * threads <= R_B`) use the register count of the compiled kernel
 //! when the CUDA runtime reports one ([`CompiledLeaf`]), else the tree's estimate; a reported
 //! `max_threads` must also admit the block. Since the tree's leaves partition the space, with
-//! estimates at most one rule holds; with real counts, "first" settles the overlap.
+//! estimates at most one rule holds; with real counts, "first" settles the overlap. A kernel
+//! whose grid, at the point, has more blocks along some dimension than the device allows
+//! ([`DeviceLimits::max_grid`]; an extent that overflows 64 bits too) is passed over the same
+//! way, so that the selection never names a kernel whose launch the runtime would refuse; an
+//! extent that is not integer arithmetic on the integer parameters (it reads a floating
+//! parameter or a host loop's counter) is not checked here, and the launch function checks it.
 //!
 //! Two evaluators with one meaning: [`Dispatcher::select_exact`] evaluates with exact rationals
 //! (the reference), [`Dispatcher::select`] with checked 128-bit integers falling back to exact
@@ -43,6 +48,8 @@ pub struct DeviceLimits {
     pub warps_per_multiprocessor: i64,
     /// The device's multiprocessors: the value of `N_SM`.
     pub multiprocessors: i64,
+    /// The most blocks a grid may have along x, y and z; 0: not known (not checked).
+    pub max_grid: [i64; 3],
 }
 
 impl DeviceLimits {
@@ -56,6 +63,7 @@ impl DeviceLimits {
             registers_per_multiprocessor: p.registers_per_multiprocessor.into(),
             warps_per_multiprocessor: p.warps_per_multiprocessor.into(),
             multiprocessors: p.multiprocessors.into(),
+            max_grid: p.grid_limits(),
         }
     }
 }
@@ -104,6 +112,9 @@ pub enum Selection {
     NoKernel(Counter),
     /// No leaf admits the point (only with compiled register counts that exceed the model's).
     NoLeaf,
+    /// Every kernel that admits the point needs more blocks along this grid dimension (0 x,
+    /// 1 y, 2 z: the first such kernel's) than the device allows.
+    GridTooLarge(usize),
 }
 
 /// The selection rules of one schedule's tree.
@@ -119,7 +130,18 @@ pub struct Dispatcher {
     pub rules: Vec<Rule>,
     /// Kernel leaf names, by index.
     pub kernels: Vec<String>,
+    /// Each kernel leaf's grid extents (by index), where they are integer arithmetic on the
+    /// integer parameters.
+    pub grids: Vec<[Option<GridExtent>; 3]>,
     fast: Vec<FastRule>,
+}
+
+/// One grid extent of a kernel leaf: the launch's expression and its compiled form.
+#[derive(Clone, Debug)]
+pub struct GridExtent {
+    /// As the program writes it (derived scalars by name).
+    pub expr: crate::frontend::ast::Expr,
+    code: crate::cexpr::Code,
 }
 
 impl Dispatcher {
@@ -130,6 +152,7 @@ impl Dispatcher {
         let machine = m.all().map(Var::new);
         let mut rules = Vec::new();
         let mut kernels = Vec::new();
+        let mut grids = Vec::new();
         for (leaf, edges) in leaf_paths(tree) {
             let node = &tree.nodes[leaf];
             let outcome = match &node.kind {
@@ -137,6 +160,8 @@ impl Dispatcher {
                     let name = crate::emit::tree_files::leaf_kernel_name(tree, leaf);
                     let index = kernels.iter().position(|k| *k == name).unwrap_or_else(|| {
                         kernels.push(name.clone());
+                        let extent = |d: usize| node.staged.grid.get(d).and_then(|e| facts.compile(e).ok().map(|code| GridExtent { expr: e.clone(), code }));
+                        grids.push([extent(0), extent(1), extent(2)]);
                         kernels.len() - 1
                     });
                     Outcome::Kernel { index, name }
@@ -161,7 +186,7 @@ impl Dispatcher {
         }
         let vars: Vec<Var> = params.iter().map(|p| Var::new(p)).chain(machine.iter().cloned()).collect();
         let fast = rules.iter().map(|r| FastRule::compile(r, &vars)).collect::<Result<_, _>>()?;
-        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, fast })
+        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, grids, fast })
     }
 
     /// The variables of the compiled tables: the integer parameters, then the machine symbols.
@@ -181,6 +206,25 @@ impl Dispatcher {
         })
     }
 
+    /// The first grid dimension along which kernel `index` needs more blocks than `dev` allows
+    /// at `slots` (the integer parameters' values in order), if any. An extent of 0 or less
+    /// launches nothing and fits; one that overflows 64 bits does not.
+    fn grid_refusal(&self, index: usize, dev: &DeviceLimits, slots: &[i64]) -> Option<usize> {
+        let extents = self.grids.get(index)?;
+        (0..3).find(|&d| dev.max_grid[d] > 0 && extents[d].as_ref().is_some_and(|g| g.code.eval(slots).is_none_or(|v| v > dev.max_grid[d])))
+    }
+
+    /// What a point that no kernel takes selects: a grid too large where an admitting kernel
+    /// was passed over for its grid, else "no kernel" where the tree has none there, else
+    /// "no leaf".
+    fn none_selected(grid: Option<usize>, no_kernel: Option<Counter>) -> Selection {
+        match (grid, no_kernel) {
+            (Some(d), _) => Selection::GridTooLarge(d),
+            (None, Some(c)) => Selection::NoKernel(c),
+            (None, None) => Selection::NoLeaf,
+        }
+    }
+
     fn machine_values(&self, dev: &DeviceLimits) -> [i64; 7] {
         [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor, dev.multiprocessors]
     }
@@ -196,7 +240,8 @@ impl Dispatcher {
             point.insert(sym.clone(), Rational::from_integer(value.into()));
         }
         let holds = |c: &Constraint| c.holds_at(&point).map_err(|v| format!("{}: a constraint reads `{v}`, which is not a parameter", self.schedule));
-        let mut no_kernel = None;
+        let slots: Vec<i64> = self.params.iter().map(|p| params.get(p).copied().unwrap_or(0)).collect();
+        let (mut no_kernel, mut grid) = (None, None);
         for rule in &self.rules {
             let mut ok = true;
             for c in &rule.path {
@@ -225,12 +270,17 @@ impl Dispatcher {
                         fits &= holds(&Constraint::le(&rule.threads_per_block, &Poly::int(seen.max_threads)))?;
                     }
                     if fits {
-                        return Ok(Selection::Leaf(*index));
+                        match self.grid_refusal(*index, dev, &slots) {
+                            None => return Ok(Selection::Leaf(*index)),
+                            Some(d) => {
+                                grid.get_or_insert(d);
+                            }
+                        }
                     }
                 }
             }
         }
-        Ok(no_kernel.map_or(Selection::NoLeaf, Selection::NoKernel))
+        Ok(Self::none_selected(grid, no_kernel))
     }
 
     /// The same selection with 128-bit integer arithmetic (on overflow, the whole point is
@@ -245,7 +295,7 @@ impl Dispatcher {
         }
         let machine = self.machine_values(dev);
         values.extend(machine);
-        let mut no_kernel = None;
+        let (mut no_kernel, mut grid) = (None, None);
         for (rule, fast) in self.rules.iter().zip(&self.fast) {
             let mut ok = true;
             for c in &fast.path {
@@ -272,12 +322,17 @@ impl Dispatcher {
                     let Some(per_block) = r.checked_mul(threads) else { return self.select_exact(dev, compiled, params) };
                     let fits = r <= i128::from(machine[0]) && per_block <= i128::from(machine[3]) && (seen.max_threads <= 0 || threads <= i128::from(seen.max_threads));
                     if fits {
-                        return Ok(Selection::Leaf(*index));
+                        match self.grid_refusal(*index, dev, &values[..self.params.len()]) {
+                            None => return Ok(Selection::Leaf(*index)),
+                            Some(d) => {
+                                grid.get_or_insert(d);
+                            }
+                        }
                     }
                 }
             }
         }
-        Ok(no_kernel.map_or(Selection::NoLeaf, Selection::NoKernel))
+        Ok(Self::none_selected(grid, no_kernel))
     }
 }
 

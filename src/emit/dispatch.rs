@@ -411,7 +411,25 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     let mut vals: Vec<String> = d.params.iter().map(|p| c_ident(p).into_owned()).collect();
     vals.extend(["registers_per_thread", "shared_memory_per_block_optin", "threads_per_block", "registers_per_block", "registers_per_multiprocessor", "warps_per_multiprocessor", "multiprocessors"].map(|f| format!("metafork_dev->{f}")));
     let _ = writeln!(out, "  const long long metafork_vals[] = {{{}}};", vals.join(", "));
-    let _ = writeln!(out, "  return metafork_select_from_table({tables}, metafork_vals, {}, metafork_compiled ? metafork_compiled->registers : 0, metafork_compiled ? metafork_compiled->max_threads : 0, metafork_detail);", d.params.len());
+    // Each kernel's grid against the device's, where the extents are integer arithmetic on the
+    // parameters (the launch function checks the others).
+    let grid = if d.grids.iter().flatten().any(Option::is_some) {
+        let _ = writeln!(out, "  const char *metafork_grid[{}] = {{0}};", d.kernels.len());
+        for (k, extents) in d.grids.iter().enumerate() {
+            for (dim, g) in extents.iter().enumerate() {
+                let Some(g) = g else { continue };
+                let _ = writeln!(out, "  if (!metafork_grid[{k}]) {{ /* {}: {} */
+    int metafork_ok = 1;
+    const long long metafork_g = {};
+    metafork_grid[{k}] = metafork_grid_refusal(metafork_dev, {dim}, metafork_g, metafork_ok);
+  }}", c_comment(&d.kernels[k]), c_comment(&g.expr.to_string()), d.facts.cpp_of(&g.expr, "metafork_ok"));
+            }
+        }
+        "metafork_grid"
+    } else {
+        "0"
+    };
+    let _ = writeln!(out, "  return metafork_select_from_table({tables}, metafork_vals, {}, metafork_compiled ? metafork_compiled->registers : 0, metafork_compiled ? metafork_compiled->max_threads : 0, {grid}, metafork_detail);", d.params.len());
     let _ = writeln!(out, "}}\n");
     let _ = writeln!(out, "/* Dynamic shared memory (bytes) kernel leaf `leaf` needs at `p`; -1 on overflow or a bad index. */");
     let _ = writeln!(out, "static inline long long metafork_{s}_shared_bytes(int metafork_leaf, const metafork_{s}_params *metafork_p) {{");

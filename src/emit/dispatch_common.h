@@ -17,6 +17,7 @@ typedef struct metafork_device {
   long long registers_per_multiprocessor;  /* R_SM: 32-bit registers of one multiprocessor */
   long long warps_per_multiprocessor;      /* W_SM: resident warps per multiprocessor */
   long long multiprocessors;               /* N_SM: multiprocessors of the device */
+  long long max_grid_size[3];              /* blocks per grid along x, y, z (cudaDeviceProp::maxGridSize); 0: not known, not checked */
 } metafork_device;
 
 /* Negative results of select and launch. */
@@ -27,7 +28,8 @@ enum {
   METAFORK_OVERFLOW = -4,            /* a constraint could not be evaluated in 128-bit integers */
   METAFORK_NO_LEAF = -5,             /* the compiled leaves need more registers than the device offers at this block size */
   METAFORK_BAD_DEVICE = -6,          /* a device limit is not positive */
-  METAFORK_CUDA_ERROR = -7           /* the CUDA runtime failed; see *cuda_error */
+  METAFORK_CUDA_ERROR = -7,          /* the CUDA runtime failed; see *cuda_error */
+  METAFORK_GRID_TOO_LARGE = -8       /* every kernel that admits the point needs more blocks than the device's grid allows; detail: the dimension */
 };
 
 /* Results of metafork_<schedule>_wisdom. */
@@ -49,6 +51,7 @@ static inline const char *metafork_status_string(int status) {
   case METAFORK_NO_LEAF: return "no compiled kernel fits this device at these parameters";
   case METAFORK_BAD_DEVICE: return "a device limit is not positive";
   case METAFORK_CUDA_ERROR: return "the CUDA runtime reported an error";
+  case METAFORK_GRID_TOO_LARGE: return "every kernel for these parameters needs a larger grid than the device allows";
   default: return status >= 0 ? "a kernel was selected" : "unknown status";
   }
 }
@@ -101,13 +104,22 @@ static inline int metafork_poly_value(const metafork_term *terms, const metafork
   return 1;
 }
 
+/* The grid dimension a kernel's extent `v` (ok: computed without overflow) exceeds on `dev`
+   (dimension `d`), as a detail, or 0 when it fits (an extent of 0 or less launches nothing). */
+static inline const char *metafork_grid_refusal(const metafork_device *dev, int d, long long v, int ok) {
+  static const char *const names[] = {"the grid's x extent", "the grid's y extent", "the grid's z extent"};
+  return dev->max_grid_size[d] > 0 && (!ok || v > dev->max_grid_size[d]) ? names[d] : 0;
+}
+
 /* The first kernel rule whose constraints hold at `vals` (parameters, then R, Z_B, T_B, R_B from
    index `machine`); a kernel's own register check uses `registers[kernel]` when positive, and
-   `max_threads[kernel]` when positive must admit the block. */
+   `max_threads[kernel]` when positive must admit the block; a kernel with `grid[kernel]`
+   not NULL (the dimension its grid exceeds on the device) is passed over. */
 static inline int metafork_select_from_table(const metafork_rule *rules, int rule_count, const metafork_constraint *constraints,
                                         const metafork_term *terms, const metafork_factor *factors, const long long *vals,
-                                        int machine, const long long *registers, const long long *max_threads, const char **detail) {
-  const char *no_kernel = 0;
+                                        int machine, const long long *registers, const long long *max_threads,
+                                        const char *const *grid, const char **detail) {
+  const char *no_kernel = 0, *too_large = 0;
   for (int i = 0; i < rule_count; i++) {
     const metafork_rule *r = &rules[i];
     int holds = 1;
@@ -133,7 +145,14 @@ static inline int metafork_select_from_table(const metafork_rule *rules, int rul
     __int128 threads, per_block;
     if (!metafork_poly_value(terms, factors, r->threads, vals, &threads)) return METAFORK_OVERFLOW;
     if (__builtin_mul_overflow((__int128)reg, threads, &per_block)) return METAFORK_OVERFLOW;
-    if (reg <= vals[machine] && per_block <= vals[machine + 3] && (most <= 0 || threads <= most)) return r->kernel;
+    if (reg <= vals[machine] && per_block <= vals[machine + 3] && (most <= 0 || threads <= most)) {
+      if (!grid || !grid[r->kernel]) return r->kernel;
+      if (!too_large) too_large = grid[r->kernel];
+    }
+  }
+  if (too_large) {
+    if (detail) *detail = too_large;
+    return METAFORK_GRID_TOO_LARGE;
   }
   if (no_kernel) {
     if (detail) *detail = no_kernel;
@@ -177,6 +196,11 @@ static inline cudaError_t metafork_query_device(metafork_device *dev) {
   dev->warps_per_multiprocessor = v / 32;
   if ((e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
   dev->multiprocessors = v;
+  const cudaDeviceAttr grid[3] = {cudaDevAttrMaxGridDimX, cudaDevAttrMaxGridDimY, cudaDevAttrMaxGridDimZ};
+  for (int d = 0; d < 3; d++) {
+    if ((e = cudaDeviceGetAttribute(&v, grid[d], device)) != cudaSuccess) return e;
+    dev->max_grid_size[d] = v;
+  }
   return cudaSuccess;
 }
 #endif

@@ -217,6 +217,11 @@ fn table(t: &Tuned, top: usize) -> String {
     } else {
         out
     };
+    let out = if t.grid_too_large > 0 {
+        out + &format!("  {} more need more thread blocks along a grid dimension than the device allows: not listed\n", t.grid_too_large)
+    } else {
+        out
+    };
     if t.admissible.is_empty() {
         return out + "  no configuration is admissible on this device for these sizes\n";
     }

@@ -9,7 +9,9 @@
 //! their parameters are bound); the final filter is leaf selection
 //! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
 //! estimates. A configuration whose launch runs no block at the sizes (a grid extent of 0) is
-//! left out and counted ([`Tuned::idle`]): it computes nothing. Where the device profile gives
+//! left out and counted ([`Tuned::idle`]): it computes nothing; one whose every admitting leaf
+//! needs more blocks than the device's grid allows is not admissible, and is counted
+//! ([`Tuned::grid_too_large`]). Where the device profile gives
 //! its bandwidth and clock, configurations are
 //! ranked by the data-movement model's time ([`crate::perf::movement`]: flops, global bytes and
 //! shared passes per launch against the device's rates, with occupancy hiding latency), the
@@ -93,6 +95,9 @@ pub struct Tuned {
     /// (a grid extent is 0, as `N / (B1*s)` with `B1*s > N`): they compute nothing, and a
     /// time of 0 would rank them first.
     pub idle: usize,
+    /// Configurations left out because every leaf admitting them needs more blocks along a
+    /// grid dimension than the device allows (the dispatcher refuses them too).
+    pub grid_too_large: usize,
     /// Why no configuration has an estimated time, when the device profile is the reason
     /// ([`crate::perf::movement::unavailable`]): the ranking then falls back to the counters.
     #[serde(skip)]
@@ -204,6 +209,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let mut chosen: Vec<usize> = Vec::new();
     let mut failure = None;
     let mut overflow: Option<String> = None;
+    let mut grid_too_large = 0;
     let mut filter = |row: &[i64]| {
         let point: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
         // A configuration where the program's host arithmetic overflows is no configuration.
@@ -215,6 +221,10 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             Ok(Selection::Leaf(i)) => {
                 chosen.push(i);
                 true
+            }
+            Ok(Selection::GridTooLarge(_)) => {
+                grid_too_large += 1;
+                false
             }
             Ok(_) => false,
             Err(e) => {
@@ -297,5 +307,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, time_model_off: crate::perf::movement::unavailable(device) })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, time_model_off: crate::perf::movement::unavailable(device) })
 }

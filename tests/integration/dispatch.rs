@@ -15,8 +15,9 @@ use std::process::Command;
 use crate::common::{cxx, examples, nvcc, scratch, trees_of, Rng};
 
 /// A device: a built-in profile, or (one time in three) one with its limits scaled at random,
-/// (one time in four) few, small multiprocessors, and (one time in four) a register file near
-/// the leaves' estimates, so that points land near every boundary of the trees.
+/// (one time in four) few, small multiprocessors, (one time in four) a register file near
+/// the leaves' estimates, so that points land near every boundary of the trees, and (one time
+/// in five) a small grid, or (one time in ten) grid limits not known.
 fn random_device(rng: &mut Rng, profiles: &[DeviceProfile]) -> DeviceLimits {
     let mut d = DeviceLimits::of(&profiles[rng.range(0, profiles.len() as i64 - 1) as usize]);
     if rng.chance(33) {
@@ -40,6 +41,11 @@ fn random_device(rng: &mut Rng, profiles: &[DeviceProfile]) -> DeviceLimits {
         // Register files near the leaves' estimates reach the deep register-pressure leaves.
         d.registers_per_thread = rng.range(16, 64);
         d.registers_per_block = rng.range(1024, 65536);
+    }
+    if rng.chance(20) {
+        d.max_grid = [rng.range(1, 64), rng.range(1, 64), rng.range(1, 4)];
+    } else if rng.chance(10) {
+        d.max_grid = [0, 0, 0];
     }
     d
 }
@@ -86,6 +92,7 @@ fn expected(s: &Selection) -> (i64, String) {
         Selection::OutsideAssumptions(f) => (-2, f.clone()),
         Selection::NoKernel(c) => (-3, format!("{} cannot be lowered far enough", c.name())),
         Selection::NoLeaf => (-5, String::new()),
+        Selection::GridTooLarge(d) => (-8, format!("the grid's {} extent", ["x", "y", "z"][*d])),
     }
 }
 
@@ -98,9 +105,9 @@ fn driver(schedule: &str, params: &[String]) -> String {
 #include "{schedule}_dispatch.h"
 int main(void) {{
   metafork_device d;
-  while (scanf("%lld %lld %lld %lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
+  while (scanf("%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &d.registers_per_thread, &d.registers_per_block, &d.shared_memory_per_block,
                &d.shared_memory_per_block_optin, &d.threads_per_block, &d.registers_per_multiprocessor, &d.warps_per_multiprocessor,
-               &d.multiprocessors) == 8) {{
+               &d.multiprocessors, &d.max_grid_size[0], &d.max_grid_size[1], &d.max_grid_size[2]) == 11) {{
     int known = 0;
     metafork_{schedule}_compiled c;
     metafork_{schedule}_params p;
@@ -125,7 +132,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
     let profiles = DeviceProfile::built_in();
     let mut rng = Rng(0x2545F4914F6CDD1D);
     let dir = scratch("dispatch-agree");
-    let mut total_points = 0;
+    let (mut total_points, mut grid_refused) = (0, 0);
     for (path, text) in examples() {
         for (function, tree) in trees_of(&path, &text, &backend) {
             let d = Dispatcher::new(&function, &tree).unwrap();
@@ -163,6 +170,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                         registers_per_multiprocessor: rsm.unwrap_or(65536),
                         warps_per_multiprocessor: wsm.unwrap_or(64),
                         multiprocessors: nsm.unwrap_or(132),
+                        max_grid: [2147483647, 65535, 65535],
                     };
                     let mut params: BTreeMap<String, i64> = d.params.iter().map(|p| (p.clone(), value(p).unwrap_or(1))).collect();
                     points.push((dev, Vec::new(), params.clone()));
@@ -183,7 +191,7 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                 }
                 wanted.push((format!("{params:?} on {dev:?} with {compiled:?}"), expected(&exact)));
                 input += &format!(
-                    "{} {} {} {} {} {} {} {}\n{}\n",
+                    "{} {} {} {} {} {} {} {} {} {} {}\n{}\n",
                     dev.registers_per_thread,
                     dev.registers_per_block,
                     dev.shared_memory_per_block,
@@ -192,6 +200,9 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
                     dev.registers_per_multiprocessor,
                     dev.warps_per_multiprocessor,
                     dev.multiprocessors,
+                    dev.max_grid[0],
+                    dev.max_grid[1],
+                    dev.max_grid[2],
                     !compiled.is_empty() as i32
                 );
                 for i in 0..slots {
@@ -213,9 +224,12 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
             let refused = wanted.iter().filter(|(_, (c, _))| *c < 0).count();
             eprintln!("{s}: {} points, {selected} selected a kernel ({} distinct of {}), {refused} refused", wanted.len(), leaves_hit.len(), d.kernels.len());
             total_points += wanted.len();
+            grid_refused += wanted.iter().filter(|(_, (c, _))| *c == -8).count();
         }
     }
     assert!(total_points >= 1000);
+    // The small grids of `random_device` reach the grid check on both sides.
+    assert!(grid_refused > 0, "no point was refused for its grid");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -194,7 +194,7 @@ fn the_tree_unrolls_on_the_side_of_the_trip_count_condition() {
     let unrolled_names: Vec<String> = tree.leaves().filter(|l| l.applied.contains(&Strategy::Unroll)).map(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id)).collect();
     let params: std::collections::BTreeMap<String, i64> = [("B".to_string(), 32), ("N".to_string(), 128)].into();
     let chosen = |registers_per_multiprocessor: i64| {
-        let dev = metafork::dispatch::DeviceLimits { registers_per_thread: 24, registers_per_block: 65536, shared_memory_per_block: 49152, shared_memory_per_block_optin: 49152, threads_per_block: 1024, registers_per_multiprocessor, warps_per_multiprocessor: 64, multiprocessors: 132 };
+        let dev = metafork::dispatch::DeviceLimits { registers_per_thread: 24, registers_per_block: 65536, shared_memory_per_block: 49152, shared_memory_per_block_optin: 49152, threads_per_block: 1024, registers_per_multiprocessor, warps_per_multiprocessor: 64, multiprocessors: 132, max_grid: [2147483647, 65535, 65535] };
         match d.select_exact(&dev, &[], &params).unwrap() {
             metafork::dispatch::Selection::Leaf(i) => d.kernels[i].clone(),
             other => panic!("{other:?}"),

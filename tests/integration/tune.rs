@@ -621,3 +621,41 @@ fn harness_keeps_long_parameters_long() {
         assert!(o.status.success(), "nvcc rejected the harness:\n{}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+/// A matrix of 70000 rows puts matadd's grid past 65535 blocks along y wherever a block holds
+/// one row (`N / B0` with `B0 = 1`): the launch would fail, so neither the dispatcher nor tune
+/// admits those configurations. tune counts them, and every configuration it lists has a grid
+/// the H200 allows.
+#[test]
+fn configurations_whose_grid_the_device_refuses_are_not_listed() {
+    let dir = scratch("tune-grid-limit");
+    let out = metafork(&dir, &["tune", &example("matadd"), "--device", "h200", "--size", "N=70000", "--estimates", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!json.is_empty());
+    let text = std::fs::read_to_string(example("matadd")).unwrap();
+    let program = check_source("matadd.mf", &text).unwrap();
+    let k = &program.kernels[0];
+    let tree = metafork::tree::build(k, Kernel::from_schedule(k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
+    let d = Dispatcher::new(k, &tree).unwrap();
+    let h200 = DeviceProfile::load("h200").unwrap();
+    let limits = DeviceLimits::of(&h200);
+    let leaf_code = |name: &str| tree.leaves().find(|l| metafork::emit::tree_files::leaf_kernel_name(&tree, l.id) == name).map(|l| l.staged.clone()).unwrap();
+    for c in &json {
+        let point: BTreeMap<String, i64> = c["parameters"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_i64().unwrap())).collect();
+        let (grid, _) = metafork::perf::movement::launch_shape(k, &leaf_code(c["leaf"].as_str().unwrap()), &point).unwrap();
+        assert!((0..3).all(|i| grid[i] <= limits.max_grid[i]), "{c}: grid {grid:?}");
+    }
+    // One row per block: the grid's y extent is 70000, and the selection says so.
+    let one_row = BTreeMap::from([("N".to_string(), 70000), ("B0".to_string(), 1), ("B1".to_string(), 256)]);
+    assert_eq!(d.select(&limits, &[], &one_row).unwrap(), Selection::GridTooLarge(1));
+    assert_eq!(d.select_exact(&limits, &[], &one_row).unwrap(), Selection::GridTooLarge(1));
+    assert!(json.iter().all(|c| c["parameters"]["B0"].as_i64() != Some(1)), "B0 = 1 needs 70000 blocks along y");
+    let unknown = DeviceLimits { max_grid: [0, 0, 0], ..limits };
+    assert!(matches!(d.select(&unknown, &[], &one_row).unwrap(), Selection::Leaf(_)), "limits not known are not checked");
+    let table = metafork(&dir, &["tune", &example("matadd"), "--device", "h200", "--size", "N=70000", "--estimates"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let refused: usize = table.lines().find_map(|l| l.trim().strip_suffix(" more need more thread blocks along a grid dimension than the device allows: not listed")).expect(&table).parse().unwrap();
+    assert!(refused > 0, "{table}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
