@@ -77,8 +77,16 @@ pub fn files<'p>(name: &str, text: &str, program: &'p crate::frontend::CheckedPr
 fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgram, color: bool) -> Result<(), Failure> {
     let backend = constraints::solver::Backend::default();
     for function in &program.kernels {
-        if let Some(fact) = crate::strategy::contradictory_fact(function, &backend) {
-            let d = crate::frontend::Diagnostic::new(fact.condition.span, format!("the facts of `{}` contradict each other: no parameter value satisfies them all", function.name), "contradicts the facts before it");
+        if let Some(c) = crate::strategy::contradictory_fact(function, &backend) {
+            let d = if c.by_types {
+                let mut read = Vec::new();
+                c.fact.condition.names(&mut read);
+                let types: Vec<String> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer() && read.contains(&p.name)).map(|p| format!("`{} {}`", p.ty.c_name(), p.name)).collect();
+                let label = format!("no value of {} satisfies this with the facts before it", types.join(", "));
+                crate::frontend::Diagnostic::new(c.fact.condition.span, format!("the facts of `{}` admit no value of the parameters' C types (an `int` holds -2147483648 to 2147483647)", function.name), &label)
+            } else {
+                crate::frontend::Diagnostic::new(c.fact.condition.span, format!("the facts of `{}` contradict each other: no parameter value satisfies them all", function.name), "contradicts the facts before it")
+            };
             return Err(Failure::input(command::render(name, text, d, color)));
         }
     }

@@ -40,37 +40,59 @@ pub fn base_context(function: &KernelFunction) -> System {
     s
 }
 
-/// The first fact, in program order, that Z3 proves contradicts the facts before it (every
-/// integer parameter an integer): then no parameter value satisfies them all. `None` when they
-/// are consistent or Z3 cannot tell.
-pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -> Option<&'f Fact> {
+/// A fact that no parameter value satisfies together with the facts before it.
+#[derive(Clone, Copy, Debug)]
+pub struct Contradiction<'f> {
+    pub fact: &'f Fact,
+    /// The contradiction needs the ranges of the parameters' C types (`assume(N >= 2147483648)`
+    /// for an `int N`): the facts alone, over unbounded integers, are consistent.
+    pub by_types: bool,
+}
+
+/// The first fact, in program order, that Z3 proves contradicts the facts before it, every
+/// integer parameter an integer within its C type's range: then no parameter value satisfies
+/// them all. `None` when they are consistent or Z3 cannot tell.
+pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -> Option<Contradiction<'f>> {
     let mut s = System::new();
+    let mut ranges = Vec::new();
     for p in function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()) {
         s.set_domain(Var::new(&p.name), Domain::integer());
+        let most = match p.ty {
+            crate::frontend::ast::ScalarType::Char => i64::from(i8::MAX),
+            crate::frontend::ast::ScalarType::Int => i64::from(i32::MAX),
+            _ => i64::MAX,
+        };
+        let v = constraints::Poly::var(&p.name);
+        ranges.push(constraints::Constraint::le(&v, &constraints::Poly::int(most)));
+        ranges.push(constraints::Constraint::le(&constraints::Poly::int(-most - 1), &v));
     }
     let facts: Vec<Option<constraints::Constraint>> = function.facts.iter().map(|f| f.constraint.clone()).collect();
     // Most programs' facts hold at a point where every variable takes one power of two (all
     // `64`, say): checking that exactly needs no Z3 context, the most expensive part of a
     // small program's `gen` (bench/RESULTS.md, issue 25).
     let mut all = s.clone();
-    facts.iter().flatten().for_each(|c| all.add(c.clone()));
+    facts.iter().flatten().chain(&ranges).for_each(|c| all.add(c.clone()));
     if uniform_solution(&all) {
         return None;
     }
     let timeout_ms = backend.timeout_ms();
     let at = constraints::solver::in_fresh_context(move || {
         let own = Backend::new(timeout_ms);
-        for (i, c) in facts.into_iter().enumerate() {
+        let untyped = s.clone();
+        ranges.into_iter().for_each(|c| s.add(c));
+        for (i, c) in facts.iter().enumerate() {
             if let Some(c) = c {
-                s.add(c);
+                s.add(c.clone());
                 if matches!(own.check(&s), CheckResult::Unsat) {
-                    return Some(i);
+                    let mut alone = untyped;
+                    facts[..=i].iter().flatten().for_each(|c| alone.add(c.clone()));
+                    return Some((i, !matches!(own.check(&alone), CheckResult::Unsat)));
                 }
             }
         }
         None
     });
-    at.map(|i| &function.facts[i])
+    at.map(|(i, by_types)| Contradiction { fact: &function.facts[i], by_types })
 }
 
 /// Whether `system` holds where every variable is the same power of two (1 to 2^20): an exact
