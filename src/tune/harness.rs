@@ -252,14 +252,22 @@ impl Harness<'_> {
             let _ = writeln!(out, "  {} *{n} = ({} *)(metafork_into == 0 ? metafork_arrays[{i}].answer : metafork_into == 1 ? metafork_arrays[{i}].other : metafork_arrays[{i}].scratch); (void){n};", a.elem, a.elem);
             let _ = writeln!(out, "  memcpy({n}, metafork_arrays[{i}].host, metafork_arrays[{i}].bytes);");
         }
-        for d in &function.derived {
-            let n = x.name(&d.name);
-            let _ = writeln!(out, "  const {} {n} = {}; (void){n};", d.ty, x.expr(&d.value)?);
-        }
+        // Each derived scalar where what it reads is bound: before the host loops, or inside the
+        // loop whose counter it reads (`int u = t * 2` in `for (t ...)`).
+        let opens = derived_depths(function, schedule);
+        let declare = |out: &mut String, depth: usize| -> Result<(), String> {
+            for (d, _) in function.derived.iter().zip(&opens).filter(|(_, o)| **o == Some(depth)) {
+                let n = x.name(&d.name);
+                let _ = writeln!(out, "{}const {} {n} = {}; (void){n};", "  ".repeat(depth + 1), d.ty, x.expr(&d.value)?);
+            }
+            Ok(())
+        };
+        declare(out, 0)?;
         let mut depth = 1;
         for h in &schedule.host_loops {
             let v = x.name(&h.var);
             let _ = writeln!(out, "{}for ({} {v} = {}; {v} {} {}; {v} += {}) {{", "  ".repeat(depth), h.ty, x.expr(&h.lo)?, if h.inclusive { "<=" } else { "<" }, x.expr(&h.hi)?, h.step);
+            declare(out, depth)?;
             depth += 1;
         }
         crate::emit::host::serial_schedule(function, k, depth, true, out)?;
@@ -269,6 +277,33 @@ impl Harness<'_> {
         let _ = writeln!(out, "  return 0;\n}}\n");
         Ok(())
     }
+}
+
+/// How many of `schedule`'s host loops must be open before each derived scalar of `function`
+/// (in order) can be computed: 0 when it reads only parameters and derived scalars of depth 0,
+/// `i + 1` when it reads the counter of host loop `i` (directly or through another derived
+/// scalar); `None` when it reads a name the schedule never binds (a counter of another
+/// schedule's host loop), so the schedule does not use it.
+fn derived_depths(function: &KernelFunction, schedule: &crate::frontend::model::Schedule) -> Vec<Option<usize>> {
+    let mut depths: Vec<Option<usize>> = Vec::with_capacity(function.derived.len());
+    for (i, d) in function.derived.iter().enumerate() {
+        let mut names = Vec::new();
+        d.value.names(&mut names);
+        let depth = names.iter().try_fold(0, |most, n| {
+            let at = if let Some(k) = schedule.host_loops.iter().position(|h| h.var == *n) {
+                Some(k + 1)
+            } else if let Some(j) = function.derived[..i].iter().rposition(|e| e.name == *n) {
+                depths[j]
+            } else if function.params.iter().any(|p| p.name == *n) {
+                Some(0)
+            } else {
+                None
+            };
+            at.map(|a| a.max(most))
+        });
+        depths.push(depth);
+    }
+    depths
 }
 
 /// Reductions' accurate sums and rounding bounds: the serial program's `METAFORK_REDUCE(t, v)` is

@@ -659,3 +659,26 @@ fn configurations_whose_grid_the_device_refuses_are_not_listed() {
     assert!(refused > 0, "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A host loop's local (`int u = t * 2` inside `for (t ...)`) is declared inside that loop in
+/// the harness's serial program, where its counter is bound (it was declared above the loop,
+/// and nvcc refused the harness).
+#[test]
+fn harness_declares_a_host_loop_local_inside_its_loop() {
+    let dir = scratch("tune-host-local");
+    let source = dir.join("f.mf");
+    std::fs::write(&source, "void f(int N, int B, int T, float y[N]) {\n  assume(N >= 1 && B >= 1 && T >= 1);\n  int w = N * 2;\n  for (int t = 0; t < T; t++) {\n    int u = t * 2 + w;\n    int v = u + 1;\n    meta_schedule {\n      meta_for (int i = 0; i < (N + B - 1) / B; i++)\n        meta_for (int j = 0; j < B; j++) {\n          int p = i * B + j;\n          if (p < N) y[p] = y[p] + v;\n        }\n    }\n  }\n}\n").unwrap();
+    let out = metafork(&dir, &["tune", source.to_str().unwrap(), "--device", "h200", "--size", "N=4096", "--size", "T=3", "--top", "2", "--emit-harness", "h"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let harness = dir.join("h/f_harness.cu");
+    let text = std::fs::read_to_string(&harness).unwrap();
+    let serial = &text[text.find("static int metafork_serial_run").unwrap()..];
+    let at = |needle: &str| serial.find(needle).unwrap_or_else(|| panic!("no `{needle}` in {serial}"));
+    assert!(at("const int w = ") < at("for (int t = 0;") && at("for (int t = 0;") < at("const int u = ") && at("const int u = ") < at("const int v = "), "{serial}");
+    if let Some(nvcc) = nvcc() {
+        let leaves: Vec<String> = std::fs::read_dir(dir.join("h")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu") && n != "f_harness.cu").collect();
+        let o = Command::new(&nvcc).current_dir(dir.join("h")).args(["-arch=sm_80", "-O0", "-o", "harness", "f_harness.cu"]).args(&leaves).output().unwrap();
+        assert!(o.status.success(), "nvcc rejected the harness:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
