@@ -713,10 +713,19 @@ impl Checker<'_> {
             .iter()
             .rev()
             .take(3.min(group.len().saturating_sub(1)))
-            .take_while(|l| program_param(&l.lo) && program_param(&l.hi) && {
-                let mut names = Vec::new();
-                l.hi.names(&mut names);
-                !names.is_empty()
+            .take_while(|l| {
+                let bounds = program_param(&l.lo) && program_param(&l.hi) && {
+                    let mut names = Vec::new();
+                    l.hi.names(&mut names);
+                    !names.is_empty()
+                };
+                // `g * B <= i < g * B + B`: an offset by outer counters, an extent in the
+                // program parameters.
+                let extent = || to_poly(&l.hi, &self.derived).zip(to_poly(&l.lo, &self.derived)).map(|(h, lo)| h - lo).is_some_and(|e| {
+                    let vars = e.vars();
+                    !vars.is_empty() && vars.iter().all(|v| self.is_program_parameter(v.name()))
+                });
+                bounds || extent()
             })
             .count();
         // Else an innermost loop of constant bounds (`j < 32`; a one-thread schedule's `t < 1`)

@@ -142,6 +142,32 @@ fn a_constant_innermost_loop_is_the_thread_block() {
     }
 }
 
+/// A block loop offset by its grid counter (`g * B <= i < g * B + B`, the language's
+/// `lo`/`hi` in outer counters) has the extent `B`: it is the thread block, and every leaf is
+/// proved (it was refused as "no program-parameter extent"). An offset whose extent still
+/// reads an outer counter (`i < g * B + g`) is no block.
+#[test]
+fn a_block_loop_offset_by_its_grid_counter_is_the_thread_block() {
+    let src = "void k(int n, int B, const float a[n], float c[n]) {
+  assume(n >= 1 && B >= 1 && n % B == 0);
+  meta_schedule {
+    meta_for (int g = 0; g < n / B; g++)
+      meta_for (int i = g * B; i < g * B + B; i++)
+        c[i] = 2.0f * a[i];
+  }
+}
+";
+    let mut p = check_source("k.mf", src).unwrap_or_else(|d| panic!("{}", d.render(false)));
+    let f = p.kernels.remove(0);
+    let s = &f.schedules[0];
+    assert_eq!((s.grid.len(), s.block.len()), (1, 1));
+    assert_eq!(s.block[0].extent.as_ref().map(|e| e.to_string()), Some("B".to_string()));
+    common::assert_every_leaf_proved("k.mf", src, &backend(), 2);
+    let bad = src.replace("i < g * B + B", "i < g * B + g");
+    let err = check_source("k.mf", &bad).expect_err("no thread block");
+    assert!(err.render(false).contains("cannot tell which `meta_for` loops form the thread block"), "{}", err.render(false));
+}
+
 /// Gram-Schmidt's pattern: a norm summed on the host side of a loop around a schedule. The
 /// scalar's definition joins the one-thread schedule that assigns it (nothing after it reads
 /// `nrm`), so `R[k][k]` is C's square root of the column's sum; a sum that a later schedule reads
