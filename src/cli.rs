@@ -211,8 +211,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// Also report each access's memory counters at this point, NAME=VALUE (repeatable,
-        /// every integer parameter): global-memory coalescing (bytes used over 32-byte sectors
-        /// moved) and shared-memory bank passes, for the first warp of the first block.
+        /// every integer parameter once; the program's facts must hold there): global-memory
+        /// coalescing (bytes used over 32-byte sectors moved) and shared-memory bank passes, for
+        /// the first warp of the first block, of the code the table counts (`cache(...)`
+        /// staged: the tiles' loads and the shared accesses).
         #[arg(long = "at", value_name = "NAME=VALUE")]
         at: Vec<String>,
         /// With --at: also the occupancy on this device (a built-in profile or a .yaml file) at
@@ -349,7 +351,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Counters { file, ptxas, json, at, device } => {
             let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
-            let point: std::collections::BTreeMap<String, i64> = at.iter().map(|a| crate::tune::command::parse_size(a)).collect::<Result<_, _>>().map_err(|e| Failure::input(format!("error: --at {e}")))?;
+            let point = at_point(&program, &at).map_err(Failure::input)?;
             let backend = constraints::solver::Backend::default();
             let mut rows = Vec::new();
             let mut accesses = Vec::new();
@@ -361,10 +363,11 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     // reported 0 shared bytes for every cached schedule).
                     let staged = crate::strategy::caching::stage(k, &kernel, &backend).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?.kernel;
                     rows.push(count_with_cuda(Some(k), &staged, &ptxas).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?);
-                    // The accesses as the program writes them (global memory; the staged tiles'
-                    // accesses are the tool's own).
+                    // The accesses of the same code: with `cache(...)` staged, the tiles' global
+                    // loads and the shared accesses that replace the program's.
                     if !at.is_empty() {
-                        let r = crate::perf::report(k, &kernel, &backend, &point).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
+                        let mut r = crate::perf::report(k, &staged, &backend, &point).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
+                        r.iter_mut().for_each(|a| a.access = spelled_as_emitted(&a.access));
                         accesses.push((s.name.clone(), r));
                     }
                 }
@@ -422,6 +425,55 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             emit(&text, None)
         }
     }
+}
+
+/// An access's text with the tool's own names as the kernel files spell the readable ones
+/// (`$:a_tile0` is `a_tile0`) and as generated code spells the others (`$e`: `metafork_e`).
+fn spelled_as_emitted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(crate::names::INTERNAL) {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        let (readable, tail) = match tail.strip_prefix(':') {
+            Some(t) => (true, t),
+            None => (false, tail),
+        };
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+        out.push_str(if readable { "" } else { "metafork_" });
+        out.push_str(&tail[..end]);
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The point of `counters --at`: every NAME=VALUE once, each an integer parameter of a function
+/// of the program, and the facts of each function whose integer parameters it all gives holding
+/// there (the counters of a point the program excludes would describe no run).
+fn at_point(program: &crate::frontend::CheckedProgram, at: &[String]) -> Result<std::collections::BTreeMap<String, i64>, String> {
+    let mut point = std::collections::BTreeMap::new();
+    for a in at {
+        let (name, value) = crate::tune::command::parse_size(a).map_err(|e| format!("error: --at {e}"))?;
+        if !program.kernels.iter().any(|k| k.integer_parameters().contains(&name)) {
+            let known: Vec<String> = program.kernels.iter().flat_map(|k| k.integer_parameters()).collect();
+            return Err(format!("error: --at {}: `{name}` is not an integer parameter of the program (its integer parameters: {})", a.escape_debug(), known.join(", ")));
+        }
+        if point.insert(name.clone(), value).is_some() {
+            return Err(format!("error: --at {}: `{name}` is given twice", a.escape_debug()));
+        }
+    }
+    for k in &program.kernels {
+        let params = k.integer_parameters();
+        if point.is_empty() || !params.iter().all(|p| point.contains_key(p)) {
+            continue;
+        }
+        let facts = crate::dispatch::facts::FactSet::of(k).map_err(|e| format!("error: {}: {e}", k.name))?;
+        if let Some(f) = facts.first_failing(&point) {
+            return Err(format!("error: --at: the point violates the fact `{}` of `{}`", f.text, k.name));
+        }
+    }
+    Ok(point)
 }
 
 fn devices_table(profiles: &[constraints::device::DeviceProfile]) -> String {

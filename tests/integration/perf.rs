@@ -211,25 +211,33 @@ fn interchange_trades_the_coalesced_access() {
 /// case; a missing value is a clear error.
 #[test]
 fn counters_at_a_point() {
+    // The program's own accesses: transposition without its `cache(a, c)`.
+    let dir = common::scratch("counters-at");
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/transpose.mf")).unwrap();
+    let plain = source.replacen("meta_schedule cache(a, c) {", "meta_schedule {", 1);
+    assert_ne!(plain, source);
+    let program = dir.join("transpose.mf");
+    std::fs::write(&program, plain).unwrap();
+    let program = program.to_str().unwrap();
     let run = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
-    let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024", "--at", "B0=32", "--at", "B1=32", "--at", "s=1", "--json"]);
+    let o = run(&["counters", program, "--at", "N=1024", "--at", "B0=32", "--at", "B1=32", "--at", "s=1", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let accesses = json[0]["accesses"].as_array().unwrap();
     let value = |text: &str| accesses.iter().find(|a| a["access"] == text).map(|a| (a["value"].as_f64().unwrap(), a["case"].as_str().unwrap().to_string()));
     assert_eq!(value("a[j][i]"), Some((0.125, "one row".to_string())));
     assert_eq!(value("c[i * N + j]"), Some((1.0, "one row".to_string())));
-    let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024"]);
+    let o = run(&["counters", program, "--at", "N=1024"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give `B1` with --at"), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = run(&["counters", "examples/transpose.mf", "--at", "N"]);
+    let o = run(&["counters", program, "--at", "N"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected NAME=VALUE"));
     // Occupancy on a device: the piecewise form, with what limits it, equal to the calculation.
     let estimate = json[0]["estimate"].as_u64().unwrap();
     for (b0, b1) in [(32, 32), (8, 8), (1, 1)] {
         let (b0s, b1s) = (format!("B0={b0}"), format!("B1={b1}"));
-        let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024", "--at", &b0s, "--at", &b1s, "--at", "s=1", "--device", "h100", "--json"]);
+        let o = run(&["counters", program, "--at", "N=1024", "--at", &b0s, "--at", &b1s, "--at", "s=1", "--device", "h100", "--json"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let occ = &json[0]["occupancy"];
@@ -238,10 +246,39 @@ fn counters_at_a_point() {
         assert_eq!(occ["value"].as_f64(), Some(expected), "{occ}");
         assert!(["warps", "blocks", "registers"].contains(&occ["limited_by"].as_str().unwrap()), "{occ}");
     }
-    let o = run(&["counters", "examples/transpose.mf", "--at", "N=1024", "--at", "B0=1", "--at", "B1=1", "--at", "s=1", "--device", "h100"]);
+    let o = run(&["counters", program, "--at", "N=1024", "--at", "B0=1", "--at", "B1=1", "--at", "s=1", "--device", "h100"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("occupancy on h100 0.500 (limited by blocks"), "{}", String::from_utf8_lossy(&o.stdout));
-    let o = run(&["counters", "examples/transpose.mf", "--device", "h100"]);
+    let o = run(&["counters", program, "--device", "h100"]);
     assert_eq!(o.status.code(), Some(2), "--device needs --at");
+    // A name the program does not have, a name twice, a point its facts exclude: errors.
+    let at = |extra: &[&str]| run(&[&["counters", program, "--at", "B0=32", "--at", "B1=32", "--at", "s=1"], extra].concat());
+    for (extra, expected) in [
+        (&["--at", "N=1024", "--at", "Q=3"][..], "`Q` is not an integer parameter of the program"),
+        (&["--at", "N=1024", "--at", "N=512"][..], "`N` is given twice"),
+        (&["--at", "N=-4"][..], "the point violates the fact"),
+    ] {
+        let o = at(extra);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(expected), "{extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// With `cache(...)` (transposition caches `a` and `c`), `counters --at` reports the accesses
+/// of the code its table counts: the tiles' global loads and the shared accesses, spelled as
+/// the kernel files spell them, not the program's global accesses beside the staged code's
+/// shared bytes.
+#[test]
+fn counters_at_a_point_of_a_cached_schedule_are_the_staged_codes() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).current_dir(env!("CARGO_MANIFEST_DIR")).args(["counters", "examples/transpose.mf", "--at", "N=1024", "--at", "B0=16", "--at", "B1=16", "--at", "s=2", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_ne!(json[0]["shared_memory"], "0", "{json}");
+    let accesses = json[0]["accesses"].as_array().unwrap();
+    let texts: Vec<&str> = accesses.iter().map(|a| a["access"].as_str().unwrap()).collect();
+    assert!(accesses.iter().any(|a| a["memory"] == "shared"), "{texts:?}");
+    assert!(!texts.contains(&"a[j][i]"), "the program's read of `a` is staged: {texts:?}");
+    assert!(texts.iter().all(|t| !t.contains('$')), "{texts:?}");
 }
 
 /// Each performance condition the tree forks on (`perf::fork`) says what the lanes count:
