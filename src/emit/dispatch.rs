@@ -124,8 +124,8 @@ impl Wisdom {
     }
 
     /// Check the wisdom against the schedule it is for: its leaf is a kernel leaf of the tree,
-    /// it sets only program parameters, to values a C `int` holds, its sizes are data
-    /// parameters, and the program's facts hold at them wherever they can be evaluated.
+    /// it sets every program parameter and nothing else, to values a C `int` holds, its sizes
+    /// give every data parameter and nothing else, and the program's facts hold at them.
     pub fn check(&self, function: &KernelFunction, d: &Dispatcher) -> Result<(), String> {
         let best = self.best_choice(&d.schedule)?;
         if !d.kernels.contains(&best.leaf) {
@@ -167,6 +167,14 @@ impl Wisdom {
             if i32::try_from(*value).is_err() || *value < 1 {
                 return Err(self.at(&["sizes", name], format!("size `{name}` = {value} is not a positive C `int`")));
             }
+        }
+        // An entry without every data size would match any size as "measured here", one
+        // without every program parameter would leave the caller's values and call them tuned.
+        if let Some(missing) = data.iter().find(|p| !self.sizes.contains_key(*p)) {
+            return Err(self.at(&["sizes"], format!("the wisdom's sizes do not give `{missing}` (a wisdom gives every data parameter: {})", data.join(", "))));
+        }
+        if let Some(missing) = program.iter().find(|p| !best.parameters.contains_key(*p)) {
+            return Err(self.at(&["best", "parameters"], format!("the wisdom for `{schedule}` does not set `{missing}` (a wisdom sets every program parameter: {})", program.join(", "))));
         }
         let point: std::collections::BTreeMap<String, i64> = best.parameters.iter().chain(&self.sizes).map(|(k, v)| (k.clone(), *v)).collect();
         if let Some(f) = facts.first_failing_where_known(&point) {

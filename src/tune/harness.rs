@@ -131,6 +131,10 @@ impl Harness<'_> {
         let _ = writeln!(out, "static const char *const metafork_param_names[METAFORK_PARAMS] = {{{}}};", if shown.is_empty() { "\"\"".into() } else { shown.join(", ") });
         let varies: Vec<&str> = names.iter().map(|n| if tuned.enumeration.get(*n).is_some_and(|h| h != "fixed") { "1" } else { "0" }).collect();
         let _ = writeln!(out, "static const int metafork_param_varies[METAFORK_PARAMS] = {{{}}};", if varies.is_empty() { "0".into() } else { varies.join(", ") });
+        // What the wisdom sets (every program parameter: `gen --wisdom` needs them all).
+        let program = function.program_parameters();
+        let tuned_flags: Vec<&str> = names.iter().map(|n| if program.contains(*n) { "1" } else { "0" }).collect();
+        let _ = writeln!(out, "static const int metafork_param_tuned[METAFORK_PARAMS] = {{{}}};", if tuned_flags.is_empty() { "0".into() } else { tuned_flags.join(", ") });
         let leaf_names: Vec<String> = self.leaves.iter().map(|l| c_string(l)).collect();
         let _ = writeln!(out, "static const char *const metafork_leaf_names[] = {{{}}};", leaf_names.join(", "));
         let _ = writeln!(out, "struct metafork_candidate {{ int leaf; long long v[METAFORK_PARAMS]; }};");
@@ -141,7 +145,9 @@ impl Harness<'_> {
             let _ = writeln!(out, "  {{{leaf}, {{{}}}}},", if values.is_empty() { "0".into() } else { values.join(", ") });
         }
         let _ = writeln!(out, "}};\nstatic const int METAFORK_CANDIDATES = (int)(sizeof metafork_candidates / sizeof metafork_candidates[0]);\n");
-        let sizes: Vec<String> = names.iter().filter(|n| tuned.enumeration.get(**n).is_some_and(|h| h == "fixed")).map(|n| format!("{n}: {}", self.candidates[0].parameters[*n])).collect();
+        // The wisdom's sizes: the data parameters (fixed by `--size`; a fixed program parameter
+        // is among the wisdom's parameters instead).
+        let sizes: Vec<String> = names.iter().filter(|n| !program.contains(*n)).map(|n| format!("{n}: {}", self.candidates[0].parameters[*n])).collect();
         let _ = writeln!(out, "static const char *const metafork_sizes = {};", c_string(&sizes.join(", ")));
         let _ = writeln!(out, "\nstruct metafork_array {{ const char *name; size_t bytes; bool written; bool floating; int elem; void *host; void *device; void *result; void *answer; void *other; void *scratch; }};");
         let _ = writeln!(out, "static std::vector<metafork_array> metafork_arrays;\n");
@@ -206,7 +212,12 @@ impl Harness<'_> {
     /// `metafork_run(c)`: candidate `c`'s schedule on the device, with its host loops.
     fn run(&self, out: &mut String, schedule: &crate::frontend::model::Schedule, params: &[(String, String)], names: &[&String]) {
         let function = self.function;
-        let _ = writeln!(out, "static cudaError_t metafork_run(int metafork_c) {{\n  const long long *metafork_v = metafork_candidates[metafork_c].v;");
+        let _ = writeln!(out, "static cudaError_t metafork_run(int metafork_c) {{");
+        if names.is_empty() {
+            let _ = writeln!(out, "  (void)metafork_c;  // no parameter: the one configuration");
+        } else {
+            let _ = writeln!(out, "  const long long *metafork_v = metafork_candidates[metafork_c].v;");
+        }
         Self::locals(self.function, names, "  ", out);
         for v in function.params.iter().filter(|p| p.role == Role::Value) {
             let _ = writeln!(out, "  const {} {} = 0.5;", v.ty, c_ident(&v.name));
@@ -455,10 +466,12 @@ static double metafork_difference(bool against_answer, bool *within) {
 
 
 /* `name=value ...` of candidate c's enumerated parameters (or all, with `every`). */
-static std::string metafork_shown(int c, bool every, const char *sep, const char *eq) {
+/* Candidate c's values: the enumerated parameters (every: all of them; wisdom: the program
+   parameters, which a wisdom file sets). */
+static std::string metafork_shown(int c, bool every, const char *sep, const char *eq, bool wisdom = false) {
   std::string s;
   for (int p = 0; p < METAFORK_PARAMS; p++) {
-    if (!every && !metafork_param_varies[p]) continue;
+    if (wisdom ? !metafork_param_tuned[p] : !every && !metafork_param_varies[p]) continue;
     if (!s.empty()) s += sep;
     s += metafork_param_names[p]; s += eq; s += std::to_string(metafork_candidates[c].v[p]);
   }
@@ -695,14 +708,14 @@ int main(int argc, char **argv) {
   for (const char *p = prop.name; *p; p++) fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
   fprintf(f, "\"\nsizes: {%s}\nrepetitions: %d\nwarmups: %d\nmeasured: %d\n", metafork_sizes, METAFORK_REPS, METAFORK_WARMUPS, counted);
   int best = fastest();
-  if (best >= 0) fprintf(f, "best: {leaf: %s, parameters: {%s}, median_ms: %.6f, model_rank: %d}\n", metafork_leaf_names[metafork_candidates[best].leaf], metafork_shown(best, false, ", ", ": ").c_str(), results[best].median_ms, best + 1);
+  if (best >= 0) fprintf(f, "best: {leaf: %s, parameters: {%s}, median_ms: %.6f, model_rank: %d}\n", metafork_leaf_names[metafork_candidates[best].leaf], metafork_shown(best, false, ", ", ": ", true).c_str(), results[best].median_ms, best + 1);
   fprintf(f, "leaves:\n");
   for (int c = 0; c < METAFORK_CANDIDATES; c++) {
     if (results[c].verdict != METAFORK_MATCHES) continue;
     bool first = true;  /* the fastest matching candidate of its leaf */
     for (int o = 0; o < METAFORK_CANDIDATES && first; o++)
       if (o != c && results[o].verdict == METAFORK_MATCHES && metafork_candidates[o].leaf == metafork_candidates[c].leaf && (results[o].median_ms < results[c].median_ms || (results[o].median_ms == results[c].median_ms && o < c))) first = false;
-    if (first) fprintf(f, "  - {leaf: %s, parameters: {%s}, median_ms: %.6f, model_rank: %d}\n", metafork_leaf_names[metafork_candidates[c].leaf], metafork_shown(c, false, ", ", ": ").c_str(), results[c].median_ms, c + 1);
+    if (first) fprintf(f, "  - {leaf: %s, parameters: {%s}, median_ms: %.6f, model_rank: %d}\n", metafork_leaf_names[metafork_candidates[c].leaf], metafork_shown(c, false, ", ", ": ", true).c_str(), results[c].median_ms, c + 1);
   }
   if (fclose(f) != 0 || rename(path.c_str(), wisdom) != 0) { fprintf(stderr, "cannot write %s\n", wisdom); remove(path.c_str()); return 1; }
   printf("wisdom: %s\n", wisdom);

@@ -158,6 +158,8 @@ pub struct Space {
 pub struct Admissible {
     pub width: usize,
     pub values: Vec<i64>,
+    /// The rows (with no parameter, the one empty configuration: `values` cannot tell).
+    pub count: usize,
     /// Set when the search stopped early (the time budget, or [`MAX_ADMISSIBLE`]): `values`
     /// is then only part of the space, and callers report the reason instead.
     pub stopped: Option<String>,
@@ -165,7 +167,7 @@ pub struct Admissible {
 
 impl Admissible {
     pub fn len(&self) -> usize {
-        self.values.len().checked_div(self.width).unwrap_or(0)
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
@@ -287,7 +289,7 @@ impl Space {
             let Some(depth) = r.slots.iter().map(|&s| depth_of[s]).max() else {
                 // A constant restriction: true keeps everything, false nothing.
                 if !r.code.holds(&[]) {
-                    return Admissible { width: self.names.len(), values: Vec::new(), stopped: None };
+                    return Admissible { width: self.names.len(), values: Vec::new(), count: 0, stopped: None };
                 }
                 continue;
             };
@@ -314,9 +316,9 @@ impl Space {
                 d
             })
             .collect();
-        let mut search = Search { space: self, order: &order, domains: &domains, checks: &checks, row: vec![0; self.names.len()], out: Vec::new(), filter, progress, visited: 0, stopped: None };
+        let mut search = Search { space: self, order: &order, domains: &domains, checks: &checks, row: vec![0; self.names.len()], out: Vec::new(), count: 0, filter, progress, visited: 0, stopped: None };
         search.descend(0, 0.0, 1.0);
-        Admissible { width: self.names.len(), values: search.out, stopped: search.stopped }
+        Admissible { width: self.names.len(), values: search.out, count: search.count, stopped: search.stopped }
     }
 }
 
@@ -327,6 +329,8 @@ struct Search<'a, 'f, 'g> {
     checks: &'a [Vec<(usize, bool)>],
     row: Vec<i64>,
     out: Vec<i64>,
+    /// The rows in `out`.
+    count: usize,
     filter: Option<&'f mut (dyn FnMut(&[i64]) -> bool + 'f)>,
     progress: Option<&'g mut (dyn FnMut(f64) + 'g)>,
     visited: u64,
@@ -345,11 +349,12 @@ impl Search<'_, '_, '_> {
                     return;
                 }
             }
-            if self.out.len() >= MAX_ADMISSIBLE * self.row.len() {
+            if self.count >= MAX_ADMISSIBLE {
                 self.stopped = Some(format!("the space has more than {MAX_ADMISSIBLE} admissible configurations; narrow its values or add restrictions"));
                 return;
             }
             self.out.extend_from_slice(&self.row);
+            self.count += 1;
             return;
         }
         let slot = self.order[depth];
@@ -396,6 +401,9 @@ pub fn load(path: &std::path::Path, select: Option<&str>) -> Result<Vec<(String,
         let at = |keys: &[&str]| 1 + constraints::input::yaml_key_line(text, &[within.as_slice(), keys].concat());
         let label = if named { format!(" space `{}`:", name.escape_debug()) } else { String::new() };
         let params = spec.parameters().map_err(|(p, e)| format!("{shown}:{}:{label} {e}", at(&["params", &p])))?;
+        if params.is_empty() {
+            return Err(format!("{shown}:{}:{label} `params` names no parameter; a space needs at least one (`B: [32, 64]`)", at(&["params"])));
+        }
         let space = Space::new_placed(params, &spec.restrictions).map_err(|(r, e)| {
             let line = match r {
                 Some(i) => list_item_line(text, at(&["restrictions"]) - 1, i) + 1,

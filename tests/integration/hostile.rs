@@ -295,10 +295,10 @@ fn hostile_file_names_and_wisdom_cannot_inject_code() {
     // Wisdom: a leaf that is not a leaf of the tree, with a comment end in it, is refused with
     // its line; a device name with one is written escaped.
     let leaf = fs::read_to_string(dir.join("out/tree.yaml")).unwrap().lines().find_map(|l| l.trim().strip_prefix("kernel_name: ").map(str::to_string)).unwrap();
-    fs::write(dir.join("bad.yaml"), "schedule: saxpy\ndevice: x\nbest:\n  leaf: \"saxpy_leaf7 */ #error injected /*\"\n  parameters: {B: 64}\n").unwrap();
+    fs::write(dir.join("bad.yaml"), "schedule: saxpy\ndevice: x\nsizes: {N: 4096}\nbest:\n  leaf: \"saxpy_leaf7 */ #error injected /*\"\n  parameters: {B: 64}\n").unwrap();
     let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "bad.yaml", name, "-o", "w"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("bad.yaml:4:") && text(&o).contains("is not a kernel leaf"), "{}", text(&o));
+    assert!(text(&o).contains("bad.yaml:5:") && text(&o).contains("is not a kernel leaf"), "{}", text(&o));
     // A line end is a control character, which no device's name holds: refused with its line.
     fs::write(dir.join("good.yaml"), format!("schedule: saxpy\ndevice: \"evil */ #error injected /* \\n#define x\"\nsizes: {{N: 4096}}\nbest: {{leaf: {leaf}, parameters: {{B: 64}}}}\n")).unwrap();
     let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "good.yaml", name, "-o", "w"]);
@@ -315,12 +315,21 @@ fn hostile_file_names_and_wisdom_cannot_inject_code() {
     }
     assert_eq!(metafork(&dir, &["verify", "w"]).status.code(), Some(0));
     // A wisdom violating the program's facts, or setting a value beyond `int`.
-    fs::write(dir.join("facts.yaml"), format!("schedule: saxpy\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{B: 0}}}}\n")).unwrap();
+    fs::write(dir.join("facts.yaml"), format!("schedule: saxpy\ndevice: x\nsizes: {{N: 4096}}\nbest: {{leaf: {leaf}, parameters: {{B: 0}}}}\n")).unwrap();
     let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "facts.yaml", name, "-o", "w2"]);
     assert!(o.status.code() == Some(1) && text(&o).contains("violates the program's fact"), "{}", text(&o));
     fs::write(dir.join("huge.yaml"), format!("schedule: saxpy\ndevice: x\nbest: {{leaf: {leaf}, parameters: {{B: 4294967296}}}}\n")).unwrap();
     let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "huge.yaml", name, "-o", "w2"]);
     assert!(o.status.code() == Some(1) && text(&o).contains("does not fit a C `int`"), "{}", text(&o));
+    // A wisdom without every data size would match any size as measured there, one without
+    // every program parameter would call the caller's values tuned: both refused.
+    fs::write(dir.join("nosizes.yaml"), format!("schedule: saxpy\ndevice: x\nsizes: {{}}\nbest: {{leaf: {leaf}, parameters: {{B: 64}}}}\n")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "nosizes.yaml", name, "-o", "w2"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("nosizes.yaml:3: the wisdom's sizes do not give `N`"), "{}", text(&o));
+    fs::write(dir.join("noparams.yaml"), format!("schedule: saxpy\ndevice: x\nsizes: {{N: 4096}}\nbest: {{leaf: {leaf}, parameters: {{}}}}\n")).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "noparams.yaml", name, "-o", "w2"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("does not set `B`"), "{}", text(&o));
+    assert!(!dir.join("w2").exists());
 }
 
 /// Programs and arguments that crashed, hung or ran out of memory, each now a clear error.

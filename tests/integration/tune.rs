@@ -111,6 +111,34 @@ fn standalone_space_reports_counts() {
     let out = metafork(&dir, &["tune", "--space", &spaces, "--space-name", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no space named `nope`"));
+    // A space of no parameter is refused with its line (it read as "more than 5000000
+    // admissible configurations").
+    std::fs::write(dir.join("empty.yaml"), "# nothing to tune\nparams: {}\n").unwrap();
+    let out = metafork(&dir, &["tune", "--space", "empty.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty.yaml:2: `params` names no parameter"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A program with no integer parameter has one configuration, the empty one: tune lists it
+/// (the search took its zero-width rows for a full space), and its harness writes a wisdom
+/// with nothing to set.
+#[test]
+fn a_program_without_parameters_has_its_one_configuration() {
+    let dir = scratch("tune-no-parameter");
+    std::fs::write(dir.join("f.mf"), "void f(const float a[1024], float c[1024]) {\n  meta_schedule {\n    meta_for (int i = 0; i < 8; i++)\n      meta_for (int j = 0; j < 128; j++)\n        c[i * 128 + j] = a[i * 128 + j] * 2.0f;\n  }\n}\n").unwrap();
+    let out = metafork(&dir, &["tune", "f.mf", "--device", "h200", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json.len(), 1, "{json:?}");
+    assert_eq!(json[0]["parameters"].as_object().map(|o| o.len()), Some(0));
+    let out = metafork(&dir, &["tune", "f.mf", "--device", "h200", "--emit-harness", "h"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    if let Some(nvcc) = nvcc() {
+        let leaves: Vec<String> = std::fs::read_dir(dir.join("h")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu") && n != "f_harness.cu").collect();
+        let o = Command::new(&nvcc).current_dir(dir.join("h")).args(["-arch=sm_80", "-O0", "-Werror", "all-warnings", "-o", "harness", "f_harness.cu"]).args(&leaves).output().unwrap();
+        assert!(o.status.success(), "nvcc rejected the harness:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -680,5 +708,20 @@ fn harness_declares_a_host_loop_local_inside_its_loop() {
         let o = Command::new(&nvcc).current_dir(dir.join("h")).args(["-arch=sm_80", "-O0", "-o", "harness", "f_harness.cu"]).args(&leaves).output().unwrap();
         assert!(o.status.success(), "nvcc rejected the harness:\n{}", String::from_utf8_lossy(&o.stderr));
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The harness's wisdom gives the data sizes as `sizes` and every program parameter as the
+/// configuration, a program parameter fixed with `--size` too: `gen --wisdom` refuses a
+/// program parameter among the sizes, and a configuration without every program parameter.
+#[test]
+fn the_harness_wisdom_sets_every_program_parameter_and_sizes_only_data() {
+    let dir = scratch("tune-wisdom-roles");
+    let out = metafork(&dir, &["tune", &example("saxpy"), "--device", "h200", "--size", "N=1024", "--size", "B=64", "--emit-harness", "h"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(dir.join("h/saxpy_harness.cu")).unwrap();
+    assert!(text.contains("static const char *const metafork_param_names[METAFORK_PARAMS] = {\"B\", \"N\"};"), "{text}");
+    assert!(text.contains("static const int metafork_param_tuned[METAFORK_PARAMS] = {1, 0};"), "{text}");
+    assert!(text.contains("static const char *const metafork_sizes = \"N: 1024\";"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
