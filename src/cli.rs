@@ -215,7 +215,7 @@ pub enum Command {
         /// coalescing (bytes used over 32-byte sectors moved) and shared-memory bank passes, for
         /// the first warp of the first block, of the code the table counts (`cache(...)`
         /// staged: the tiles' loads and the shared accesses).
-        #[arg(long = "at", value_name = "NAME=VALUE")]
+        #[arg(long = "at", value_name = "NAME=VALUE", value_parser = size_argument)]
         at: Vec<String>,
         /// With --at: also the occupancy on this device (a built-in profile or a .yaml file) at
         /// that point, from the estimated registers, and the resource that limits it.
@@ -245,15 +245,16 @@ pub enum Command {
     /// reports their sizes and construction times.
     Tune {
         /// The MetaFork source file (omit it to build a --space file on its own).
+        #[arg(requires = "device", required_unless_present = "space")]
         file: Option<PathBuf>,
         /// A built-in device profile (m2050, v100, a100, l4, h100, h200) or a .yaml profile.
         #[arg(long)]
         device: Option<String>,
         /// Fix a parameter: NAME=VALUE (repeatable; every data parameter needs one).
-        #[arg(long = "size", value_name = "NAME=VALUE")]
+        #[arg(long = "size", value_name = "NAME=VALUE", value_parser = size_argument)]
         sizes: Vec<String>,
         /// Enumerate a parameter over LO..HI (inclusive) or V1,V2,... (repeatable).
-        #[arg(long = "range", value_name = "NAME=LO..HI")]
+        #[arg(long = "range", value_name = "NAME=LO..HI", value_parser = range_argument)]
         ranges: Vec<String>,
         /// A search space in YAML: its parameters' values and its restrictions are used.
         #[arg(long, value_name = "FILE.yaml")]
@@ -301,6 +302,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A `NAME=VALUE` argument, checked as clap parses it (a malformed one is a usage error, exit
+/// 2); whether the program has the name is the command's to check.
+fn size_argument(text: &str) -> Result<String, String> {
+    crate::tune::command::parse_size(text).map(|_| text.to_string())
+}
+
+/// A `NAME=LO..HI` or `NAME=V1,V2,...` argument, checked as clap parses it.
+fn range_argument(text: &str) -> Result<String, String> {
+    crate::tune::command::parse_range(text).map(|_| text.to_string())
 }
 
 fn use_color(choice: ColorChoice) -> bool {

@@ -231,7 +231,7 @@ fn counters_at_a_point() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give `B1` with --at"), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run(&["counters", program, "--at", "N"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a malformed NAME=VALUE is a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected NAME=VALUE"));
     // Occupancy on a device: the piecewise form, with what limits it, equal to the calculation.
     let estimate = json[0]["estimate"].as_u64().unwrap();

@@ -145,23 +145,25 @@ fn a_program_without_parameters_has_its_one_configuration() {
 #[test]
 fn bad_requests_get_clear_errors() {
     let dir = scratch("tune-errors");
-    let cases: [(&[&str], &str); 10] = [
-        (&["tune", &example("jacobi2d"), "--device", "h200", "--size", "N=2"], "at N = 2, the program's assume `N >= 3` does not hold"),
-        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--size", "n=128"], "--size n=128: `n` is given twice"),
-        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "n=64,128"], "--range n=64,128: `n` is fixed by --size"),
-        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "s=1,2", "--range", "s=4"], "--range s=4: `s` is given twice"),
-        (&["tune", &example("matmul"), "--device", "h200"], "give the data size with --size: n=VALUE"),
-        (&["tune", &example("matmul"), "--device", "h999", "--size", "n=64"], "unknown device `h999`"),
-        (&["tune", &example("matmul"), "--size", "n=64"], "--device NAME is required"),
-        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=sixty"], "`sixty` is not an integer"),
-        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "q=1..4"], "`q` is not an integer parameter of `matmul`"),
-        (&["tune"], "give a MetaFork FILE"),
+    let cases: [(&[&str], &str, i32); 10] = [
+        (&["tune", &example("jacobi2d"), "--device", "h200", "--size", "N=2"], "at N = 2, the program's assume `N >= 3` does not hold", 1),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--size", "n=128"], "--size n=128: `n` is given twice", 1),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "n=64,128"], "--range n=64,128: `n` is fixed by --size", 1),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "s=1,2", "--range", "s=4"], "--range s=4: `s` is given twice", 1),
+        (&["tune", &example("matmul"), "--device", "h200"], "give the data size with --size: n=VALUE", 1),
+        (&["tune", &example("matmul"), "--device", "h999", "--size", "n=64"], "unknown device `h999`", 1),
+        (&["tune", &example("matmul"), "--size", "n=64"], "the following required arguments were not provided:\n  --device <DEVICE>", 2),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=sixty"], "`sixty` is not an integer", 2),
+        (&["tune", &example("matmul"), "--device", "h200", "--size", "n=64", "--range", "q=1..4"], "`q` is not an integer parameter of `matmul`", 1),
+        (&["tune"], "the following required arguments were not provided:\n  <FILE>", 2),
     ];
-    for (args, message) in cases {
+    // A usage error (a missing argument, a malformed NAME=VALUE) exits 2, as clap's own do; a
+    // value the program refuses exits 1.
+    for (args, message, code) in cases {
         let mut args = args.to_vec();
         args.extend(["-o", "tune.yaml"]);
         let out = metafork(&dir, &args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(message), "{args:?}: {err}");
         assert!(!dir.join("tune.yaml").exists(), "{args:?}: no output on failure");
