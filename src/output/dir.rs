@@ -123,6 +123,15 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: For
             return Err(err(target, format!("it holds `{}`{more}, which this output would replace but metafork did not write ({why}); move {them} away, or give --force to replace {them}", first.escape_debug())));
         }
     }
+    // A directory where a file goes is someone's tree of files: even --force, which replaces
+    // files metafork did not write, does not delete it.
+    if exists.is_some() {
+        let mut names: Vec<&str> = files.keys().map(String::as_str).chain([MANIFEST]).collect();
+        names.sort_unstable();
+        if let Some(n) = names.into_iter().find(|n| fs::symlink_metadata(target.join(n)).is_ok_and(|m| m.is_dir())) {
+            return Err(err(target, format!("it holds a directory `{}` where this output writes a file; move it away (not even --force removes a directory)", n.escape_debug())));
+        }
+    }
     let old = old.unwrap_or_else(|e| {
         eprintln!("metafork: warning: {e}; every entry of the old directory is kept");
         None
@@ -511,6 +520,22 @@ mod tests {
         write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Replace).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
         assert!(fs::symlink_metadata(out.join("tree.yaml")).unwrap().is_file());
+    }
+
+    #[test]
+    fn a_directory_named_like_an_output_file_is_never_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        write_dir(&out, &files(&[("tree.yaml", "t"), ("a_leaf1.cu", "1")]), Provenance::default(), Foreign::Refuse).unwrap();
+        fs::remove_file(out.join("a_leaf1.cu")).unwrap();
+        fs::create_dir(out.join("a_leaf1.cu")).unwrap();
+        fs::write(out.join("a_leaf1.cu/data"), "precious").unwrap();
+        for foreign in [Foreign::Refuse, Foreign::Replace] {
+            let e = write_dir(&out, &files(&[("tree.yaml", "t2"), ("a_leaf1.cu", "1")]), Provenance::default(), foreign).unwrap_err();
+            assert!(e.contains("a directory `a_leaf1.cu`") || e.contains("it holds `a_leaf1.cu`"), "{e}");
+            assert_eq!(fs::read_to_string(out.join("a_leaf1.cu/data")).unwrap(), "precious");
+            assert_eq!(fs::read_to_string(out.join("tree.yaml")).unwrap(), "t", "nothing written");
+        }
     }
 
     #[test]
