@@ -58,20 +58,29 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
             i += 1;
             continue;
         }
+        // A line splice (backslash, newline) beside white space joins the lines: C removes it
+        // before it reads tokens. One that could join two tokens into one (`ab\`, `cd` is
+        // `abcd` in C) is refused below.
+        if let Some(n) = splice(bytes, i) {
+            let before = i.checked_sub(1).map_or(b' ', |k| bytes[k]);
+            if before.is_ascii_whitespace() || bytes.get(i + n).is_none_or(u8::is_ascii_whitespace) {
+                i += n;
+                continue;
+            }
+        }
         if c == b'#' && at_line_start {
             // A preprocessor line, with backslash continuations.
             while i < bytes.len() && bytes[i] != b'\n' {
-                if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-                i += 1;
+                i += splice(bytes, i).unwrap_or(1);
             }
             continue;
         }
         at_line_start = false;
         if bytes[i..].starts_with(b"//") {
+            // To the end of the line; a splice continues the comment onto the next line, as in
+            // C (`// note \` comments out the line after it).
             while i < bytes.len() && bytes[i] != b'\n' {
-                i += 1;
+                i += splice(bytes, i).unwrap_or(1);
             }
             continue;
         }
@@ -118,12 +127,24 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
         let ch = text[i..].chars().next().unwrap_or('?');
         let what = match ch {
             '"' | '\'' => "string and character literals are not part of the MetaFork subset".to_string(),
+            '\\' => "unexpected `\\`: a line splice (backslash, newline) is read between tokens and in comments, not inside a token or alone".to_string(),
             _ => format!("unexpected character `{}`", ch.escape_default()),
         };
         return Err(Diagnostic::new(Span::new(i, i + ch.len_utf8()), what, "not recognised here"));
     }
     tokens.push(Token { tok: Tok::Eof, span: Span::new(text.len(), text.len()) });
     Ok(tokens)
+}
+
+/// The length of a line splice at `i` (a backslash before `\n` or `\r\n`), if one is there.
+fn splice(bytes: &[u8], i: usize) -> Option<usize> {
+    if bytes.get(i) != Some(&b'\\') {
+        return None;
+    }
+    match bytes.get(i + 1..i + 3) {
+        Some([b'\r', b'\n']) => Some(3),
+        _ => (bytes.get(i + 1) == Some(&b'\n')).then_some(2),
+    }
 }
 
 /// A number starting at `start`: a decimal, octal (leading `0`) or hex integer with an
@@ -277,6 +298,16 @@ mod tests {
         assert!(lex("99999999999999999999").unwrap_err().message.contains("too large"));
         assert!(lex("12abc").unwrap_err().message.contains("malformed number"));
         assert!(lex("x @ y").unwrap_err().message.contains("unexpected character `@`"));
+        // Line splices: a `//` comment ending in a backslash goes on to the next line (C
+        // comments that line out), one between tokens joins the lines, one inside a token or a
+        // lone backslash is refused.
+        let idents = |t: &str| lex(t).unwrap().into_iter().filter_map(|k| if let Tok::Ident(n) = k.tok { Some(n) } else { None }).collect::<Vec<_>>();
+        assert_eq!(idents("a // note \\\nb\nc"), ["a", "c"]);
+        assert_eq!(idents("a // note \\\r\nb\nc"), ["a", "c"]);
+        assert_eq!(idents("a // note \\ \nb"), ["a", "b"], "a space after the backslash: no splice");
+        assert_eq!(idents("a \\\n b"), ["a", "b"]);
+        assert!(lex("ab\\\ncd").unwrap_err().message.contains("line splice"));
+        assert!(lex("a \\ b").unwrap_err().message.contains("line splice"));
         assert!(lex("1e400").unwrap_err().message.contains("out of the range of `double`"));
         assert!(lex("1e39f").unwrap_err().message.contains("out of the range of `float`"));
         assert!(lex("1e38f 1e308 1e-400").is_ok());
