@@ -196,14 +196,15 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
         let _ = writeln!(out, "{pad}    if (metafork_detail) *metafork_detail = metafork_message;\n{pad}    return metafork_status;\n{pad}  }}\n{pad}}}");
         Ok(true)
     };
-    let x = HostExprs::new(function);
     let fact = |s: &Stmt| {
         let (status, what, c) = match &s.kind {
             StmtKind::Assert(c) => ("METAFORK_ASSERT_FAILED", "assert", c),
             StmtKind::Assume(c) => ("METAFORK_OUTSIDE_ASSUMPTIONS", "assume", c),
             _ => return "return METAFORK_OUTSIDE_ASSUMPTIONS;".to_string(),
         };
-        let text = x.expr(c).map_or_else(|_| format!("an {what}() of the program"), |e| format!("{what}({e})"));
+        // The fact as the program writes it: its names as the user spelled them, not as the
+        // generated code must (`blockDim` is `mfu_blockDim` there).
+        let text = format!("{what}({c})");
         format!("if (metafork_detail) *metafork_detail = {}; return {status};", c_string(&format!("{text} does not hold")))
     };
     HostPrinter::new(function, &schedule, &fact).body(&function.body, 1, &mut c)?;

@@ -297,3 +297,16 @@ fn c_identifiers(text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     }
     (out, members)
 }
+
+/// The host driver's message for a failing fact quotes the program as written: a parameter
+/// named `blockDim` is `mfu_blockDim` in the generated code, never in what the user reads.
+#[test]
+fn a_failing_fact_is_reported_in_the_programs_own_names() {
+    let dir = crate::common::scratch("hygiene-fact-text");
+    std::fs::write(dir.join("f.mf"), "void f(int size, int blockDim, const float d[size], float o[size]) {\n  assume(size >= 1 && blockDim >= 1);\n  meta_schedule {\n    meta_for (int b = 0; b < (size + blockDim - 1) / blockDim; b++)\n      meta_for (int t = 0; t < blockDim; t++) {\n        int i = b * blockDim + t;\n        if (i < size) o[i] = d[i];\n      }\n  }\n}\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).current_dir(&dir).args(["gen", "--emit-cuda", "f.mf", "-o", "out"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let driver = std::fs::read_to_string(dir.join("out/metafork_run_f.cu")).unwrap();
+    assert!(driver.contains("\"assume(size >= 1 && blockDim >= 1) does not hold\""), "{driver}");
+    assert!(driver.contains("mfu_blockDim >= 1"), "the code itself uses the escaped name: {driver}");
+}
