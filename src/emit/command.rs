@@ -241,6 +241,12 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let (files, trees, summary) = built.map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let from = Provenance { output: OutputKind::Gen, source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
     write_dir(r.output, &files, from, crate::output::Foreign::forced(r.force)).map_err(|e| Failure::input(format!("error: {e}")))?;
+    // A `cache(...)` hint no kernel follows is said, as a compiler says of a hint it ignores.
+    for (_, tree) in &trees {
+        for (array, why) in &tree.not_cached {
+            eprintln!("{name}: warning: schedule `{}`: `cache({array})` is not applied: {why}", tree.schedule_name());
+        }
+    }
     if r.json {
         command::print(&json_summary(r.output, &trees, &files))?;
     } else {

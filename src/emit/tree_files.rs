@@ -25,6 +25,9 @@ struct ScheduleOut {
     program_parameters: Vec<String>,
     data_parameters: Vec<String>,
     root_constraints: Vec<String>,
+    /// The arrays of `cache(...)` no kernel stages, and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    not_cached: BTreeMap<String, String>,
     tree: Vec<NodeOut>,
     leaves: Vec<LeafOut>,
     z3_queries: u64,
@@ -286,6 +289,7 @@ fn kernels_and_yaml<R>(source: &str, trees: &[(&KernelFunction, Tree)], emit_cud
             program_parameters: function.program_parameters(),
             data_parameters: function.data_parameters(),
             root_constraints: root_set,
+            not_cached: tree.not_cached.iter().cloned().collect(),
             tree: tree
                 .nodes
                 .iter()

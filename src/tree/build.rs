@@ -222,6 +222,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
     // runs; only the one kept is counted (counting is most of a code's cost: 1-3 ms of LLVM
     // pipeline; mvt's trees counted two codes each only to drop them).
     let made = b.made(&kernel)?;
+    let not_cached: Vec<(String, String)> = made.refused.iter().filter(|(a, _)| !made.cached.contains(a)).cloned().collect();
     let mut applied = Vec::new();
     let mut decisions = Vec::new();
     if !made.cached.is_empty() {
@@ -276,7 +277,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         return Err(BUDGET_SPENT.into());
     }
     let nodes = super::collapse::forks_that_choose_nothing(b.nodes, Some(&machine));
-    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes, queries: backend.queries() - before, perf_levels: b.perf_levels })
+    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes, queries: backend.queries() - before, perf_levels: b.perf_levels, not_cached })
 }
 
 impl Builder<'_> {

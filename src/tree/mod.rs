@@ -348,6 +348,9 @@ pub struct Tree {
     /// The most levels the performance conditions of one code add: per access not settled by
     /// its constant strides, one for the counter and one per case of its closed form.
     pub perf_levels: usize,
+    /// The arrays `cache(...)` names that no code of the tree stages, with the reason (from
+    /// the root's staging: every strategy keeps the arrays it touches).
+    pub not_cached: Vec<(String, String)>,
 }
 
 impl Node {

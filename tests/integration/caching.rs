@@ -166,3 +166,41 @@ fn a_written_cached_array_with_a_local_definition_compiles_and_is_proved() {
         assert!(o.status.success(), "nvcc rejected the files:\n{}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+/// A `cache(...)` no kernel follows is said: on stderr as `gen` runs, and in `tree.yaml` with
+/// the reason (a ping-pong Jacobi with a granularity loop, whose halves `(t % 2) * N` and
+/// `((t + 1) % 2) * N` the safety check does not tell apart there). A cache every kernel
+/// stages says nothing.
+#[test]
+fn a_cache_no_kernel_follows_is_reported_with_its_reason() {
+    let dir = crate::common::scratch("caching-not-applied");
+    let src = "void jacobi(int N, int T, int B, int s, float a[2 * N]) {
+  assume(N >= 1 && T >= 1 && B >= 1 && s >= 1);
+  for (int t = 0; t < T; t++) {
+    meta_schedule cache(a) {
+      meta_for (int g = 0; g < N / (B * s); g++)
+        meta_for (int u = 0; u < B; u++)
+          for (int k = 0; k < s; k++) {
+            int p = g * s * B + k * B + u;
+            int src = (t % 2) * N;
+            int dst = ((t + 1) % 2) * N;
+            if (p >= 1 && p < N - 1)
+              a[dst + p] = (a[src + p - 1] + a[src + p] + a[src + p + 1]) / 3;
+          }
+    }
+  }
+}
+";
+    std::fs::write(dir.join("j.mf"), src).unwrap();
+    let run = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).current_dir(&dir).args(args).output().unwrap();
+    let o = run(&["gen", "--emit-cuda", "j.mf", "-o", "out"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("j.mf: warning: schedule `jacobi`: `cache(a)` is not applied: "), "{err}");
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(dir.join("out/tree.yaml")).unwrap()).unwrap();
+    let reason = yaml["schedules"][0]["not_cached"]["a"].as_str().unwrap_or_default().to_string();
+    assert!(!reason.is_empty() && err.contains(&reason), "{yaml:?}");
+    let o = run(&["gen", "--emit-cuda", &format!("{}/examples/transpose.mf", env!("CARGO_MANIFEST_DIR")), "-o", "t"]);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!std::fs::read_to_string(dir.join("t/tree.yaml")).unwrap().contains("not_cached"));
+}
