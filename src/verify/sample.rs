@@ -14,7 +14,9 @@
 //! `WIDE_DATA` in absolute value, bounded below by the facts only, so an offset the facts make
 //! zero or negative is found; made smaller a few times); in the wide round a size that facts make a multiple
 //! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
-//! gets instead a round with both small bounds doubled.
+//! gets instead a round with both small bounds doubled. A point of the wide round is then made
+//! smaller where the region allows ([`shrink`]): the region forces some values large, not the
+//! others, and a run's cost grows with every size.
 
 use super::differential::SplitMix;
 use crate::dispatch::facts::FactSet;
@@ -123,8 +125,10 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
                 }
             }
             if fits && !seen.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
-                seen.insert(directed.clone());
-                out.push(directed);
+                let directed = if wide { shrink(directed, system, backend, &facts, &program, &data, &divisors) } else { directed };
+                if seen.insert(directed.clone()) {
+                    out.push(directed);
+                }
             }
             continue;
         }
@@ -143,8 +147,10 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             point.insert(d.clone(), v);
         }
         if !seen.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
-            seen.insert(point.clone());
-            out.push(point);
+            let point = if wide { shrink(point, system, backend, &facts, &program, &data, &divisors) } else { point };
+            if seen.insert(point.clone()) {
+                out.push(point);
+            }
         }
     }
     if out.is_empty() {
@@ -159,6 +165,42 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         }
     }
     Ok(out)
+}
+
+/// A wide round's point made smaller where the region allows: each program parameter halved
+/// once, then each data parameter brought to the smallest multiple of what the facts make it a
+/// multiple of, else halved to one. The region decides the values it forces (`32 <= B`), and
+/// what it leaves free costs nothing: an attention program's sampled `heads = 85` multiplied
+/// every run's work by 85 (the sweep of 2026-12-02: leaves left unverified when time ran out).
+/// Each try is one Z3 query; the point stays in the facts and the leaf's system.
+fn shrink(mut point: BTreeMap<String, i64>, system: &System, backend: &Backend, facts: &FactSet, program: &[String], data: &[String], divisors: &[(String, Divisor)]) -> BTreeMap<String, i64> {
+    let accept = |point: &mut BTreeMap<String, i64>, name: &str, value: i64| {
+        let mut candidate = point.clone();
+        candidate.insert(name.to_string(), value);
+        let ok = facts.holds(&candidate) && admits(system, backend, &candidate);
+        if ok {
+            *point = candidate;
+        }
+        ok
+    };
+    for p in program {
+        let v = point[p];
+        if v >= 2 {
+            accept(&mut point, p, v / 2);
+        }
+    }
+    for d in data {
+        let v = point[d];
+        let step = divisors.iter().filter(|(name, _)| name == d).try_fold(1i64, |l, (_, e)| lcm(l, e.eval(&point).filter(|v| *v >= 1)?)).unwrap_or(1);
+        if step >= 1 && step < v && accept(&mut point, d, step) {
+            continue;
+        }
+        let half = v / 2 / step * step;
+        if half >= 1 && half < v {
+            accept(&mut point, d, half);
+        }
+    }
+    point
 }
 
 /// The least common multiple of two positive values; `None` on overflow.
