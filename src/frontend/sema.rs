@@ -769,9 +769,22 @@ impl Checker<'_> {
                     let _ = self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Local });
                 }
             }
-            StmtKind::Assign { target, value, .. } => {
+            StmtKind::Assign { target, value, op } => {
                 self.check_target(target);
-                self.expr(value);
+                let added = self.expr(value);
+                // A reduction adds the terms in any order. Into an integer element, C adds a
+                // floating term to the element's value and truncates the sum each time: the
+                // order changes the result, and an atomic add of truncated terms is another sum.
+                if let (AssignOp::AtomicAdd, ExprKind::Index { array, .. }, Some(t)) = (op, &target.kind, added) {
+                    if let Some(Sym::Array { ty, .. }) = self.lookup(&array.name).cloned() {
+                        if ty.is_integer() && !t.is_integer() {
+                            self.diags.push(
+                                Diagnostic::new(value.span, format!("`{target}` is a reduction across threads into `{ty}` elements, but the value added is `{t}`: C truncates each partial sum, so the order of the additions changes the result"), "a floating term added to an integer element")
+                                    .with_note(format!("convert each term (`{target} += ({ty})(...)`), or reduce into a floating array")),
+                            );
+                        }
+                    }
+                }
             }
             StmtKind::If { cond, then_branch, else_branch } => {
                 self.expr(cond);

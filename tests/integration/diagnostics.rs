@@ -409,3 +409,18 @@ fn integer_division_by_zero() {
     refused(&kernel("        c[k % $0] = a[k];"), "integer division by zero");
     refused("void f(int N, int B, int s, float a[N]) {\n  int z = B * s;\n  int d = N / $(z - s * B);\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < B; j++) a[i] = 0.0f;\n  }\n}\n", "the divisor `z - s * B` is 0 whatever the parameters");
 }
+
+/// A reduction into an integer element of a floating term: C truncates each partial sum, so
+/// no order of atomic adds of truncated terms computes it (`gen` wrote `atomicAdd(&cnt[0],
+/// (int)(w * 3.7f))` and its own `verify` found the mismatch). Refused at the term; a term
+/// converted to the element's type, or a floating array, is a reduction.
+#[test]
+fn a_floating_term_reduced_into_an_integer_element() {
+    let src = "void f(int N, int B, const float w[N], int cnt[1], float tot[1]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++) {\n        int k = i * B + j;\n        cnt[0] += $w[k] * 3.7f;\n      }\n  }\n}\n";
+    refused(src, "is a reduction across threads into `int` elements, but the value added is `float`");
+    refused(&src.replace("+= $w[k]", "-= $w[k]"), "is a reduction across threads into `int` elements");
+    check_source("ok.mf", &src.replace("cnt[0] += $w[k] * 3.7f;", "cnt[0] += (int)(w[k] * 3.7f);")).unwrap();
+    check_source("ok.mf", &src.replace("cnt[0] += $w[k] * 3.7f;", "tot[0] += w[k] * 3.7f;")).unwrap();
+    // Not a reduction (each thread its own element): C's `+=` with truncation, accepted.
+    check_source("ok.mf", &src.replace("int cnt[1]", "int cnt[N]").replace("cnt[0] += $w[k] * 3.7f;", "cnt[k] += w[k] * 3.7f;")).unwrap();
+}
