@@ -241,10 +241,14 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let (files, trees, summary) = built.map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let from = Provenance { output: OutputKind::Gen, source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
     write_dir(r.output, &files, from, crate::output::Foreign::forced(r.force)).map_err(|e| Failure::input(format!("error: {e}")))?;
-    // A `cache(...)` hint no kernel follows is said, as a compiler says of a hint it ignores.
-    for (_, tree) in &trees {
+    // A `cache(...)` hint no kernel follows is said, as a compiler says of a hint it ignores,
+    // at its schedule's `meta_schedule`.
+    let source = crate::frontend::source::SourceFile::new(name.clone(), text.clone());
+    for (function, tree) in &trees {
+        let at = function.schedules.iter().find(|s| s.name == tree.schedule_name()).map(|s| source.line_col(s.span.start));
+        let place = at.map_or_else(|| name.clone(), |(line, column)| format!("{name}:{line}:{column}"));
         for (array, why) in &tree.not_cached {
-            eprintln!("{name}: warning: schedule `{}`: `cache({array})` is not applied: {why}", tree.schedule_name());
+            eprintln!("{place}: warning: schedule `{}`: `cache({array})` is not applied: {why}", tree.schedule_name());
         }
     }
     if r.json {

@@ -158,16 +158,19 @@ impl Frame<'_> {
             let rank = base.len();
             let mut lo: Vec<Option<Poly>> = vec![None; rank];
             let mut hi: Vec<Option<Poly>> = vec![None; rank];
-            for (_, parts, _, _, guards) in &members {
+            for (span, parts, _, _, guards) in &members {
                 for d in 0..rank {
-                    let (l, h) = local.range(&parts[d], guards, ctx, self).ok_or_else(|| format!("the range of `{array}`'s subscript `{}` over a block is not known", parts[d]))?;
+                    // The access as the program writes it: the subscript's polynomial may hold
+                    // the model's own names (a quotient's `$aux_q...`).
+                    let written = accesses.iter().find(|a| a.span == *span).map_or_else(|| format!("`{array}`"), |a| format!("`{}`", a.text));
+                    let (l, h) = local.range(&parts[d], guards, ctx, self).ok_or_else(|| format!("the range over a block of subscript {} of {written} is not known", d + 1))?;
                     lo[d] = Some(match lo[d].take() {
                         None => l,
-                        Some(x) => self.order(&x, &l, ctx, true).ok_or_else(|| format!("cannot order `{x}` and `{l}`"))?,
+                        Some(x) => self.order(&x, &l, ctx, true).ok_or_else(|| format!("the lower bounds over a block of subscript {} of `{array}`'s accesses cannot be ordered", d + 1))?,
                     });
                     hi[d] = Some(match hi[d].take() {
                         None => h,
-                        Some(x) => self.order(&x, &h, ctx, false).ok_or_else(|| format!("cannot order `{x}` and `{h}`"))?,
+                        Some(x) => self.order(&x, &h, ctx, false).ok_or_else(|| format!("the upper bounds over a block of subscript {} of `{array}`'s accesses cannot be ordered", d + 1))?,
                     });
                 }
             }
