@@ -156,7 +156,10 @@ pub enum Command {
     /// disagree on reaching a barrier, and that no access leaves its array (the two-thread
     /// reduction); and the kernel is run on the CPU with CUDA semantics at small parameter points
     /// sampled from the constraints, on seeded random inputs, and compared bit for bit with the
-    /// serial program. Prints one line per leaf. Exit status: 0 when every leaf is proved and
+    /// serial program, but for a floating element a reduction updates (`+=` by several threads,
+    /// an atomic add): the threads of a `meta_for` run in no set order, so its sum may be any
+    /// order's, and it must lie within the rounding bound of any order of its terms (2 g(k+1)
+    /// sum|x|, g(n) = n u / (1 - n u)). Prints one line per leaf. Exit status: 0 when every leaf is proved and
     /// matches, or is unreachable (Z3: no parameter values satisfy the program's facts and its
     /// constraints), 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
     /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, with a
