@@ -217,6 +217,11 @@ fn table(t: &Tuned, top: usize) -> String {
     } else {
         out
     };
+    let out = if t.unread > 0 {
+        out + &format!("  {} more differ from a listed one only in parameters schedule `{}` does not read: not listed\n", t.unread, t.schedule)
+    } else {
+        out
+    };
     let out = if t.grid_too_large > 0 {
         out + &format!("  {} more need more thread blocks along a grid dimension than the device allows: not listed\n", t.grid_too_large)
     } else {

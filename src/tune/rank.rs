@@ -9,7 +9,9 @@
 //! their parameters are bound); the final filter is leaf selection
 //! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
 //! estimates. A configuration whose launch runs no block at the sizes (a grid extent of 0) is
-//! left out and counted ([`Tuned::idle`]): it computes nothing; one whose every admitting leaf
+//! left out and counted ([`Tuned::idle`]): it computes nothing; configurations that differ
+//! only in parameters the schedule never reads (another schedule's block size) are listed once
+//! ([`Tuned::unread`]); one whose every admitting leaf
 //! needs more blocks than the device's grid allows is not admissible, and is counted
 //! ([`Tuned::grid_too_large`]). Where the device profile gives
 //! its bandwidth and clock, configurations are
@@ -98,6 +100,9 @@ pub struct Tuned {
     /// Configurations left out because every leaf admitting them needs more blocks along a
     /// grid dimension than the device allows (the dispatcher refuses them too).
     pub grid_too_large: usize,
+    /// Configurations left out because they differ from a listed one only in parameters the
+    /// schedule never reads (another schedule's block size).
+    pub unread: usize,
     /// Why no configuration has an estimated time, when the device profile is the reason
     /// ([`crate::perf::movement::unavailable`]): the ranking then falls back to the counters.
     #[serde(skip)]
@@ -117,6 +122,34 @@ fn time_estimate(function: &KernelFunction, code: &crate::kernel::Kernel, ways: 
     let double = code.params.iter().any(|p| matches!(p.kind, crate::kernel::KernelParamKind::Array { elem: crate::frontend::ast::ScalarType::Double, .. }));
     let run = movement::Run { work, threads, blocks, double, occupancy, chains: movement::independent_chains(code), traffic: memory.traffic, banks: 1.0, branch_efficiency: branches };
     movement::estimate(&run, device).filter(|e| e.seconds.is_finite() && e.seconds > 0.0)
+}
+
+/// The integer parameters `tree`'s schedule reads: its kernel's (grid, block and body, through
+/// the derived scalars they use), and its host loops' bounds.
+fn parameters_read(function: &KernelFunction, tree: &Tree) -> BTreeSet<String> {
+    // The kernel's parameter list holds every parameter of the function; what it reads is in
+    // its body, grid and block.
+    let code = &tree.nodes[0].code;
+    let mut names = std::collections::HashSet::new();
+    code.body.iter().for_each(|s| crate::frontend::ast::identifiers(s, &mut names));
+    let mut pending: Vec<String> = names.into_iter().collect();
+    code.grid.iter().for_each(|g| g.names(&mut pending));
+    pending.extend(code.block.iter().flat_map(|b| b.vars()).map(|v| v.name().to_string()));
+    if let Some(s) = function.schedules.iter().find(|s| s.name == tree.schedule_name()) {
+        for h in &s.host_loops {
+            h.lo.names(&mut pending);
+            h.hi.names(&mut pending);
+        }
+    }
+    let mut read = BTreeSet::new();
+    while let Some(n) = pending.pop() {
+        if read.insert(n.clone()) {
+            if let Some(d) = function.derived.iter().find(|d| d.name == n) {
+                d.value.names(&mut pending);
+            }
+        }
+    }
+    read
 }
 
 /// The default values of a block-size parameter: powers of two and warp multiples up to the
@@ -259,8 +292,18 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     }
     let mut configs = Vec::with_capacity(admissible.len());
     let mut idle = 0;
+    // Configurations that differ only in parameters this schedule never reads are one
+    // configuration: the first (in enumeration order) stands for them.
+    let read = parameters_read(function, tree);
+    let mut seen_read: BTreeSet<Vec<i64>> = BTreeSet::new();
+    let mut unread = 0;
     for (i, &leaf) in chosen.iter().enumerate() {
         let row = admissible.row(i);
+        let key: Vec<i64> = dispatcher.params.iter().zip(row).filter(|(p, _)| read.contains(*p)).map(|(_, v)| *v).collect();
+        if !seen_read.insert(key) {
+            unread += 1;
+            continue;
+        }
         let rule = dispatcher.rules.iter().find(|r| matches!(&r.outcome, Outcome::Kernel { index, .. } if *index == leaf)).expect("a selected leaf has a rule");
         let point: BTreeMap<Var, Rational> = dispatcher.params.iter().zip(row).map(|(p, v)| (Var::new(p), Rational::from_integer((*v).into()))).collect();
         let value = |p: &constraints::Poly| p.eval(&point).ok().and_then(|q| i64::try_from(q.to_integer()).ok()).unwrap_or(i64::MAX);
@@ -307,5 +350,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, time_model_off: crate::perf::movement::unavailable(device) })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, unread, time_model_off: crate::perf::movement::unavailable(device) })
 }

@@ -8,7 +8,7 @@ use metafork::dispatch::{DeviceLimits, Dispatcher, Selection};
 use metafork::frontend::check_source;
 use metafork::kernel::Kernel;
 use metafork::tune::rank::{block_candidates, GRANULARITY_CANDIDATES};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -725,5 +725,29 @@ fn the_harness_wisdom_sets_every_program_parameter_and_sizes_only_data() {
     assert!(text.contains("static const char *const metafork_param_names[METAFORK_PARAMS] = {\"B\", \"N\"};"), "{text}");
     assert!(text.contains("static const int metafork_param_tuned[METAFORK_PARAMS] = {1, 0};"), "{text}");
     assert!(text.contains("static const char *const metafork_sizes = \"N: 1024\";"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A parameter only another schedule reads (`G`, the second schedule's granularity) does not
+/// multiply the first schedule's list: configurations that differ only in it are one, and the
+/// table says how many were folded; the second schedule still enumerates it.
+#[test]
+fn parameters_a_schedule_does_not_read_are_not_enumerated_for_it() {
+    let dir = scratch("tune-unread");
+    std::fs::write(dir.join("two.mf"), "void two(int N, int B, int G, const float x[N], float y[N], float z[N]) {\n  assume(N >= 1 && B >= 1 && G >= 1);\n  meta_schedule {\n    meta_for (int b = 0; b < (N + B - 1) / B; b++)\n      meta_for (int t = 0; t < B; t++) {\n        int i = b * B + t;\n        if (i < N) y[i] = 2.0f * x[i];\n      }\n  }\n  meta_schedule {\n    meta_for (int b = 0; b < (N + B * G - 1) / (B * G); b++)\n      meta_for (int t = 0; t < B; t++)\n        for (int k = 0; k < G; k++) {\n          int i = (b * B + t) * G + k;\n          if (i < N) z[i] = x[i] + 1.0f;\n        }\n  }\n}\n").unwrap();
+    let listed = |schedule: &str| -> Vec<(i64, i64)> {
+        let out = metafork(&dir, &["tune", "two.mf", "--device", "h100", "--size", "N=100000", "--schedule", schedule, "--estimates", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        json.iter().map(|c| (c["parameters"]["B"].as_i64().unwrap(), c["parameters"]["G"].as_i64().unwrap())).collect()
+    };
+    let first = listed("two_0");
+    let blocks: BTreeSet<i64> = first.iter().map(|(b, _)| *b).collect();
+    assert_eq!(blocks.len(), first.len(), "each block size once: {first:?}");
+    let second = listed("two_1");
+    assert!(second.len() > first.len() && second.iter().any(|(_, g)| *g > 1), "{second:?}");
+    let table = metafork(&dir, &["tune", "two.mf", "--device", "h100", "--size", "N=100000", "--schedule", "two_0", "--estimates"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("more differ from a listed one only in parameters schedule `two_0` does not read: not listed"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
