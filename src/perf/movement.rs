@@ -2,8 +2,9 @@
 //!
 //! Contract: [`work_per_thread`] counts what one thread of a kernel does at a parameter point:
 //! floating-point operations, bytes of global memory it reads and writes, and shared-memory
-//! accesses. Loops count their trip count at the point, with enclosing loop counters at the
-//! middle of their range (a triangular loop counts its mean trip count); an `if` counts its
+//! accesses. Loops count their trip count at the point, with enclosing loop counters (the
+//! schedule's host loops' too: the launch of a middle iteration) at the middle of their range
+//! (a triangular loop counts its mean trip count); an `if` counts its
 //! busier side; thread and block indices are 0. It answers `None` when a loop bound cannot be
 //! evaluated (it reads an array element, or overflows).
 //!
@@ -288,20 +289,40 @@ impl Counter<'_> {
 
 /// Values of every integer name the kernel can read at `point`: the point, then the
 /// function's derived scalars in order.
-fn environment(function: &KernelFunction, point: &BTreeMap<String, i64>) -> HashMap<String, i64> {
+/// The values at `point` of the derived scalars and of `kernel`'s host loop counters, each
+/// counter at the middle of its range (the launch of a middle iteration, as an enclosing loop
+/// counter counts in [`work_per_thread`]): a serial loop bounded by one (`k < d` inside `for (d
+/// ...)`) has a trip count.
+fn environment(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>) -> HashMap<String, i64> {
     let mut env: HashMap<String, i64> = point.iter().map(|(k, v)| (k.clone(), *v)).collect();
-    for d in &function.derived {
-        let c = Counter::bare();
-        if let Some(v) = eval(&d.value, &env, &c) {
-            env.insert(d.name.clone(), v);
+    let c = Counter::bare();
+    let derive = |env: &mut HashMap<String, i64>| {
+        for d in &function.derived {
+            if !env.contains_key(&d.name) {
+                if let Some(v) = eval(&d.value, env, &c) {
+                    env.insert(d.name.clone(), v);
+                }
+            }
         }
+    };
+    derive(&mut env);
+    for h in &kernel.host_loops {
+        let (Some(lo), Some(hi)) = (eval(&h.lo, &env, &c), eval(&h.hi, &env, &c)) else { break };
+        let last = if h.inclusive { hi } else { hi.saturating_sub(1) };
+        if last < lo || h.step < 1 {
+            break;
+        }
+        // The middle iteration's value, on the loop's step.
+        let middle = lo + (last - lo) / 2 / h.step * h.step;
+        env.insert(h.var.clone(), middle);
+        derive(&mut env);
     }
     env
 }
 
 /// The grid and block of `kernel` at `point`, or `None` where an extent cannot be evaluated.
 pub fn launch_shape(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>) -> Option<([i64; 3], [i64; 3])> {
-    let env = environment(function, point);
+    let env = environment(function, kernel, point);
     let c = Counter::bare();
     let mut grid = [1i64; 3];
     for (d, g) in kernel.grid.iter().enumerate().take(3) {
@@ -358,7 +379,7 @@ pub fn work_per_thread_with_ways(function: &KernelFunction, kernel: &Kernel, poi
         }
     }
     kernel.body.iter().for_each(|s| declared(s, &mut floats));
-    let mut env = environment(function, point);
+    let mut env = environment(function, kernel, point);
     let bare = Counter::bare();
     let elements = function
         .arrays

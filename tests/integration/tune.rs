@@ -751,3 +751,22 @@ fn parameters_a_schedule_does_not_read_are_not_enumerated_for_it() {
     assert!(table.contains("more differ from a listed one only in parameters schedule `two_0` does not read: not listed"), "{table}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A serial loop bounded by a host loop's counter (`k < d` inside `for (d ...)`) has a trip
+/// count at the launch of the middle iteration, so the data-movement model times every
+/// configuration (it gave none a time, and ranked by the counters alone without saying why).
+#[test]
+fn a_loop_bounded_by_a_host_counter_is_timed_at_the_middle_iteration() {
+    let dir = scratch("tune-host-counter-bound");
+    std::fs::write(dir.join("hl.mf"), "void hl(int N, int T, int B, const float x[N], float y[T][N]) {\n  assume(N >= 1 && T >= 1 && B >= 1);\n  for (int d = 0; d < T; d++) {\n    meta_schedule {\n      meta_for (int b = 0; b < (N + B - 1) / B; b++)\n        meta_for (int t = 0; t < B; t++) {\n          int i = b * B + t;\n          if (i < N) {\n            float s = 0.0f;\n            for (int k = 0; k < d; k++)\n              s += x[(i + k) % N];\n            y[d][i] = s;\n          }\n        }\n    }\n  }\n}\n").unwrap();
+    let time_at = |t: &str| -> f64 {
+        let out = metafork(&dir, &["tune", "hl.mf", "--device", "h100", "--size", "N=100000", "--size", t, "--estimates", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(!json.is_empty() && json.iter().all(|c| c["estimated_seconds"].as_f64().is_some_and(|s| s > 0.0)), "{json:?}");
+        json[0]["estimated_seconds"].as_f64().unwrap()
+    };
+    // The middle iteration's loop runs about T/2 times: more steps, more time.
+    assert!(time_at("T=256") > time_at("T=16"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
