@@ -174,8 +174,11 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     let mut harnesses = String::new();
     if let Some(dir) = &options.emit_harness {
         let mut files = crate::output::DirFiles::new();
+        // The device's architecture, as the dispatcher's registers were read for it; a
+        // compute capability nvcc does not know builds for the GPU of the machine building it.
+        let arch = crate::compiled::arch_of(&device).unwrap_or_else(|| "native".into());
         for (function, tree, tuned) in &results {
-            let build = super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &mut files)?;
+            let build = super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &arch, &mut files)?;
             harnesses += &format!("harness for `{}` in {}: {build}\n", tuned.schedule, crate::command::shown(dir));
         }
         crate::output::write_dir(dir, &files, crate::output::manifest::Provenance { output: crate::output::manifest::OutputKind::Harness, ..Default::default() }, crate::output::Foreign::forced(options.force))?;

@@ -177,7 +177,7 @@ fn every_name_generated_code_borrows_is_reserved_for_it() {
             if let Ok(tuned) = metafork::tune::rank::tune(function, tree, &device, &request, None) {
                 if !tuned.admissible.is_empty() {
                     let mut h = metafork::output::DirFiles::new();
-                    metafork::tune::harness::files(&path, function, tree, &tuned, 2, &mut h).unwrap();
+                    metafork::tune::harness::files(&path, function, tree, &tuned, 2, "sm_90", &mut h).unwrap();
                     // The driver (from `metafork_restore` on) is a fixed template.
                     texts.extend(h.values().map(|b| String::from_utf8(b.clone()).unwrap().split("static void metafork_restore()").next().unwrap_or_default().to_string()));
                 }

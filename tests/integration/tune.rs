@@ -725,6 +725,10 @@ fn the_harness_wisdom_sets_every_program_parameter_and_sizes_only_data() {
     assert!(text.contains("static const char *const metafork_param_names[METAFORK_PARAMS] = {\"B\", \"N\"};"), "{text}");
     assert!(text.contains("static const int metafork_param_tuned[METAFORK_PARAMS] = {1, 0};"), "{text}");
     assert!(text.contains("static const char *const metafork_sizes = \"N: 1024\";"), "{text}");
+    // Built for the device's architecture (an sm_90 binary has no image for an A100).
+    assert!(text.contains("nvcc -O3 -arch=sm_90 "), "{text}");
+    let out = metafork(&dir, &["tune", &example("saxpy"), "--device", "a100", "--size", "N=1024", "--emit-harness", "h80"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("nvcc -O3 -arch=sm_80 "), "{}", String::from_utf8_lossy(&out.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
