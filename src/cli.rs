@@ -474,6 +474,16 @@ fn at_point(program: &crate::frontend::CheckedProgram, at: &[String]) -> Result<
             let known: Vec<String> = program.kernels.iter().flat_map(|k| k.integer_parameters()).collect();
             return Err(format!("error: --at {}: `{name}` is not an integer parameter of the program (its integer parameters: {})", a.escape_debug(), known.join(", ")));
         }
+        // A value the parameter's C type cannot hold describes no call of the function.
+        let ty = program.kernels.iter().flat_map(|k| &k.params).find(|p| p.name == name).map(|p| p.ty);
+        let fits = match ty {
+            Some(crate::frontend::ast::ScalarType::Char) => i8::try_from(value).is_ok(),
+            Some(crate::frontend::ast::ScalarType::Int) => i32::try_from(value).is_ok(),
+            _ => true,
+        };
+        if !fits {
+            return Err(format!("error: --at {}: `{name}` = {value} does not fit `{}`", a.escape_debug(), ty.map_or("int", |t| t.c_name())));
+        }
         if point.insert(name.clone(), value).is_some() {
             return Err(format!("error: --at {}: `{name}` is given twice", a.escape_debug()));
         }

@@ -256,6 +256,7 @@ fn counters_at_a_point() {
         (&["--at", "N=1024", "--at", "Q=3"][..], "`Q` is not an integer parameter of the program"),
         (&["--at", "N=1024", "--at", "N=512"][..], "`N` is given twice"),
         (&["--at", "N=-4"][..], "the point violates the fact"),
+        (&["--at", "N=4294967296"][..], "`N` = 4294967296 does not fit `int`"),
     ] {
         let o = at(extra);
         assert_eq!(o.status.code(), Some(1), "{extra:?}");
