@@ -2,7 +2,8 @@
 //!
 //! Contract: every byte of input is either part of a token, whitespace, a comment, or a
 //! preprocessor line (`#...`, skipped so that `.c` files with `#define meta_for for` lines are
-//! accepted), or it yields a diagnostic. The lexer never panics and always terminates.
+//! accepted; a macro the program uses, or code inside a conditional, is refused: see
+//! `Preprocessor`), or it yields a diagnostic. The lexer never panics and always terminates.
 
 use super::diag::Diagnostic;
 use super::source::Span;
@@ -45,8 +46,10 @@ const PUNCT: &[&str] = &[
 pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
-    let mut i = 0;
+    // A byte-order mark, as editors on Windows write it, is not part of the program.
+    let mut i = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
     let mut at_line_start = true;
+    let mut pre = Preprocessor::default();
     while i < bytes.len() {
         let c = bytes[i];
         if c == b'\n' {
@@ -69,13 +72,17 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
             }
         }
         if c == b'#' && at_line_start {
-            // A preprocessor line, with backslash continuations.
+            // A preprocessor line, with backslash continuations: read, not run (see
+            // `Preprocessor`).
+            let start = i;
             while i < bytes.len() && bytes[i] != b'\n' {
                 i += splice(bytes, i).unwrap_or(1);
             }
+            pre.line(&text[start..i], Span::new(start, i))?;
             continue;
         }
         at_line_start = false;
+        pre.token()?;
         if bytes[i..].starts_with(b"//") {
             // To the end of the line; a splice continues the comment onto the next line, as in
             // C (`// note \` comments out the line after it).
@@ -132,8 +139,64 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
         };
         return Err(Diagnostic::new(Span::new(i, i + ch.len_utf8()), what, "not recognised here"));
     }
+    pre.used(&tokens)?;
     tokens.push(Token { tok: Tok::Eof, span: Span::new(text.len(), text.len()) });
     Ok(tokens)
+}
+
+/// What the lexer makes of preprocessor lines, which it does not run: a `.c` file's
+/// `#include`s, `#pragma`s and the macros that let it compile as serial C (`#define meta_for
+/// for`, guarded or not) are skipped; a macro the program then uses (`#define SCALE 2.0f` and
+/// `SCALE * x[p]`), or code inside a conditional (`#if 0` ... `#endif`, which C would drop),
+/// would make metafork read another program than C does, and is refused at the directive.
+#[derive(Default)]
+struct Preprocessor {
+    /// Each `#define`d or `#undef`ined name, with its directive's span.
+    macros: Vec<(String, Span)>,
+    /// The open conditionals' directives.
+    open: Vec<Span>,
+}
+
+impl Preprocessor {
+    fn line(&mut self, line: &str, span: Span) -> Result<(), Diagnostic> {
+        let body = line[1..].trim_start();
+        let directive: String = body.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+        let rest = body[directive.len()..].trim_start();
+        match directive.as_str() {
+            "if" | "ifdef" | "ifndef" => self.open.push(span),
+            "endif" => {
+                self.open.pop();
+            }
+            "define" | "undef" => {
+                let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                self.macros.push((name, span));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A token's first byte: code inside a conditional is refused.
+    fn token(&self) -> Result<(), Diagnostic> {
+        match self.open.last() {
+            Some(directive) => Err(Diagnostic::new(*directive, "code inside a preprocessor conditional: metafork does not run the preprocessor, so it would read this code whatever the condition", "this conditional holds code")
+                .with_note("remove the conditional, or keep only `#define`s of the MetaFork words inside it")),
+            None => Ok(()),
+        }
+    }
+
+    /// A macro the program uses is refused: metafork does not expand it.
+    fn used(&self, tokens: &[Token]) -> Result<(), Diagnostic> {
+        for (name, span) in &self.macros {
+            // The MetaFork words are what a serial build defines away (`#define meta_for for`).
+            let metafork_word = ["meta_for", "meta_schedule", "cache", "assume", "assert"].contains(&name.as_str());
+            if !metafork_word && tokens.iter().any(|t| matches!(&t.tok, Tok::Ident(n) if n == name) || matches!(&t.tok, Tok::Sym(k) if *k == name)) {
+                return Err(Diagnostic::new(*span, format!("`{name}` is a macro, and the program uses it: metafork does not run the preprocessor, so it would not expand it"), "not expanded")
+                    .with_note(format!("write `{name}`'s value in place, or make it a parameter or a scalar of the function")));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The length of a line splice at `i` (a backslash before `\n` or `\r\n`), if one is there.
@@ -290,6 +353,16 @@ mod tests {
     #[test]
     fn skips_comments_and_preprocessor_lines() {
         assert_eq!(toks("#define meta_for for\n// c\n/* d\n */ x"), vec![Tok::Ident("x".into()), Tok::Eof]);
+        assert_eq!(toks("\u{feff}x"), vec![Tok::Ident("x".into()), Tok::Eof], "a byte-order mark");
+        // The serial-C idiom: guarded macros of the MetaFork words, includes, pragmas.
+        assert_eq!(toks("#include <math.h>\n#ifndef META\n#define meta_for for\n#define meta_schedule\n#endif\n#pragma once\nx"), vec![Tok::Ident("x".into()), Tok::Eof]);
+        // A macro the program uses, code in a conditional: refused at the directive.
+        let e = lex("#define SCALE 2.0f\nx = SCALE * y;").unwrap_err();
+        assert!(e.message.contains("`SCALE` is a macro") && e.span.start == 0, "{}", e.message);
+        let e = lex("a;\n#if 0\nb;\n#endif\n").unwrap_err();
+        assert!(e.message.contains("inside a preprocessor conditional") && e.span.start == 3, "{}", e.message);
+        assert!(lex("#define meta_for for\n#define assume(x)\nmeta_for assume").is_ok());
+        assert!(lex("#define float double\nfloat x;").unwrap_err().message.contains("`float` is a macro"));
     }
 
     #[test]
