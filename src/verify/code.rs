@@ -308,7 +308,10 @@ impl Compiler {
         let mut args = Vec::new();
         for p in &kernel.params {
             args.push(match p.kind {
-                KernelParamKind::Scalar(_) => Some(self.lookup(&p.name)?),
+                // A scalar defined after the schedule (`int late = N;` below it) is a parameter
+                // of the kernel, as every derived scalar is, but C lets the schedule not read
+                // it: an unset slot stands for it.
+                KernelParamKind::Scalar(ty) => Some(self.lookup(&p.name).or_else(|_| Ok::<usize, String>(self.declare(&format!("{}unbound:{}", crate::names::INTERNAL, p.name), ty)))?),
                 KernelParamKind::Array { .. } => None,
             });
         }

@@ -258,3 +258,12 @@ fn points_where_a_schedule_never_runs_are_reported() {
     }
     assert!(short > 0, "some leaf drew n = 1 (the sampler draws sizes from 1)");
 }
+
+/// A scalar defined after the schedule (`int late = N;`) is no business of the schedule's
+/// launch: `gen` accepted the program, and `verify` refused its output with "`late` is not
+/// defined here" (the kernel's parameter list holds every derived scalar).
+#[test]
+fn a_scalar_defined_after_a_schedule_does_not_stop_verify() {
+    let src = "void saxpy(int N, int B, float alpha, const float x[N], float y[N]) {\n  assume(N >= 1 && B >= 1);\n  int dim = (N + B - 1) / B;\n  meta_schedule {\n    meta_for (int i = 0; i < dim; i++)\n      meta_for (int j = 0; j < B; j++) {\n        int p = i * B + j;\n        if (p < N) y[p] = alpha * x[p] + y[p];\n      }\n  }\n  int late = N * 2;\n}\n";
+    common::gen_and_verify("host-late-scalar", "late.mf", src);
+}
