@@ -108,6 +108,40 @@ fn divisibility(op: BinOp, rem: &Expr, zero: &Expr, derived: &DerivedPolys) -> O
     }
 }
 
+/// `x % m == r` (either way round; `m` any polynomial, `r` an integer literal) as constraints
+/// over a fresh integer `quotient`: `x == m*quotient + r`, with C's sign rule (a remainder has
+/// the sign of `x`: `x >= r` for `r > 0`, `x <= r` for `r < 0`) and `r*r < m*m`. Exact over the
+/// integers, where `to_constraint` has no constraint for the fact (`N % B == 0`, `N % 4 == 1`);
+/// the caller declares `quotient` an integer.
+pub fn remainder_constraints(e: &Expr, derived: &DerivedPolys, quotient: &str) -> Option<Vec<Constraint>> {
+    let ExprKind::Binary(BinOp::Eq, l, r) = &e.kind else { return None };
+    let literal = |e: &Expr| match &e.kind {
+        ExprKind::Int(v) => Some(*v),
+        ExprKind::Unary(UnOp::Neg, inner) => match inner.kind {
+            ExprKind::Int(v) => v.checked_neg(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let ((x, m), rem) = match (&l.kind, &r.kind) {
+        (ExprKind::Binary(BinOp::Rem, x, m), _) => ((x, m), literal(r)?),
+        (_, ExprKind::Binary(BinOp::Rem, x, m)) => ((x, m), literal(l)?),
+        _ => return None,
+    };
+    let (x, m) = (to_poly(x, derived)?, to_poly(m, derived)?);
+    let r = Poly::int(rem);
+    let mut out = vec![Constraint::eq(&x, &(&(&m * &Poly::var(quotient)) + &r))];
+    if rem > 0 {
+        out.push(Constraint::le(&r, &x));
+    } else if rem < 0 {
+        out.push(Constraint::le(&x, &r));
+    }
+    if rem != 0 {
+        out.push(Constraint::lt(&(&r * &r), &(&m * &m)));
+    }
+    Some(out)
+}
+
 /// `a OP b` as a constraint, for a comparison operator.
 pub fn comparison(op: BinOp, a: &Poly, b: &Poly) -> Option<Constraint> {
     Some(match op {

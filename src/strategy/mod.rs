@@ -66,13 +66,37 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
         ranges.push(constraints::Constraint::le(&v, &constraints::Poly::int(most)));
         ranges.push(constraints::Constraint::le(&constraints::Poly::int(-most - 1), &v));
     }
-    let facts: Vec<Option<constraints::Constraint>> = function.facts.iter().map(|f| f.constraint.clone()).collect();
+    // Each fact as constraints: its own, or a remainder's (`N % B == 0`, `N % 4 == 1`) over a
+    // fresh integer quotient.
+    let derived = function.derived_polys();
+    let facts: Vec<Vec<constraints::Constraint>> = function
+        .facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match &f.constraint {
+            Some(c) => vec![c.clone()],
+            None => {
+                let q = format!("{}quotient{i}", crate::names::INTERNAL);
+                match crate::frontend::polyexpr::remainder_constraints(&f.condition, &derived, &q) {
+                    Some(cs) => {
+                        s.set_domain(Var::new(&q), Domain::integer());
+                        cs
+                    }
+                    None => Vec::new(),
+                }
+            }
+        })
+        .collect();
     // Most programs' facts hold at a point where every variable takes one power of two (all
     // `64`, say): checking that exactly needs no Z3 context, the most expensive part of a
-    // small program's `gen` (bench/RESULTS.md, issue 25).
-    let mut all = s.clone();
-    facts.iter().flatten().chain(&ranges).for_each(|c| all.add(c.clone()));
-    if uniform_solution(&all) {
+    // small program's `gen` (bench/RESULTS.md, issue 25). The facts without a constraint of
+    // their own are evaluated there as C does.
+    let mut all = System::new();
+    function.facts.iter().filter_map(|f| f.constraint.clone()).chain(ranges.iter().cloned()).for_each(|c| all.add(c));
+    let exact = crate::dispatch::facts::FactSet::of(function).ok();
+    let integers = function.integer_parameters();
+    let holds_as_c = |k: u32| exact.as_ref().is_none_or(|f| f.holds(&integers.iter().map(|p| (p.clone(), 1i64 << k)).collect()));
+    if (0..=20).any(|k| uniform_holds(&all, k) && holds_as_c(k)) {
         return None;
     }
     let timeout_ms = backend.timeout_ms();
@@ -80,14 +104,15 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
         let own = Backend::new(timeout_ms);
         let untyped = s.clone();
         ranges.into_iter().for_each(|c| s.add(c));
-        for (i, c) in facts.iter().enumerate() {
-            if let Some(c) = c {
-                s.add(c.clone());
-                if matches!(own.check(&s), CheckResult::Unsat) {
-                    let mut alone = untyped;
-                    facts[..=i].iter().flatten().for_each(|c| alone.add(c.clone()));
-                    return Some((i, !matches!(own.check(&alone), CheckResult::Unsat)));
-                }
+        for (i, cs) in facts.iter().enumerate() {
+            if cs.is_empty() {
+                continue;
+            }
+            cs.iter().for_each(|c| s.add(c.clone()));
+            if matches!(own.check(&s), CheckResult::Unsat) {
+                let mut alone = untyped;
+                facts[..=i].iter().flatten().for_each(|c| alone.add(c.clone()));
+                return Some((i, !matches!(own.check(&alone), CheckResult::Unsat)));
             }
         }
         None
@@ -95,13 +120,10 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
     at.map(|(i, by_types)| Contradiction { fact: &function.facts[i], by_types })
 }
 
-/// Whether `system` holds where every variable is the same power of two (1 to 2^20): an exact
-/// check by evaluation, a witness that it is consistent.
-fn uniform_solution(system: &System) -> bool {
-    let vars = system.vars();
-    (0..=20).any(|k| {
-        let value = constraints::Rational::from_integer((1i64 << k).into());
-        let point = vars.iter().map(|v| (v.clone(), value.clone())).collect();
-        system.holds_at(&point) == Ok(true)
-    })
+/// Whether `system` holds where every variable is `2^k`: an exact check by evaluation, a
+/// witness that it is consistent.
+fn uniform_holds(system: &System, k: u32) -> bool {
+    let value = constraints::Rational::from_integer((1i64 << k).into());
+    let point = system.vars().iter().map(|v| (v.clone(), value.clone())).collect();
+    system.holds_at(&point) == Ok(true)
 }
