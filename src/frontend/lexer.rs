@@ -82,7 +82,6 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
             continue;
         }
         at_line_start = false;
-        pre.token()?;
         if bytes[i..].starts_with(b"//") {
             // To the end of the line; a splice continues the comment onto the next line, as in
             // C (`// note \` comments out the line after it).
@@ -107,6 +106,8 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
                 }
             }
         }
+        // A token (or a character that is none): code, which a conditional may not hold.
+        pre.token()?;
         let start = i;
         if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
@@ -355,7 +356,7 @@ mod tests {
         assert_eq!(toks("#define meta_for for\n// c\n/* d\n */ x"), vec![Tok::Ident("x".into()), Tok::Eof]);
         assert_eq!(toks("\u{feff}x"), vec![Tok::Ident("x".into()), Tok::Eof], "a byte-order mark");
         // The serial-C idiom: guarded macros of the MetaFork words, includes, pragmas.
-        assert_eq!(toks("#include <math.h>\n#ifndef META\n#define meta_for for\n#define meta_schedule\n#endif\n#pragma once\nx"), vec![Tok::Ident("x".into()), Tok::Eof]);
+        assert_eq!(toks("#include <math.h>\n#ifndef META\n// serial C\n#define meta_for for /* a loop */\n#define meta_schedule\n#endif\n#pragma once\nx"), vec![Tok::Ident("x".into()), Tok::Eof]);
         // A macro the program uses, code in a conditional: refused at the directive.
         let e = lex("#define SCALE 2.0f\nx = SCALE * y;").unwrap_err();
         assert!(e.message.contains("`SCALE` is a macro") && e.span.start == 0, "{}", e.message);
