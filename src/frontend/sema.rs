@@ -331,6 +331,15 @@ impl Checker<'_> {
             if p.dims.len() > 3 {
                 self.err(p.span, format!("array `{}` has {} dimensions; at most three are supported", p.name.name, p.dims.len()), "too many dimensions");
             }
+            // Constant extents whose bytes no 64-bit address reaches (`x[9223372036854775807]`
+            // of floats) make no array; the generated index arithmetic could not hold them.
+            let constant: Option<Vec<i64>> = p.dims.iter().map(|d| if let ExprKind::Int(v) = d.kind { Some(v) } else { None }).collect();
+            if let Some(extents) = constant.filter(|e| !e.is_empty()) {
+                let bytes = extents.iter().try_fold(i64::from(p.ty.size_bytes()), |acc, e| acc.checked_mul((*e).max(0)));
+                if bytes.is_none_or(|b| b > i64::MAX / 8) {
+                    self.err(p.span, format!("array `{}` would hold more bytes than a 64-bit address space addresses", p.name.name), "too large");
+                }
+            }
             let sym = if p.dims.is_empty() {
                 Sym::Scalar { ty: p.ty, origin: Origin::Param }
             } else {

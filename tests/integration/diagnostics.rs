@@ -424,3 +424,12 @@ fn a_floating_term_reduced_into_an_integer_element() {
     // Not a reduction (each thread its own element): C's `+=` with truncation, accepted.
     check_source("ok.mf", &src.replace("int cnt[1]", "int cnt[N]").replace("cnt[0] += $w[k] * 3.7f;", "cnt[k] += w[k] * 3.7f;")).unwrap();
 }
+
+/// Constant extents whose bytes no 64-bit address reaches: a located error (it was an
+/// unlocated "coefficient too large" from the emitter).
+#[test]
+fn an_array_larger_than_the_address_space() {
+    refused("void f(int N, $const float x[9223372036854775807], float y[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < 1; j++)\n        y[i] = x[i];\n  }\n}\n", "array `x` would hold more bytes than a 64-bit address space addresses");
+    refused("void f(int N, $float x[4294967296][4294967296], float y[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < 1; j++)\n        y[i] = x[0][i];\n  }\n}\n", "more bytes than a 64-bit address space");
+    check_source("ok.mf", "void f(int N, const float x[2147483647], float y[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < 1; j++)\n        y[i] = x[i];\n  }\n}\n").unwrap();
+}
