@@ -152,7 +152,7 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
 /// would make metafork read another program than C does, and is refused at the directive.
 #[derive(Default)]
 struct Preprocessor {
-    /// Each `#define`d or `#undef`ined name, with its directive's span.
+    /// Each `#define`d name, with its directive's span.
     macros: Vec<(String, Span)>,
     /// The open conditionals' directives.
     open: Vec<Span>,
@@ -168,7 +168,8 @@ impl Preprocessor {
             "endif" => {
                 self.open.pop();
             }
-            "define" | "undef" => {
+            // An `#undef` removes a macro: the name may be used after it (`#undef min`).
+            "define" => {
                 let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                 self.macros.push((name, span));
             }
@@ -364,6 +365,7 @@ mod tests {
         assert!(e.message.contains("inside a preprocessor conditional") && e.span.start == 3, "{}", e.message);
         assert!(lex("#define meta_for for\n#define assume(x)\nmeta_for assume").is_ok());
         assert!(lex("#define float double\nfloat x;").unwrap_err().message.contains("`float` is a macro"));
+        assert!(lex("#undef min\nx = min(a, b);").is_ok(), "a name `#undef`ined may be used");
     }
 
     #[test]
