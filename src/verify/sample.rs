@@ -14,7 +14,8 @@
 //! `WIDE_DATA` in absolute value, bounded below by the facts only, so an offset the facts make
 //! zero or negative is found; made smaller a few times); in the wide round a size that facts make a multiple
 //! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
-//! gets instead a round with both small bounds doubled. A point of the wide round is then made
+//! gets instead a round with both small bounds doubled. A parameter a fact defines from others
+//! (`Lp == (Lout - 3) / 2 + 1`) is set from its definition on every candidate. A point of the wide round is then made
 //! smaller where the region allows ([`shrink`]): the region forces some values large, not the
 //! others, and a run's cost grows with every size.
 
@@ -41,6 +42,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
     let data = function.data_parameters();
     let mut rng = SplitMix(seed);
     let divisors = data_divisors(function, &data);
+    let equations = defining_equations(function, &facts);
     let mut out: Vec<BTreeMap<String, i64>> = Vec::new();
     // Small points first; a region with none (`32 <= B1`, `N == 1`) gets a round with
     // warp-sized program parameters and data up to WIDE_DATA, then Z3's own points.
@@ -124,6 +126,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
                     None => fits = false,
                 }
             }
+            solve(&mut directed, &equations);
             if fits && !seen.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
                 let directed = if wide { shrink(directed, system, backend, &facts, &program, &data, &divisors) } else { directed };
                 if seen.insert(directed.clone()) {
@@ -146,6 +149,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             };
             point.insert(d.clone(), v);
         }
+        solve(&mut point, &equations);
         if !seen.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
             let point = if wide { shrink(point, system, backend, &facts, &program, &data, &divisors) } else { point };
             if seen.insert(point.clone()) {
@@ -165,6 +169,58 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         }
     }
     Ok(out)
+}
+
+/// The facts that define a parameter from others (`assume(Lp == (Lout - 3) / 2 + 1)`), in
+/// program order: the parameter and the other side compiled with the facts' rules. Drawn
+/// blindly, such a parameter almost never meets its definition (a quotient is no constraint
+/// for Z3's fallback either), so [`solve`] sets it.
+fn defining_equations(function: &KernelFunction, facts: &FactSet) -> Vec<(String, crate::cexpr::Code, Vec<String>)> {
+    use crate::frontend::ast::{BinOp, ExprKind};
+    let integers = function.integer_parameters();
+    let derived: BTreeMap<&str, &crate::frontend::ast::Expr> = function.derived.iter().map(|d| (d.name.as_str(), &d.value)).collect();
+    // The parameters an expression reads, through derived scalars.
+    let reads = |e: &crate::frontend::ast::Expr| {
+        let mut pending = Vec::new();
+        e.names(&mut pending);
+        let mut out = std::collections::BTreeSet::new();
+        while let Some(n) = pending.pop() {
+            if out.insert(n.clone()) {
+                if let Some(d) = derived.get(n.as_str()) {
+                    d.names(&mut pending);
+                }
+            }
+        }
+        out
+    };
+    let mut out = Vec::new();
+    for f in &function.facts {
+        for c in f.condition.conjuncts() {
+            let ExprKind::Binary(BinOp::Eq, l, r) = &c.kind else { continue };
+            for (side, other) in [(l, r), (r, l)] {
+                let ExprKind::Var(v) = &side.kind else { continue };
+                if !integers.contains(v) || reads(other).contains(v) {
+                    continue;
+                }
+                if let Ok(code) = facts.compile(other) {
+                    out.push((v.clone(), code, integers.clone()));
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Set each parameter a fact defines ([`defining_equations`]) to its definition's value at
+/// `point`, in order; one that cannot be evaluated there (an overflow) is left as drawn.
+fn solve(point: &mut BTreeMap<String, i64>, equations: &[(String, crate::cexpr::Code, Vec<String>)]) {
+    for (v, code, order) in equations {
+        let slots: Vec<i64> = order.iter().map(|p| point.get(p).copied().unwrap_or(0)).collect();
+        if let Some(value) = code.eval(&slots) {
+            point.insert(v.clone(), value);
+        }
+    }
 }
 
 /// A wide round's point made smaller where the region allows: each program parameter halved
