@@ -50,21 +50,9 @@ impl FactSet {
             .iter()
             .map(|f| {
                 let code = Code::compile(&f.condition, &resolve).map_err(|e| format!("fact `{}` cannot be checked at run time: {e}", f.condition))?;
-                let mut reads = std::collections::BTreeSet::new();
-                let mut pending = vec![f.condition.clone()];
-                while let Some(e) = pending.pop() {
-                    let mut names = Vec::new();
-                    e.names(&mut names);
-                    for n in names {
-                        match derived.get(&n) {
-                            Some(d) if reads.insert(n.clone()) => pending.push(d.clone()),
-                            Some(_) => {}
-                            None => {
-                                reads.insert(n);
-                            }
-                        }
-                    }
-                }
+                let mut names = Vec::new();
+                f.condition.names(&mut names);
+                let mut reads = function.names_read(names);
                 reads.retain(|n| params.contains(n));
                 let text = match f.kind {
                     FactKind::Defined => format!("{} (the program divides by it)", f.condition),

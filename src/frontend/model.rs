@@ -138,6 +138,21 @@ impl KernelFunction {
         self.derived.iter().map(|d| (d.name.clone(), d.poly.clone())).collect()
     }
 
+    /// `names` and every name the derived scalars among them read, transitively: what an
+    /// expression naming `names` depends on.
+    pub fn names_read(&self, names: impl IntoIterator<Item = String>) -> std::collections::BTreeSet<String> {
+        let mut pending: Vec<String> = names.into_iter().collect();
+        let mut read = std::collections::BTreeSet::new();
+        while let Some(n) = pending.pop() {
+            if read.insert(n.clone()) {
+                if let Some(d) = self.derived.iter().find(|d| d.name == n) {
+                    d.value.names(&mut pending);
+                }
+            }
+        }
+        read
+    }
+
     fn names_with(&self, role: Role) -> Vec<String> {
         self.params.iter().filter(|p| p.role == role).map(|p| p.name.clone()).collect()
     }

@@ -141,15 +141,7 @@ fn parameters_read(function: &KernelFunction, tree: &Tree) -> BTreeSet<String> {
             h.hi.names(&mut pending);
         }
     }
-    let mut read = BTreeSet::new();
-    while let Some(n) = pending.pop() {
-        if read.insert(n.clone()) {
-            if let Some(d) = function.derived.iter().find(|d| d.name == n) {
-                d.value.names(&mut pending);
-            }
-        }
-    }
-    read
+    function.names_read(pending)
 }
 
 /// The default values of a block-size parameter: powers of two and warp multiples up to the

@@ -178,20 +178,11 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
 fn defining_equations(function: &KernelFunction, facts: &FactSet) -> Vec<(String, crate::cexpr::Code, Vec<String>)> {
     use crate::frontend::ast::{BinOp, ExprKind};
     let integers = function.integer_parameters();
-    let derived: BTreeMap<&str, &crate::frontend::ast::Expr> = function.derived.iter().map(|d| (d.name.as_str(), &d.value)).collect();
     // The parameters an expression reads, through derived scalars.
     let reads = |e: &crate::frontend::ast::Expr| {
-        let mut pending = Vec::new();
-        e.names(&mut pending);
-        let mut out = std::collections::BTreeSet::new();
-        while let Some(n) = pending.pop() {
-            if out.insert(n.clone()) {
-                if let Some(d) = derived.get(n.as_str()) {
-                    d.names(&mut pending);
-                }
-            }
-        }
-        out
+        let mut names = Vec::new();
+        e.names(&mut names);
+        function.names_read(names)
     };
     let mut out = Vec::new();
     for f in &function.facts {
