@@ -476,11 +476,7 @@ fn at_point(program: &crate::frontend::CheckedProgram, at: &[String]) -> Result<
         }
         // A value the parameter's C type cannot hold describes no call of the function.
         let ty = program.kernels.iter().flat_map(|k| &k.params).find(|p| p.name == name).map(|p| p.ty);
-        let fits = match ty {
-            Some(crate::frontend::ast::ScalarType::Char) => i8::try_from(value).is_ok(),
-            Some(crate::frontend::ast::ScalarType::Int) => i32::try_from(value).is_ok(),
-            _ => true,
-        };
+        let fits = ty.and_then(|t| t.integer_range()).is_none_or(|(least, most)| (least..=most).contains(&value));
         if !fits {
             return Err(format!("error: --at {}: `{name}` = {value} does not fit `{}`", a.escape_debug(), ty.map_or("int", |t| t.c_name())));
         }

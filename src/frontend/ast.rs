@@ -19,6 +19,16 @@ impl ScalarType {
         matches!(self, ScalarType::Char | ScalarType::Int | ScalarType::Long)
     }
 
+    /// The least and greatest values of an integer type (LP64); `None` for a floating one.
+    pub fn integer_range(self) -> Option<(i64, i64)> {
+        match self {
+            ScalarType::Char => Some((i8::MIN.into(), i8::MAX.into())),
+            ScalarType::Int => Some((i32::MIN.into(), i32::MAX.into())),
+            ScalarType::Long => Some((i64::MIN, i64::MAX)),
+            ScalarType::Float | ScalarType::Double => None,
+        }
+    }
+
     pub fn c_name(self) -> &'static str {
         match self {
             // Spelled signed: C leaves plain `char`'s sign to the platform (unsigned on

@@ -57,14 +57,10 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
     let mut ranges = Vec::new();
     for p in function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer()) {
         s.set_domain(Var::new(&p.name), Domain::integer());
-        let most = match p.ty {
-            crate::frontend::ast::ScalarType::Char => i64::from(i8::MAX),
-            crate::frontend::ast::ScalarType::Int => i64::from(i32::MAX),
-            _ => i64::MAX,
-        };
+        let (least, most) = p.ty.integer_range().unwrap_or((i64::MIN, i64::MAX));
         let v = constraints::Poly::var(&p.name);
         ranges.push(constraints::Constraint::le(&v, &constraints::Poly::int(most)));
-        ranges.push(constraints::Constraint::le(&constraints::Poly::int(-most - 1), &v));
+        ranges.push(constraints::Constraint::le(&constraints::Poly::int(least), &v));
     }
     // Each fact as constraints: its own, or a remainder's (`N % B == 0`, `N % 4 == 1`) over a
     // fresh integer quotient.

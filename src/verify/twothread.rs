@@ -247,6 +247,9 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
             std::iter::once((i, c.clone())).chain(two.map(|t| (i, t)))
         })
         .collect();
+    // Each integer parameter within its C type: a witness past `int` (`N = 2^31 + 230`) is
+    // no call of the kernel.
+    m.launch.extend(type_ranges(kernel));
     for (i, c) in both {
         if i < launch_facts {
             m.launch.push(c);
@@ -258,6 +261,21 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         m.candidates.push(Candidate { constraint: c, locals, triggers });
     }
     m
+}
+
+/// `least <= p <= most` for each integer scalar parameter `p` of `kernel`, by its C type.
+fn type_ranges(kernel: &Kernel) -> Vec<Constraint> {
+    let mut out = Vec::new();
+    for p in &kernel.params {
+        if let KernelParamKind::Scalar(t) = p.kind {
+            if let Some((least, most)) = t.integer_range() {
+                let v = Poly::var(&p.name);
+                out.push(Constraint::le(&Poly::int(least), &v));
+                out.push(Constraint::le(&v, &Poly::int(most)));
+            }
+        }
+    }
+    out
 }
 
 impl KernelModel<'_> {

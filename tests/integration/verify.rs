@@ -706,6 +706,40 @@ fn clamps_that_are_wrong_are_defects() {
     caught(&f, &tree, &first_leaf(&tree), "race");
 }
 
+/// A parameter is a value of its C type: an `int N` bounds `p < N` within a constant extent of
+/// 2^31 - 1, so the static check proves the accesses in bounds. Before, it reported a witness
+/// at `N = 2147483877`, a value no call of the kernel passes. With `long N` the same accesses
+/// do leave the array, and the witness is in `long`'s range.
+#[test]
+fn parameters_are_bounded_by_their_c_types() {
+    let src = |ty: &str| {
+        format!(
+            "void big({ty} N, int B, const float x[2147483647], float y[2147483647]) {{
+  assume(N >= 1 && B >= 1);
+  {ty} dim = (N + B - 1) / B;
+  meta_schedule {{
+    meta_for ({ty} i = 0; i < dim; i++)
+      meta_for (int j = 0; j < B; j++) {{
+        {ty} p = i * B + j;
+        if (p < N)
+          y[p] = 2.0f * x[p];
+      }}
+  }}
+}}
+"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src("int"));
+    let r = check(&f, &first_leaf(&tree), &tree.root_constraints, &b);
+    assert!(matches!(r.verdict, Verdict::Proved), "{:?}", r.verdict);
+    let (f, tree) = tree_of(&src("long"));
+    let r = check(&f, &first_leaf(&tree), &tree.root_constraints, &b);
+    let Verdict::Defect(w) = r.verdict else { panic!("expected out of bounds, got {:?}", r.verdict) };
+    assert_eq!(w.defect, "out of bounds", "{w}");
+    assert!(w.params["N"] > i64::from(i32::MAX), "{w}");
+}
+
 /// A row dot product with hostile names (`new`, `class`, `template`), a cached vector whose tile
 /// spans a tile loop bounded by a derived quotient (`tiles = k / T`), and divisibility facts by
 /// products of parameters. Before: `gen` failed (the shared-memory counter named `tiles`, which
