@@ -5,9 +5,9 @@
 //! cache, every request compiles. `make test` gives each run a fresh directory, so the
 //! tests share compiles within a run and never across runs.
 //!
-//! Contract: an entry is a regular file whose first line names the format and the key; any
-//! other file (a symbolic link, a directory, a truncated or foreign entry) is a miss and is
-//! never followed or read further. Entries are written whole (a temporary with an
+//! Contract: an entry is a regular file whose first line names the format, the key and the
+//! SHA-256 of the log that follows; any other file (a symbolic link, a directory, a truncated,
+//! corrupted or foreign entry) is a miss and is never followed or read further. Entries are written whole (a temporary with an
 //! unpredictable name in the same directory, then renamed) and never over anything but a
 //! regular file. The directory is the user's: its entries are trusted as the user's own
 //! files are (what a hit reports is what was written there), and it may be deleted at any time.
@@ -23,7 +23,7 @@ use std::sync::{Mutex, OnceLock};
 pub const ENV: &str = "METAFORK_CACHE_DIR";
 
 /// The first line's prefix: the format's version, then the key.
-const FORMAT: &str = "metafork ptxas cache v1 ";
+const FORMAT: &str = "metafork ptxas cache v2 ";
 
 /// The cache directory, when one is asked for.
 pub fn dir() -> Option<PathBuf> {
@@ -54,7 +54,16 @@ pub fn key(tool: &Path, args: &[String], source: &str) -> Option<String> {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part.as_bytes());
     }
-    Some(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Some(hex(&hash.finalize()))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An entry's first line: the format, the key, and the digest of `log`.
+fn header(key: &str, log: &str) -> String {
+    format!("{FORMAT}{key} {}", hex(&Sha256::digest(log.as_bytes())))
 }
 
 /// The log kept under `key` in `dir`, if its entry is a regular file written for that key.
@@ -65,7 +74,8 @@ pub fn load(dir: &Path, key: &str) -> Option<String> {
     }
     let text = std::fs::read_to_string(&path).ok()?;
     let (first, log) = text.split_once('\n')?;
-    (first.strip_prefix(FORMAT)? == key).then(|| log.to_string())
+    // A log cut short or altered since it was written no longer matches its digest.
+    (first == header(key, log)).then(|| log.to_string())
 }
 
 /// Keep `log` under `key` in `dir` (created if missing). Failing to is not an error: the
@@ -78,7 +88,7 @@ pub fn store(dir: &Path, key: &str, log: &str) {
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let mut temp = tempfile::Builder::new().prefix(".metafork-cache-").tempfile_in(dir)?;
-        temp.write_all(format!("{FORMAT}{key}\n{log}").as_bytes())?;
+        temp.write_all(format!("{}\n{log}", header(key, log)).as_bytes())?;
         temp.persist(&path).map_err(|e| e.error)?;
         Ok(())
     };
@@ -100,16 +110,24 @@ mod tests {
         assert_eq!(load(dir.path(), &a).as_deref(), Some("ptxas info : Used 3 registers\n"));
         std::fs::copy(dir.path().join(&a), dir.path().join(&b)).unwrap();
         assert_eq!(load(dir.path(), &b), None, "an entry written for another key");
-        std::fs::write(dir.path().join(&b), "metafork ptxas cache v1 ").unwrap();
+        std::fs::write(dir.path().join(&b), "metafork ptxas cache v2 ").unwrap();
         assert_eq!(load(dir.path(), &b), None, "a truncated entry");
+        // An entry whose log was cut short or altered after its header was written.
+        let whole = std::fs::read_to_string(dir.path().join(&a)).unwrap();
+        std::fs::write(dir.path().join(&a), &whole[..whole.len() - 12]).unwrap();
+        assert_eq!(load(dir.path(), &a), None, "a log cut short");
+        std::fs::write(dir.path().join(&a), whole.replace("Used 3", "Used 9")).unwrap();
+        assert_eq!(load(dir.path(), &a), None, "an altered log");
+        std::fs::write(dir.path().join(&a), &whole).unwrap();
+        assert_eq!(load(dir.path(), &a).as_deref(), Some("ptxas info : Used 3 registers\n"));
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, "mine").unwrap();
         let c = "c".repeat(64);
         std::os::unix::fs::symlink(&target, dir.path().join(&c)).unwrap();
-        std::fs::write(&target, format!("{FORMAT}{c}\nlog")).unwrap();
+        std::fs::write(&target, format!("{}\nlog", header(&c, "log"))).unwrap();
         assert_eq!(load(dir.path(), &c), None, "a link is not followed");
         store(dir.path(), &c, "new");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), format!("{FORMAT}{c}\nlog"), "nor written through");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), format!("{}\nlog", header(&c, "log")), "nor written through");
         assert!(std::fs::symlink_metadata(dir.path().join(&c)).unwrap().file_type().is_symlink());
     }
 }
