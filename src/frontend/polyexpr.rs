@@ -112,8 +112,10 @@ fn divisibility(op: BinOp, rem: &Expr, zero: &Expr, derived: &DerivedPolys) -> O
 /// over a fresh integer `quotient`: `x == m*quotient + r`, with C's sign rule (a remainder has
 /// the sign of `x`: `x >= r` for `r > 0`, `x <= r` for `r < 0`) and `r*r < m*m`. Exact over the
 /// integers, where `to_constraint` has no constraint for the fact (`N % B == 0`, `N % 4 == 1`);
-/// the caller declares `quotient` an integer.
-pub fn remainder_constraints(e: &Expr, derived: &DerivedPolys, quotient: &str) -> Option<Vec<Constraint>> {
+/// `quotient(x, m)` names the quotient; the caller declares it an integer. C's quotient of `x`
+/// by `m` is one value, so facts on the same `x % m` may share a name: `N % B == 0 && N % B == 1`
+/// then contradicts linearly, where two quotients leave Z3 a nonlinear question.
+pub fn remainder_constraints(e: &Expr, derived: &DerivedPolys, quotient: &mut dyn FnMut(&Poly, &Poly) -> String) -> Option<Vec<Constraint>> {
     let ExprKind::Binary(BinOp::Eq, l, r) = &e.kind else { return None };
     let literal = |e: &Expr| match &e.kind {
         ExprKind::Int(v) => Some(*v),
@@ -130,7 +132,8 @@ pub fn remainder_constraints(e: &Expr, derived: &DerivedPolys, quotient: &str) -
     };
     let (x, m) = (to_poly(x, derived)?, to_poly(m, derived)?);
     let r = Poly::int(rem);
-    let mut out = vec![Constraint::eq(&x, &(&(&m * &Poly::var(quotient)) + &r))];
+    let q = Poly::var(&quotient(&x, &m));
+    let mut out = vec![Constraint::eq(&x, &(&(&m * &q) + &r))];
     if rem > 0 {
         out.push(Constraint::le(&r, &x));
     } else if rem < 0 {

@@ -65,24 +65,23 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
     // Each fact as constraints: its own, or a remainder's (`N % B == 0`, `N % 4 == 1`) over a
     // fresh integer quotient.
     let derived = function.derived_polys();
+    // One quotient per dividend and divisor (see `remainder_constraints`).
+    let mut quotients: std::collections::BTreeMap<(String, String), String> = std::collections::BTreeMap::new();
+    let mut quotient = |x: &constraints::Poly, m: &constraints::Poly| {
+        let next = format!("{}quotient{}", crate::names::INTERNAL, quotients.len());
+        quotients.entry((x.to_string(), m.to_string())).or_insert(next).clone()
+    };
     let facts: Vec<Vec<constraints::Constraint>> = function
         .facts
         .iter()
-        .enumerate()
-        .map(|(i, f)| match &f.constraint {
+        .map(|f| match &f.constraint {
             Some(c) => vec![c.clone()],
-            None => {
-                let q = format!("{}quotient{i}", crate::names::INTERNAL);
-                match crate::frontend::polyexpr::remainder_constraints(&f.condition, &derived, &q) {
-                    Some(cs) => {
-                        s.set_domain(Var::new(&q), Domain::integer());
-                        cs
-                    }
-                    None => Vec::new(),
-                }
-            }
+            None => crate::frontend::polyexpr::remainder_constraints(&f.condition, &derived, &mut quotient).unwrap_or_default(),
         })
         .collect();
+    for q in quotients.values() {
+        s.set_domain(Var::new(q), Domain::integer());
+    }
     // Most programs' facts hold at a point where every variable takes one power of two (all
     // `64`, say): checking that exactly needs no Z3 context, the most expensive part of a
     // small program's `gen` (bench/RESULTS.md, issue 25). The facts without a constraint of

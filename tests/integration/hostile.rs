@@ -347,6 +347,9 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
         ("contradiction", program("  assume(N < 0);\n  int d = (N + B - 1) / B;"), "contradict each other"),
         // Remainders that contradict (`N` even and `N % 4 == 1`): refused, not left to `verify`.
         ("remainders", program("  assume(N % 2 == 0 && N % 4 == 1);\n  int d = (N + B - 1) / B;"), "p.mf:3:24: the facts of `f` contradict each other"),
+        // Two remainders of one division by a parameter: Z3 left it unknown while each fact
+        // had its own quotient.
+        ("same division", program("  assume(N % B == 0 && N % B == 1);\n  int d = (N + B - 1) / B;"), "p.mf:3:24: the facts of `f` contradict each other"),
         // A fact no `int` satisfies (it holds over unbounded integers): refused with the type.
         ("past int", program("  assume(N >= 2147483648);\n  int d = (N + B - 1) / B;"), "p.mf:3:10: the facts of `f` admit no value of the parameters' C types"),
         ("huge literal", program("  int d = (N + B - 1) / B;").replace("c[p] = a[p]", "c[p] = a[p] * 1e400"), "out of the range of `double`"),
