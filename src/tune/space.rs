@@ -39,7 +39,14 @@ impl Values {
         match self {
             Values::List(v) if v.is_empty() => Err("an empty value list".into()),
             Values::List(v) if v.len() > MAX_VALUES as usize => Err(format!("a list of more than {MAX_VALUES} values")),
-            Values::List(v) => Ok(v.clone()),
+            // A value listed twice would be searched, counted and ranked twice.
+            Values::List(v) => {
+                let mut seen = std::collections::HashSet::new();
+                match v.iter().find(|x| !seen.insert(**x)) {
+                    Some(x) => Err(format!("value {x} is listed twice")),
+                    None => Ok(v.clone()),
+                }
+            }
             Values::Range { range: [lo, hi], step } => {
                 let step = step.unwrap_or(1);
                 if step < 1 || lo > hi {

@@ -65,6 +65,8 @@ fn bad_spaces_are_refused_with_the_reason() {
     for (text, message) in [
         ("params:\n  x: [1, 2]\n  y: {range: [4, 1]}\n".to_string(), "s.yaml:3: parameter `y`: range [4, 1] with step 1 is empty or backwards".to_string()),
         ("params:\n  x: [1, 2]\n  y: abc\n".into(), "s.yaml:3: parameter `y`: expected a list of integers or {range: [lo, hi], step: s}".into()),
+        // A value listed twice would be counted and ranked twice.
+        ("params:\n  x: [1, 2]\n  y: [8, 4, 8]\n".into(), "s.yaml:3: parameter `y`: value 8 is listed twice".into()),
         ("params:\n  x: [1, 2]\n  x: [3]\n".into(), "s.yaml:3:3: params: duplicate entry with key \"x\"".into()),
         ("# two\nspaces:\n  a:\n    params:\n      x: [1, 2]\n    restrictions:\n      - x > 0\n      - x * z < 3\n".into(), "s.yaml:8: space `a`: restriction `x * z < 3`: `z` is not a parameter of the space".into()),
         (format!("params:\n  x: [1, 2]\nrestrictions:\n  - x > 0\n  - {long}\n"), format!("s.yaml:5: restriction `{} … {} > 0 +` (6007 characters): ", "(".repeat(40), ")".repeat(34))),
