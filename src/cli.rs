@@ -232,7 +232,9 @@ pub enum Command {
     /// threads per block; other program parameters: 1, 2, 4, ..., 32; or the values of --range
     /// or of a --space file), keeps the configurations that satisfy the program's facts and that
     /// some kernel leaf admits on the device for the given --size values (leaving out, and
-    /// counting, those whose launch runs no thread block there), ranks them by the
+    /// counting, those whose launch runs no thread block there or whose grid is larger than
+    /// the device's, and those that differ from a kept one only in parameters the schedule
+    /// does not read), ranks them by the
     /// time a data-movement model estimates (flops, global bytes moved and shared-memory passes
     /// per launch, from the leaf's code and accesses at that point, against the device's FP
     /// rate, bandwidth and shared-memory rate, with the resident warps hiding latency, and the
