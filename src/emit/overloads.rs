@@ -43,13 +43,14 @@ pub fn resolve(name: &str, args: Vec<Expr>, names: &DeclaredTypes, elems: &HashM
 }
 
 /// The arguments of a C math function with parameters of type `param`, where one is an
-/// integer: each argument not of type `param` cast to it, as C converts them. CUDA C++ takes
-/// `sqrt(int)` or `fmax(float, int)` to the standard library's templates for integer
-/// arguments, which are host functions, and refuses the kernel. Calls with floating arguments
-/// only are left as written.
+/// integer or two differ in type: each argument not of type `param` cast to it, as C converts
+/// them. CUDA C++ takes `sqrt(int)`, `fmax(float, int)` or `fmin(float, double)` to the
+/// standard library's templates for mixed arguments, which are host functions, and refuses
+/// the kernel. Calls whose arguments are all of one floating type are left as written.
 fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -> Vec<Expr> {
     let types: Vec<Option<ScalarType>> = args.iter().map(|a| type_of(a, names, elems)).collect();
-    if !types.iter().any(|t| t.is_some_and(|t| t.is_integer())) || types.iter().any(Option::is_none) {
+    let mixed = types.windows(2).any(|w| w[0] != w[1]);
+    if !(mixed || types.iter().any(|t| t.is_some_and(|t| t.is_integer()))) || types.iter().any(Option::is_none) {
         return args;
     }
     args.into_iter().zip(types).map(|(x, t)| if t == Some(param) { x } else { Expr::new(ExprKind::Cast(param, Box::new(x)), Default::default()) }).collect()
@@ -123,7 +124,10 @@ mod tests {
         let data = e(ExprKind::Index { array: Ident { name: "data".into(), span: Span::default() }, indices: vec![e(ExprKind::Int(0))] });
         assert_eq!(printed(&call("sqrt", vec![e(ExprKind::Var("i".into()))])), ["(double)i"]);
         assert_eq!(printed(&call("fmax", vec![data.clone(), e(ExprKind::Int(3))])), ["(double)data[0]", "(double)3"]);
-        assert_eq!(printed(&call("fminf", vec![data, e(ExprKind::Var("big".into()))])), ["data[0]", "(float)big"]);
+        assert_eq!(printed(&call("fminf", vec![data.clone(), e(ExprKind::Var("big".into()))])), ["data[0]", "(float)big"]);
+        // Two floating types: nvcc has no `fmin(float, double)` for the device.
+        assert_eq!(printed(&call("fmin", vec![data.clone(), e(ExprKind::Float { value: 0.5, single: false })])), ["(double)data[0]", "0.5"]);
+        assert_eq!(printed(&call("fmaxf", vec![e(ExprKind::Float { value: 0.5, single: false }), data])), ["(float)0.5", "data[0]"]);
     }
 
     #[test]
