@@ -22,7 +22,7 @@
 use super::machine::Who;
 use super::radix::{self, Side};
 use crate::access::{Access, Collector, Env};
-use crate::frontend::ast::Builtin;
+use crate::frontend::ast::{Builtin, ScalarType};
 use crate::frontend::model::KernelFunction;
 use crate::kernel::{Kernel, KernelParamKind};
 use constraints::solver::{Backend, CheckResult, Model};
@@ -263,12 +263,14 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     m
 }
 
-/// `least <= p <= most` for each integer scalar parameter `p` of `kernel`, by its C type.
+/// `least <= p <= most` for each integer scalar parameter `p` of `kernel` narrower than
+/// `long`, by its C type. (`long`'s bounds, near 2^63, leave witnesses where they were and cost
+/// Z3 its nonlinear answers: a cached `long` blur's bounds query went unknown with them.)
 fn type_ranges(kernel: &Kernel) -> Vec<Constraint> {
     let mut out = Vec::new();
     for p in &kernel.params {
         if let KernelParamKind::Scalar(t) = p.kind {
-            if let Some((least, most)) = t.integer_range() {
+            if let Some((least, most)) = t.integer_range().filter(|_| t != ScalarType::Long) {
                 let v = Poly::var(&p.name);
                 out.push(Constraint::le(&Poly::int(least), &v));
                 out.push(Constraint::le(&v, &Poly::int(most)));
