@@ -206,6 +206,21 @@ impl Kernel {
     pub fn param(&self, name: &str) -> Option<&KernelParam> {
         self.params.iter().find(|p| p.name == name)
     }
+
+    /// Whether the program computes in `long` here: a `long` scalar parameter, or a `long`
+    /// variable or loop counter of its own. Then its grid and array indices may pass 2^31, and
+    /// the index arithmetic the tool adds (a merged block's `2 * blockIdx.x`, a tile's corner
+    /// `blockIdx.x * B`) must be done in `long` as well.
+    pub fn computes_in_long(&self) -> bool {
+        let own = |name: &str| !crate::names::is_internal(name);
+        let mut long = self.params.iter().any(|p| matches!(p.kind, KernelParamKind::Scalar(ScalarType::Long)));
+        crate::strategy::walk::walk_stmts(&self.body, &mut |s| match &s.kind {
+            StmtKind::Decl { ty: ScalarType::Long, vars } => long |= vars.iter().any(|d| own(&d.name.name)),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => long |= l.ty == ScalarType::Long && own(&l.var.name),
+            _ => {}
+        });
+        long
+    }
 }
 
 fn decl(ty: ScalarType, name: &str, init: Expr) -> Stmt {

@@ -42,8 +42,13 @@ pub fn merge(kernel: &Kernel) -> Option<Kernel> {
     }
     let factor = || e(ExprKind::Int(FACTOR));
     let counter = || e(ExprKind::Var(COUNTER.into()));
-    // The block this iteration stands for: F * blockIdx.x + m.
-    let merged_block = bin(BinOp::Add, bin(BinOp::Mul, factor(), e(ExprKind::Builtin(Builtin::BlockIdx(0)))), counter());
+    // The block this iteration stands for: F * blockIdx.x + m, in `long` where the program's
+    // grid may pass 2^31 (a `long` extent: `F * blockIdx.x` then passes `int`).
+    let mut block_x = e(ExprKind::Builtin(Builtin::BlockIdx(0)));
+    if kernel.computes_in_long() {
+        block_x = e(ExprKind::Cast(ScalarType::Long, Box::new(block_x)));
+    }
+    let merged_block = bin(BinOp::Add, bin(BinOp::Mul, factor(), block_x), counter());
     let mut body = kernel.body.clone();
     for s in body.iter_mut() {
         map_stmt_exprs(s, &mut |x| {

@@ -16,7 +16,8 @@
 //! bytes and its block in `T_B` threads, and every CUDA device has `Z_B` of at most 228 KiB and
 //! `T_B` of at most 1024, far below 2^31. The coordinates of a tile element in its array are
 //! values of the program's own `int` subscripts (the footprint's corners), which the program
-//! already computes in `int`. The decision tree does not carry the device bounds as
+//! already computes in `int`; a program that computes in `long`
+//! ([`Kernel::computes_in_long`]) is not narrowed. The decision tree does not carry the device bounds as
 //! constraints: Z3's nonlinear integer arithmetic slows by 5x to over 100x with them
 //! (bench/RESULTS.md), and dispatch reads the real device's limits anyway.
 
@@ -26,7 +27,8 @@ use crate::strategy::walk::map_expr;
 
 /// The code with 32-bit tile index arithmetic, or `None` when it has no tiles or already has it.
 pub fn narrow(kernel: &Kernel) -> Option<Kernel> {
-    if kernel.narrow_index || kernel.shared.is_empty() {
+    // A program that computes in `long` may index past 2^31: its tiles' corners are `long`.
+    if kernel.narrow_index || kernel.shared.is_empty() || kernel.computes_in_long() {
         return None;
     }
     let mut k = kernel.clone();

@@ -210,3 +210,43 @@ fn a_cache_no_kernel_follows_is_reported_with_its_reason() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("q.mf:3:3: warning: schedule `q`: `cache(x)` is not applied: the range over a block of subscript 1 of `x[num / 2]` is not known") && !err.contains('$'), "{err}");
 }
+
+/// A program that computes in `long` (a `long` size: arrays past 2^31 elements) gets the tool's
+/// own index arithmetic in `long` too. Before, a cached leaf computed its tile's corner as
+/// `int g0 = (int)blockIdx.x * B + e` and guarded it with `g0 < (int)L + 2` (at L = 3e9 no
+/// block loaded its tile), and a merged leaf's `2 * (int)blockIdx.x` wrapped past 2^31 blocks;
+/// `verify` proved both (it reasons over unbounded integers). The same program in `int`
+/// keeps its tiles' arithmetic in 32 bits.
+#[test]
+fn programs_that_compute_in_long_get_long_tile_corners_and_merged_blocks() {
+    let blur = |ty: &str| {
+        format!(
+            "void blur({ty} L, int B, const float x[L + 2], float y[L]) {{
+  assume(L >= 1 && B >= 1);
+  meta_schedule cache(x) {{
+    meta_for ({ty} v = 0; v < (L + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {{
+        {ty} i = v * B + u;
+        if (i < L)
+          y[i] = x[i] + x[i + 1] + x[i + 2];
+      }}
+  }}
+}}
+"
+        )
+    };
+    let texts = |out: &std::path::Path| -> Vec<(std::path::PathBuf, String)> { crate::common::cu_files(out, "_leaf").into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).unwrap())).collect() };
+    let (dir, out) = crate::common::gen_and_verify("caching-long", "blur.mf", &blur("long"));
+    let leaves = texts(&out);
+    for (path, text) in &leaves {
+        for narrowed in ["(int)L", "int metafork_g0", "= (int)blockIdx.x *", "2 * (int)blockIdx.x"] {
+            assert!(!text.contains(narrowed), "{}: `{narrowed}`\n{text}", path.display());
+        }
+    }
+    assert!(leaves.iter().any(|(_, t)| t.contains("long metafork_g0 = (long)(int)blockIdx.x * B")), "no cached leaf");
+    assert!(leaves.iter().any(|(_, t)| t.contains("2 * (long)(int)blockIdx.x + metafork_merged")), "no merged leaf");
+    crate::common::assert_nvcc_compiles(&dir, &leaves.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
+    let (_, out) = crate::common::gen_and_verify("caching-int", "blur.mf", &blur("int"));
+    assert!(texts(&out).iter().any(|(_, t)| t.contains("int metafork_g0 = (int)blockIdx.x * B")), "the int program's tiles narrowed");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

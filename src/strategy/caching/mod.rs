@@ -134,6 +134,9 @@ struct Frame<'a> {
     uniform: BTreeSet<String>,
     /// Array element types and extents, by name.
     arrays: BTreeMap<String, (ScalarType, Vec<Poly>)>,
+    /// The program computes in `long` ([`Kernel::computes_in_long`]): the tiles' corners are
+    /// computed in `long` too.
+    long_indices: bool,
 }
 
 /// The statement list inside `depth` nested loops, each the only statement of its parent.
@@ -226,7 +229,7 @@ impl<'a> Frame<'a> {
                 arrays.insert(p.name.clone(), (*elem, extents.clone()));
             }
         }
-        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays })
+        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays, long_indices: kernel.computes_in_long() })
     }
 
     fn replace_scope(&self, body: &mut Vec<Stmt>, new_scope: Vec<Stmt>) {
