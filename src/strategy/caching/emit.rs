@@ -69,8 +69,10 @@ impl Frame<'_> {
         map_expr(&mut x, &mut |y| {
             let ExprKind::Var(n) = &y.kind else { return };
             if let Some(b @ (Builtin::ThreadIdx(_) | Builtin::BlockIdx(_))) = builtin_of_var(n) {
-                // `blockIdx.x * B` in `int` where the program's `v * B` is `long`: cast.
-                y.kind = if self.long_indices { ExprKind::Cast(ScalarType::Long, Box::new(e(ExprKind::Builtin(b)))) } else { ExprKind::Builtin(b) };
+                // `blockIdx.x * B` in `int` where the program's `v * B` is `long`: cast. (A
+                // thread index times a block extent stays within a tile, far below 2^31.)
+                let long = self.long_indices && matches!(b, Builtin::BlockIdx(_));
+                y.kind = if long { ExprKind::Cast(ScalarType::Long, Box::new(e(ExprKind::Builtin(b)))) } else { ExprKind::Builtin(b) };
             } else if let Some(def) = aux.get(n) {
                 match (self.to_c(&def.dividend, aux), self.to_c(&def.divisor, aux)) {
                     (Ok(a), Ok(b)) => y.kind = ExprKind::Binary(if def.quotient { BinOp::Div } else { BinOp::Rem }, Box::new(a), Box::new(b)),
