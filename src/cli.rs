@@ -422,8 +422,13 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Tune { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, force, estimates } => {
             let options = crate::tune::command::Options { file, device, sizes, ranges, space, space_name, schedule, top, output, json, emit_harness, force, estimates };
-            let loader = |p: &Path| command::load(p, color).map_err(|f| f.message);
-            let text = crate::tune::command::run(&options, &loader).map_err(|e| if e.starts_with("error") || e.contains("-->") { Failure::of_work(e) } else { Failure::of_work(format!("error: {e}")) })?;
+            // The loader's failures are whole diagnostics already (`Error: f.mf:5:25: ...`).
+            let diagnosed = std::cell::Cell::new(false);
+            let loader = |p: &Path| command::load(p, color).map_err(|f| {
+                diagnosed.set(true);
+                f.message
+            });
+            let text = crate::tune::command::run(&options, &loader).map_err(|e| if diagnosed.get() || e.starts_with("error") { Failure::of_work(e) } else { Failure::of_work(format!("error: {e}")) })?;
             emit(&text, None)
         }
         Command::Devices { device, json } => {

@@ -168,6 +168,12 @@ fn bad_requests_get_clear_errors() {
         assert!(err.contains(message), "{args:?}: {err}");
         assert!(!dir.join("tune.yaml").exists(), "{args:?}: no output on failure");
     }
+    // A program the front end refuses: its diagnostic as `gen` prints it, with one prefix.
+    std::fs::write(dir.join("bad.mf"), "void f(int N, int B, float a[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++) a[i] = 1.0f +;\n  }\n}\n").unwrap();
+    let out = metafork(&dir, &["tune", "bad.mf", "--device", "h200", "--size", "N=64", "--color", "never"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("Error: bad.mf:3:") && !err.contains("error: Error"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
