@@ -28,11 +28,21 @@ pub struct HostPrinter<'f> {
     /// Print a reduction's update as `METAFORK_REDUCE(target, value);` (gpu-check's programs
     /// define it, to run the serial program once more for the rounding bound) instead of `+=`.
     reduce_macro: bool,
+    /// Evaluate each fact the dispatcher can as the dispatcher does (64-bit, checked: an
+    /// overflow or a division by zero makes it false), with the dispatch header's helpers.
+    checked_facts: Option<crate::dispatch::facts::FactSet>,
 }
 
 impl<'f> HostPrinter<'f> {
     pub fn new(function: &'f KernelFunction, schedule: &'f ScheduleHook<'f>, fact_failed: &'f FactHook<'f>) -> HostPrinter<'f> {
-        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false }
+        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false, checked_facts: None }
+    }
+
+    /// Facts evaluated with the dispatcher's checked arithmetic (see the field); the program
+    /// must include a dispatch header.
+    pub fn with_checked_facts(mut self, facts: crate::dispatch::facts::FactSet) -> HostPrinter<'f> {
+        self.checked_facts = Some(facts);
+        self
     }
 
     /// Reductions' updates printed through `METAFORK_REDUCE` (see the field).
@@ -82,9 +92,20 @@ impl<'f> HostPrinter<'f> {
             StmtKind::Assign { target, op, value } => {
                 let _ = writeln!(out, "{pad}{} {} {};", x.expr(target)?, op.c_symbol(), x.expr(value)?);
             }
-            StmtKind::Assume(c) | StmtKind::Assert(c) => {
-                let _ = writeln!(out, "{pad}if (!({})) {{ {} }}", x.expr(c)?, (self.fact_failed)(s));
-            }
+            StmtKind::Assume(c) | StmtKind::Assert(c) => match self.checked_facts.as_ref().filter(|f| f.compile(c).is_ok()) {
+                // `N % B` with `B == 0`, or a product past `int`, makes the fact false, as in
+                // the dispatcher, where plain C would trap or wrap.
+                Some(facts) => {
+                    let _ = writeln!(out, "{pad}{{
+{pad}  int metafork_ok = 1;
+{pad}  const long long metafork_v = {};
+{pad}  if (!metafork_ok || metafork_v == 0) {{ {} }}
+{pad}}}", facts.cpp_of(c, "metafork_ok"), (self.fact_failed)(s));
+                }
+                None => {
+                    let _ = writeln!(out, "{pad}if (!({})) {{ {} }}", x.expr(c)?, (self.fact_failed)(s));
+                }
+            },
             StmtKind::If { cond, then_branch, else_branch } => {
                 let _ = writeln!(out, "{pad}if ({}) {{", x.expr(cond)?);
                 self.nested(then_branch, depth, next, out)?;
@@ -207,7 +228,8 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
         let text = format!("{what}({c})");
         format!("if (metafork_detail) *metafork_detail = {}; return {status};", c_string(&format!("{text} does not hold")))
     };
-    HostPrinter::new(function, &schedule, &fact).body(&function.body, 1, &mut c)?;
+    let facts = crate::dispatch::facts::FactSet::of(function)?;
+    HostPrinter::new(function, &schedule, &fact).with_checked_facts(facts).body(&function.body, 1, &mut c)?;
     let _ = writeln!(c, "  (void)metafork_why;\n  return 0;\n}}");
     Ok(vec![(format!("metafork_run_{f}.h"), h), (format!("metafork_run_{f}.cu"), c)])
 }

@@ -375,6 +375,43 @@ int main() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The host driver evaluates the facts as the dispatcher does, in checked 64-bit arithmetic,
+/// whatever their order. Before, it printed them as plain C: `assert(N % B == 0)` written
+/// before `assume(B >= 1)` killed the caller with SIGFPE at `B = 0`, and `N * N <= 1048576`
+/// wrapped to true at `N = 65536`.
+#[test]
+fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
+    let dir = scratch("driver-facts");
+    let source = dir.join("ord.mf");
+    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o"]).arg(dir.join("out")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let Some(nvcc) = nvcc() else { return };
+    std::fs::write(
+        dir.join("out/main.cu"),
+        r#"#include <cstdio>
+#include <cstring>
+#include "metafork_run_ord.h"
+int main() {
+  cudaError_t err; const char *why = 0;
+  int r = metafork_run_ord(64, 0, 0, 0, &err, &why);
+  if (r != METAFORK_ASSERT_FAILED || !strstr(why, "assert(N % B == 0)")) { printf("B = 0: %d %s\n", r, why); return 1; }
+  r = metafork_run_ord(65536, 64, 0, 0, &err, &why);
+  if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "assume(N * N <= 1048576)")) { printf("N = 65536: %d %s\n", r, why); return 1; }
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let sources: Vec<String> = std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
+    let o = Command::new(&nvcc).current_dir(dir.join("out")).args(["-O2", "-arch=sm_80", "-o", "main"]).args(&sources).output().unwrap();
+    assert!(o.status.success(), "nvcc: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "nvcc warned: {}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(dir.join("out/main")).output().unwrap();
+    assert!(run.status.success(), "{:?} {}", run.status, String::from_utf8_lossy(&run.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A grid that a host loop's counter sizes (`n - t`, `(n - t) / B` inside `for (t ...)`): the
 /// dispatcher reads the function's parameters, so no fork may read `t` (merging's grid-fill
 /// gate did, and `gen --emit-cuda` failed with "reads `t`, which is neither a parameter nor
