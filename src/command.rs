@@ -172,6 +172,14 @@ impl Drop for Progress {
     }
 }
 
+/// `line` and a newline on standard error, where a closed or full stream is not an error:
+/// `eprintln!` panics there (exit 101, with `2>&1 | head` or stderr closed), and what would
+/// be lost is only this message; the exit status still says what happened.
+pub fn warn(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(line.as_bytes()).and_then(|_| err.write_all(b"\n"));
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -61,21 +61,21 @@ fn main() {
     let result = match worker.map(|h| h.join()) {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => {
-            eprintln!("error: internal failure (a bug in metafork); please report it with the input");
+            metafork::command::warn("error: internal failure (a bug in metafork); please report it with the input");
             end(metafork::command::exit::INTERNAL);
         }
         Err(e) => {
-            eprintln!("error: cannot start the worker thread: {e}");
+            metafork::command::warn(&format!("error: cannot start the worker thread: {e}"));
             end(metafork::command::exit::INTERNAL);
         }
     };
     if constraints::budget::interrupted() {
-        eprintln!("metafork: interrupted (an output it had not finished writing is left as it was)");
+        metafork::command::warn("metafork: interrupted (an output it had not finished writing is left as it was)");
         end(metafork::command::exit::INTERRUPTED);
     }
     if let Err(f) = result {
         if !f.message.trim().is_empty() {
-            eprintln!("{}", f.message.trim_end());
+            metafork::command::warn(f.message.trim_end());
         }
         end(f.code);
     }

@@ -248,7 +248,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
         let at = function.schedules.iter().find(|s| s.name == tree.schedule_name()).map(|s| source.line_col(s.span.start));
         let place = at.map_or_else(|| name.clone(), |(line, column)| format!("{name}:{line}:{column}"));
         for (array, why) in &tree.not_cached {
-            eprintln!("{place}: warning: schedule `{}`: `cache({array})` is not applied: {why}", tree.schedule_name());
+            crate::command::warn(&format!("{place}: warning: schedule `{}`: `cache({array})` is not applied: {why}", tree.schedule_name()));
         }
     }
     if r.json {

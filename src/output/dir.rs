@@ -87,7 +87,7 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: For
     fs::create_dir_all(&parent).map_err(|e| err(target, format!("cannot create `{}`: {e}", parent.display())))?;
     let lock = fs::File::open(&parent).map_err(|e| err(target, format!("cannot open `{}`: {e}", parent.display())))?;
     if lock.try_lock().is_err() {
-        eprintln!("metafork: waiting for another run writing in `{}`", parent.display());
+        crate::command::warn(&format!("metafork: waiting for another run writing in `{}`", parent.display()));
         lock.lock().map_err(|e| err(target, format!("cannot lock `{}`: {e}", parent.display())))?;
     }
     let exists = match fs::symlink_metadata(target) {
@@ -133,7 +133,7 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: For
         }
     }
     let old = old.unwrap_or_else(|e| {
-        eprintln!("metafork: warning: {e}; every entry of the old directory is kept");
+        crate::command::warn(&format!("metafork: warning: {e}; every entry of the old directory is kept"));
         None
     });
 

@@ -413,7 +413,7 @@ fn trace(sys: &System, result: &CheckResult, started: std::time::Instant) {
             CheckResult::Unsat => "unsat".to_string(),
             CheckResult::Unknown(r) => format!("unknown ({r})"),
         };
-        eprintln!("[verify] {answer} in {:.0?}:\n{sys}", started.elapsed());
+        crate::command::warn(&format!("[verify] {answer} in {:.0?}:\n{sys}", started.elapsed()));
     }
 }
 

@@ -59,6 +59,14 @@ fn bad_input_exits_1_with_file_line_column() {
     assert!(err.contains("bad.mf:5:24: unknown identifier `b`"), "{err}");
     assert!(err.contains("a[i * B + j] = b;"), "the source line is shown: {err}");
     assert!(out.stdout.is_empty());
+    // Standard error a pipe nobody reads (`2>&1 | head` once `head` is gone): still exit 1,
+    // not a panic's 101.
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    let write_end = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+    let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["parse", f.to_str().unwrap()]).stderr(std::process::Stdio::from(write_end)).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "with standard error closed");
     // A legal name too long to name files after (a helper's: 300 characters gave `gen` an
     // internal error): refused at its place, by every command; 200 characters work.
     for (length, ok) in [(300, false), (200, true)] {
