@@ -22,7 +22,7 @@
 use super::machine::Who;
 use super::radix::{self, Side};
 use crate::access::{Access, Collector, Env};
-use crate::frontend::ast::{Builtin, ScalarType};
+use crate::frontend::ast::Builtin;
 use crate::frontend::model::KernelFunction;
 use crate::kernel::{Kernel, KernelParamKind};
 use constraints::solver::{Backend, CheckResult, Model};
@@ -92,6 +92,10 @@ struct KernelModel<'b> {
     blocks: usize,
     threads: usize,
     integer_params: Vec<String>,
+    /// Each integer scalar parameter's C type range (`least <= p <= most`), asked for only
+    /// when a witness falls outside it (see [`Checker::ask`]): in every query, these bounds
+    /// cost Z3 its nonlinear answers on many leaves.
+    type_ranges: Vec<Constraint>,
     /// The model's divisions: (quotient, remainder, dividend, divisor), for
     /// [`radix::fold_divisions`].
     divisions: Vec<(Var, Var, Poly, Poly)>,
@@ -226,6 +230,7 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         blocks: kernel.grid.len(),
         threads: kernel.block.len(),
         integer_params: int_params,
+        type_ranges: type_ranges(kernel),
         launch: Vec::new(),
         candidates: Vec::new(),
         divisions: Vec::new(),
@@ -247,9 +252,6 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
             std::iter::once((i, c.clone())).chain(two.map(|t| (i, t)))
         })
         .collect();
-    // Each integer parameter within its C type: a witness past `int` (`N = 2^31 + 230`) is
-    // no call of the kernel.
-    m.launch.extend(type_ranges(kernel));
     for (i, c) in both {
         if i < launch_facts {
             m.launch.push(c);
@@ -263,14 +265,12 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     m
 }
 
-/// `least <= p <= most` for each integer scalar parameter `p` of `kernel` narrower than
-/// `long`, by its C type. (`long`'s bounds, near 2^63, leave witnesses where they were and cost
-/// Z3 its nonlinear answers: a cached `long` blur's bounds query went unknown with them.)
+/// `least <= p <= most` for each integer scalar parameter `p` of `kernel`, by its C type.
 fn type_ranges(kernel: &Kernel) -> Vec<Constraint> {
     let mut out = Vec::new();
     for p in &kernel.params {
         if let KernelParamKind::Scalar(t) = p.kind {
-            if let Some((least, most)) = t.integer_range().filter(|_| t != ScalarType::Long) {
+            if let Some((least, most)) = t.integer_range() {
                 let v = Poly::var(&p.name);
                 out.push(Constraint::le(&Poly::int(least), &v));
                 out.push(Constraint::le(&v, &Poly::int(most)));
@@ -516,7 +516,22 @@ impl Checker<'_, '_> {
         let sys = &sys;
         match result {
             CheckResult::Unsat => Ok(Answer::Unsat),
-            CheckResult::Sat(m) => Ok(Answer::Sat(self.small(sys).unwrap_or(m))),
+            CheckResult::Sat(m) => match self.small(sys) {
+                Some(small) => Ok(Answer::Sat(small)),
+                None if self.m.type_ranges.iter().all(|c| c.holds_at(&m.values) != Ok(false)) => Ok(Answer::Sat(m)),
+                // A witness past its parameter's C type (`N = 2^31 + 230` for an `int N`) is
+                // no launch: asked again within the types.
+                None => {
+                    let mut typed = sys.clone();
+                    self.m.type_ranges.iter().for_each(|c| typed.add(c.clone()));
+                    self.queries += 1;
+                    match self.backend.check(&typed) {
+                        CheckResult::Unsat => Ok(Answer::Unsat),
+                        CheckResult::Sat(m) => Ok(Answer::Sat(m)),
+                        CheckResult::Unknown(r) => Err(Verdict::Unverified(format!("Z3 could not decide a query within the parameters' C types ({r})"))),
+                    }
+                }
+            },
             CheckResult::Unknown(r) => Err(Verdict::Unverified(format!("Z3 could not decide a query ({r})"))),
         }
     }
