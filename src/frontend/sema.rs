@@ -79,17 +79,33 @@ pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
 /// identifiers): a function's only schedule takes the function's name; the `i`-th of several
 /// takes `<function>_<i>`, or, where that is a function's or an earlier schedule's name,
 /// the first free one of `<function>_s<i>`, `<function>_s<i>_2`, `<function>_s<i>_3`, ...
+/// A function whose name begins with `metafork` (the generated code's prefix: its kernels
+/// would be named like another's launchers, `metafork_launch_<kernel>`) lends its schedules
+/// the name with the escape prefix instead (`mfu_metafork_launch_a`, or the first free one of
+/// `mfu_metafork_launch_a_2`, ...).
 fn name_schedules(kernels: &mut [KernelFunction]) {
     let mut taken: BTreeSet<String> = kernels.iter().map(|k| k.name.clone()).collect();
     for k in kernels.iter_mut() {
+        let reserved = k.name.to_ascii_lowercase().starts_with("metafork");
+        let stem = if reserved { format!("{}{}", crate::names::ESCAPE, k.name) } else { k.name.clone() };
         if k.schedules.len() < 2 {
+            if let (true, Some(s)) = (reserved, k.schedules.first_mut()) {
+                let mut name = stem.clone();
+                let mut attempt = 2;
+                while taken.contains(&name) {
+                    name = format!("{stem}_{attempt}");
+                    attempt += 1;
+                }
+                taken.insert(name.clone());
+                s.name = name;
+            }
             continue;
         }
         for (i, s) in k.schedules.iter_mut().enumerate() {
-            let mut name = format!("{}_{i}", k.name);
+            let mut name = format!("{stem}_{i}");
             let mut attempt = 1;
             while taken.contains(&name) {
-                name = if attempt == 1 { format!("{}_s{i}", k.name) } else { format!("{}_s{i}_{attempt}", k.name) };
+                name = if attempt == 1 { format!("{stem}_s{i}") } else { format!("{stem}_s{i}_{attempt}") };
                 attempt += 1;
             }
             taken.insert(name.clone());
