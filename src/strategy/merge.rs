@@ -2,7 +2,7 @@
 //! (more work per thread, fewer blocks).
 //!
 //! Contract: [`merge`] rewrites a kernel (logical or staged) whose grid has an `x` extent `G`
-//! as the grid `(G + F - 1) / F` and the body
+//! as the grid `((long)G + F - 1) / F` and the body
 //! `for (int m = 0; m < F; m++) if (F * blockIdx.x + m < G) { body[blockIdx.x := F * blockIdx.x + m] }`.
 //! The grid loop's iterations are independent (`meta_for`), so running them one after another
 //! in one block is the same program. No condition on the parameters is needed (the guard drops
@@ -68,7 +68,9 @@ pub fn merge(kernel: &Kernel) -> Option<Kernel> {
         body: Box::new(stmt(StmtKind::Block(vec![guarded]))),
     };
     let mut out = kernel.clone();
-    out.grid[0] = bin(BinOp::Div, bin(BinOp::Add, extent.clone(), e(ExprKind::Int(FACTOR - 1))), factor());
+    // In `long`: `G + 1` passes `int` at `G = 2^31 - 1`, and the launcher then ran nothing.
+    let wide = e(ExprKind::Cast(ScalarType::Long, Box::new(extent.clone())));
+    out.grid[0] = bin(BinOp::Div, bin(BinOp::Add, wide, e(ExprKind::Int(FACTOR - 1))), factor());
     out.body = vec![stmt(StmtKind::For(merged_loop))];
     Some(out)
 }

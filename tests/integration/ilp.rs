@@ -275,6 +275,10 @@ fn merged_blocks_are_proved_and_equal_the_serial_program() {
         let m = merge(&k).unwrap_or_else(|| panic!("{name}: not merged"));
         let text = metafork::emit::cuda::emit_kernel(&f, &m, &[]).unwrap();
         assert!(text.contains(&format!("metafork_merged < {FACTOR}")), "{name}: {text}");
+        // The launcher's merged grid in `long`: `G + 1` passed `int` at `G = 2^31 - 1`, and
+        // the launch of a negative grid ran nothing.
+        let grid = text.lines().find(|l| l.contains("long metafork_grid_x = ")).unwrap_or_default();
+        assert!(grid.contains("(((long)") && grid.contains(&format!(" + {}) / {FACTOR}", FACTOR - 1)), "{name}: {grid}");
         assert!(proved(&f, &m, &[], &b), "{name}");
         for at in [odd, even] {
             assert!(passes(&f, &m, &point(at)), "{name} at {at:?}");
