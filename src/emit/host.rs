@@ -31,17 +31,22 @@ pub struct HostPrinter<'f> {
     /// Evaluate each fact the dispatcher can as the dispatcher does (64-bit, checked: an
     /// overflow or a division by zero makes it false), with the dispatch header's helpers.
     checked_facts: Option<crate::dispatch::facts::FactSet>,
+    /// The statement that runs when a derived scalar cannot be computed in its type (given
+    /// the C string literal saying why); with `checked_facts`.
+    value_failed: Option<&'f dyn Fn(&str) -> String>,
 }
 
 impl<'f> HostPrinter<'f> {
     pub fn new(function: &'f KernelFunction, schedule: &'f ScheduleHook<'f>, fact_failed: &'f FactHook<'f>) -> HostPrinter<'f> {
-        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false, checked_facts: None }
+        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false, checked_facts: None, value_failed: None }
     }
 
-    /// Facts evaluated with the dispatcher's checked arithmetic (see the field); the program
-    /// must include a dispatch header.
-    pub fn with_checked_facts(mut self, facts: crate::dispatch::facts::FactSet) -> HostPrinter<'f> {
+    /// Facts and integer derived scalars evaluated with the dispatcher's checked arithmetic
+    /// (see the field); `value_failed` runs where a derived scalar's value leaves its type.
+    /// The program must include a dispatch header.
+    pub fn with_checked_facts(mut self, facts: crate::dispatch::facts::FactSet, value_failed: &'f dyn Fn(&str) -> String) -> HostPrinter<'f> {
         self.checked_facts = Some(facts);
+        self.value_failed = Some(value_failed);
         self
     }
 
@@ -83,7 +88,19 @@ impl<'f> HostPrinter<'f> {
             StmtKind::Decl { ty, vars } => {
                 for d in vars {
                     let n = x.name(&d.name.name);
-                    let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__)) = {};", x.expr(&d.init)?);
+                    // A derived scalar computed as the dispatcher computes it (`N / B` at `B == 0`
+                    // or `INT_MIN / -1` would trap), refused where its value leaves its type.
+                    let checked = self.checked_facts.as_ref().filter(|f| ty.is_integer() && f.compile(&d.init).is_ok());
+                    match (checked, self.value_failed, ty.integer_range()) {
+                        (Some(facts), Some(failed), Some((least, most))) => {
+                            let why = c_string(&format!("{ty} {} = {} is undefined here (a division by zero, or a value outside `{ty}`)", d.name.name, d.init));
+                            let range = if *ty == crate::frontend::ast::ScalarType::Long { String::new() } else { format!(" || metafork_v < {least}LL || metafork_v > {most}LL") };
+                            let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__));\n{pad}{{\n{pad}  int metafork_ok = 1;\n{pad}  const long long metafork_v = {};\n{pad}  if (!metafork_ok{range}) {{ {} }}\n{pad}  {n} = ({ty})metafork_v;\n{pad}}}", facts.cpp_of(&d.init, "metafork_ok"), failed(&why));
+                        }
+                        _ => {
+                            let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__)) = {};", x.expr(&d.init)?);
+                        }
+                    }
                 }
             }
             StmtKind::Assign { target, op: AssignOp::AtomicAdd, value } if self.reduce_macro => {
@@ -229,7 +246,8 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
         format!("if (metafork_detail) *metafork_detail = {}; return {status};", c_string(&format!("{text} does not hold")))
     };
     let facts = crate::dispatch::facts::FactSet::of(function)?;
-    HostPrinter::new(function, &schedule, &fact).with_checked_facts(facts).body(&function.body, 1, &mut c)?;
+    let value_failed = |why: &str| format!("if (metafork_detail) *metafork_detail = {why}; return METAFORK_OUTSIDE_ASSUMPTIONS;");
+    HostPrinter::new(function, &schedule, &fact).with_checked_facts(facts, &value_failed).body(&function.body, 1, &mut c)?;
     let _ = writeln!(c, "  (void)metafork_why;\n  return 0;\n}}");
     Ok(vec![(format!("metafork_run_{f}.h"), h), (format!("metafork_run_{f}.cu"), c)])
 }
