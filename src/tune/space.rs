@@ -367,6 +367,20 @@ impl Search<'_, '_, '_> {
         let slot = self.order[depth];
         let count = self.domains[depth].len();
         'values: for (k, &v) in self.domains[depth].iter().enumerate() {
+            // The budget (--time-limit, Ctrl-C) and the progress, every so many values tried
+            // at any depth: a single innermost range may hold a million values.
+            self.visited += 1;
+            if self.visited % 65536 == 0 {
+                if let Some(p) = self.progress.as_mut() {
+                    p(done + share * k as f64 / count as f64);
+                }
+                if constraints::budget::expired() {
+                    self.stopped.get_or_insert_with(|| format!("{} before the space was searched (--time-limit)", constraints::budget::REASON));
+                }
+            }
+            if self.stopped.is_some() {
+                return;
+            }
             self.row[slot] = v;
             for &(i, bound) in &self.checks[depth] {
                 if !self.space.restrictions[i].code.holds(&self.row) {
@@ -378,15 +392,6 @@ impl Search<'_, '_, '_> {
             }
             let part = share / count as f64;
             self.descend(depth + 1, done + part * k as f64, part);
-        }
-        self.visited += 1;
-        if self.visited % 4096 == 0 {
-            if let Some(p) = self.progress.as_mut() {
-                p(done + share);
-            }
-            if constraints::budget::expired() {
-                self.stopped.get_or_insert_with(|| format!("{} before the space was searched (--time-limit)", constraints::budget::REASON));
-            }
         }
     }
 }

@@ -105,3 +105,17 @@ proptest! {
         prop_assert_eq!(rows(&space), brute_force(&space));
     }
 }
+
+/// The budget (--time-limit, Ctrl-C) stops a search whose innermost range alone holds a million
+/// values. It was looked at once per 4096 completed loops, so a space of two such ranges ran
+/// for a minute past a limit of 2 s, and a Ctrl-C waited as long.
+#[test]
+fn a_spent_budget_stops_a_search_within_its_innermost_range() {
+    let range: Vec<i64> = (1..=1_000_000).collect();
+    let space = Space::new(vec![("B".into(), range.clone()), ("C".into(), range)], &["B * C == 7".into()]).unwrap();
+    let started = std::time::Instant::now();
+    let built = constraints::budget::with_share(std::time::Duration::ZERO, || space.build(None, None));
+    let stopped = built.stopped.expect("the search stops with the budget");
+    assert!(stopped.contains("--time-limit"), "{stopped}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+}
