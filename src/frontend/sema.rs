@@ -963,6 +963,13 @@ impl Checker<'_> {
                     return None;
                 }
                 let types: Vec<ScalarType> = arg_types.into_iter().collect::<Option<_>>()?;
+                // C's `abs` takes an `int`: `abs(-2.75f)` is 2 in the serial C program, while
+                // CUDA's overload gives 2.75. Neither reading can be right for both.
+                if f.name == "abs" && !types[0].is_integer() {
+                    let (fix, float) = if types[0] == ScalarType::Float { ("fabsf", "float") } else { ("fabs", "double") };
+                    self.err(f.span, format!("`abs` of a `{float}`: C converts its argument to `int` (`abs(-2.75f)` is 2) where CUDA's overload keeps the fraction; write `{fix}` for the absolute value, or cast the argument to `int`"), "floating argument");
+                    return None;
+                }
                 Some(match f.name.as_str() {
                     "min" | "max" => ScalarType::promote(types[0], types[1]),
                     "abs" => types[0],

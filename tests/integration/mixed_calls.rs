@@ -20,7 +20,7 @@ const PROGRAM: &str = "void mixed(int size, int B, long big, float alpha, const 
           iout[i] = abs(ival[i]) + min(ival[i], i) + max(i, 7) % 5;
           dout[i] = sqrt(ival[i] * ival[i]) + fabs(ival[i]) + exp(data[i]) + sqrtf(dv[i]) + expf(ival[i]) + floor_at;
           lout[i] = max(big, i) + min((long)i, big) + abs(i - big);
-          dout[i] += min(dv[i], data[i]) + max(dv[i], 1) + abs(data[i] - 0.5f) + pow(i, 2);
+          dout[i] += min(dv[i], data[i]) + max(dv[i], 1) + fabsf(data[i] - 0.5f) + pow(i, 2) + fmin(data[i], dv[i]);
         }
       }
   }
@@ -43,7 +43,8 @@ fn calls_of_mixed_types_compile_and_are_proved() {
     let leaf = sources.iter().find(|n| n.contains("_leaf")).expect("a kernel leaf");
     let code = std::fs::read_to_string(out.join(leaf)).unwrap();
     // The integer arguments converted as C converts them.
-    for cast in ["(float)2", "(long)i", "(double)3", "sqrt((double)"] {
+    // Two floating types too: nvcc has no device `fmin(float, double)`.
+    for cast in ["(float)2", "(long)i", "(double)3", "sqrt((double)", "fmin((double)data[(long)i], dv[(long)i])"] {
         assert!(code.contains(cast), "{leaf} lacks `{cast}`:\n{code}");
     }
     if let Some(nvcc) = nvcc() {
@@ -52,4 +53,14 @@ fn calls_of_mixed_types_compile_and_are_proved() {
         let o = Command::new(&nvcc).current_dir(&out).args(["-c", "-O0", "-arch=sm_80", "-o", "unit.o", "unit.cu"]).output().unwrap();
         assert!(o.status.success(), "nvcc rejected the files:\n{}", String::from_utf8_lossy(&o.stderr));
     }
+}
+
+/// `abs` of a floating value is refused at the call: C converts the argument to `int`
+/// (`abs(-2.75f)` is 2), CUDA's overload keeps the fraction, and the serial program is C.
+#[test]
+fn abs_of_a_floating_value_is_refused_with_the_fix() {
+    let src = "void f(int N, int B, const float x[N], float y[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        y[i * B + j] = abs(x[i * B + j] - 0.5f);\n  }\n}\n";
+    let err = metafork::frontend::check_source("f.mf", src).unwrap_err().render(false);
+    assert!(err.contains("f.mf:5:24: `abs` of a `float`") && err.contains("write `fabsf`"), "{err}");
+    assert!(metafork::frontend::check_source("f.mf", &src.replace("abs(x[i * B + j] - 0.5f)", "abs((int)x[i * B + j])")).is_ok());
 }
