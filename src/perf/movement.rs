@@ -150,6 +150,13 @@ fn eval(e: &Expr, env: &HashMap<String, i64>, c: &Counter) -> Option<i64> {
                 eval(b, env, c)?
             }
         }
+        // A banded loop's bounds (`max(0, i - K)`, `min(N - 1, i + K)`).
+        ExprKind::Call(f, args) => match (f.name.as_str(), args.as_slice()) {
+            ("min", [a, b]) => eval(a, env, c)?.min(eval(b, env, c)?),
+            ("max", [a, b]) => eval(a, env, c)?.max(eval(b, env, c)?),
+            ("abs", [a]) => eval(a, env, c)?.checked_abs()?,
+            _ => return None,
+        },
         _ => return None,
     })
 }

@@ -211,8 +211,10 @@ fn table(t: &Tuned, top: usize) -> String {
         if enumerated.is_empty() { "none".into() } else { enumerated.join(", ") },
         t.registers_from
     );
+    let unestimated = t.admissible.iter().filter(|c| c.estimated_seconds.is_none()).count();
     let out = match &t.time_model_off {
         Some(why) => out + &format!("  no estimated time: {why}; ranked by the counters alone\n"),
+        None if unestimated > 0 => out + &format!("  {unestimated} of {} have no estimated time (the model could not count the trips of a loop, or a launch's shape, at these sizes): all are ranked by the counters alone\n", t.admissible.len()),
         None => out,
     };
     let out = if t.idle > 0 {

@@ -780,3 +780,25 @@ fn a_loop_bounded_by_a_host_counter_is_timed_at_the_middle_iteration() {
     assert!(time_at("T=256") > time_at("T=16"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A banded loop (`j` from `max(0, i - K)` to `min(N - 1, i + K)`) gets an estimated time: the
+/// model counts the trips of loops bounded by `min`/`max`. Where it cannot count them (a bound
+/// read from an array), the table says why every configuration is ranked by the counters,
+/// instead of showing "-" with no reason.
+#[test]
+fn banded_loops_are_estimated_and_a_missing_estimate_is_explained() {
+    let dir = scratch("tune-banded");
+    let band = |bound: &str| format!("void band(int N, int K, int B, const double A[N][2 * K + 1], const double x[N], const int len[N], double y[N]) {{\n  assume(N >= 1 && K >= 0 && B >= 1);\n  meta_schedule {{\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {{\n        int i = v * B + u;\n        if (i < N) {{\n          double acc = 0.0;\n          for (int j = max(0, i - K); j <= {bound}; j++)\n            acc += A[i][j - i + K] * x[j];\n          y[i] = acc;\n        }}\n      }}\n  }}\n}}\n");
+    std::fs::write(dir.join("band.mf"), band("min(N - 1, i + K)")).unwrap();
+    let out = metafork(&dir, &["tune", "band.mf", "--device", "h100", "--size", "N=100000", "--size", "K=3", "--estimates", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!json.is_empty() && json.iter().all(|c| c["estimated_seconds"].as_f64().is_some_and(|s| s > 0.0)), "{json:?}");
+    // A bound the model cannot evaluate: said once, in the table's head.
+    std::fs::write(dir.join("len.mf"), band("min(N - 1, i + len[i])")).unwrap();
+    let out = metafork(&dir, &["tune", "len.mf", "--device", "h100", "--size", "N=100000", "--size", "K=3", "--estimates"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("have no estimated time (the model could not count the trips of a loop"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
