@@ -268,9 +268,12 @@ fn standalone(path: &Path, options: &Options) -> Result<String, String> {
         let admissible = space.build(None, Some(&mut set));
         let seconds = start.elapsed().as_secs_f64();
         drop(bar);
+        let which = if spaces.len() == 1 && name == super::space::SINGLE_SPACE { String::new() } else { format!(" space `{}`:", name.escape_debug()) };
         if let Some(why) = &admissible.stopped {
-            let which = if spaces.len() == 1 && name == super::space::SINGLE_SPACE { String::new() } else { format!(" space `{}`:", name.escape_debug()) };
             return Err(format!("{}:{which} {why}", crate::command::shown(path)));
+        }
+        if let Some(note) = admissible.undefined_note() {
+            crate::command::warn(&format!("{}:{which} warning: {note}", crate::command::shown(path)));
         }
         let configurations = options.json.then(|| {
             (0..admissible.len())

@@ -265,6 +265,9 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     if let Some(why) = admissible.stopped {
         return Err(why);
     }
+    if let Some(note) = admissible.undefined_note() {
+        crate::command::warn(&format!("warning: {note}"));
+    }
     if admissible.len() == 0 {
         if let Some(why) = overflow {
             return Err(format!("no configuration keeps the program's arithmetic defined at these sizes (first: {why})"));

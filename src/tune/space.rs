@@ -170,9 +170,20 @@ pub struct Admissible {
     /// Set when the search stopped early (the time budget, or [`MAX_ADMISSIBLE`]): `values`
     /// is then only part of the space, and callers report the reason instead.
     pub stopped: Option<String>,
+    /// Partial rows a restriction could not be evaluated at (an overflow of 64 bits, a
+    /// division by zero), each left out as if the restriction were false, and the first:
+    /// the restriction and the values it read.
+    pub undefined: u64,
+    pub first_undefined: Option<String>,
 }
 
 impl Admissible {
+    /// A line saying which configurations were left out for an undefined restriction, if any.
+    pub fn undefined_note(&self) -> Option<String> {
+        let first = self.first_undefined.as_ref()?;
+        Some(format!("{} partial configuration{} left out where a restriction is undefined (an overflow of 64 bits or a division by zero); the first: {first}", self.undefined, if self.undefined == 1 { " was" } else { "s were" }))
+    }
+
     pub fn len(&self) -> usize {
         self.count
     }
@@ -296,7 +307,7 @@ impl Space {
             let Some(depth) = r.slots.iter().map(|&s| depth_of[s]).max() else {
                 // A constant restriction: true keeps everything, false nothing.
                 if !r.code.holds(&[]) {
-                    return Admissible { width: self.names.len(), values: Vec::new(), count: 0, stopped: None };
+                    return Admissible { width: self.names.len(), values: Vec::new(), count: 0, stopped: None, undefined: 0, first_undefined: None };
                 }
                 continue;
             };
@@ -323,9 +334,9 @@ impl Space {
                 d
             })
             .collect();
-        let mut search = Search { space: self, order: &order, domains: &domains, checks: &checks, row: vec![0; self.names.len()], out: Vec::new(), count: 0, filter, progress, visited: 0, stopped: None };
+        let mut search = Search { space: self, order: &order, domains: &domains, checks: &checks, row: vec![0; self.names.len()], out: Vec::new(), count: 0, filter, progress, visited: 0, stopped: None, undefined: 0, first_undefined: None };
         search.descend(0, 0.0, 1.0);
-        Admissible { width: self.names.len(), values: search.out, count: search.count, stopped: search.stopped }
+        Admissible { width: self.names.len(), values: search.out, count: search.count, stopped: search.stopped, undefined: search.undefined, first_undefined: search.first_undefined }
     }
 }
 
@@ -343,6 +354,8 @@ struct Search<'a, 'f, 'g> {
     visited: u64,
     /// Why the search stopped early: the budget, or too many admissible points.
     stopped: Option<String>,
+    undefined: u64,
+    first_undefined: Option<String>,
 }
 
 impl Search<'_, '_, '_> {
@@ -383,11 +396,20 @@ impl Search<'_, '_, '_> {
             }
             self.row[slot] = v;
             for &(i, bound) in &self.checks[depth] {
-                if !self.space.restrictions[i].code.holds(&self.row) {
-                    if bound {
-                        break 'values;
+                let r = &self.space.restrictions[i];
+                match r.code.eval(&self.row) {
+                    Some(v) if v != 0 => {}
+                    Some(_) if bound => break 'values,
+                    Some(_) => continue 'values,
+                    // Undefined: left out, counted, never taken for a bound's end.
+                    None => {
+                        self.undefined += 1;
+                        if self.first_undefined.is_none() {
+                            let values: Vec<String> = self.order[..=depth].iter().map(|&p| format!("{} = {}", self.space.names[p], self.row[p])).collect();
+                            self.first_undefined = Some(format!("`{}` at {}", r.text, values.join(", ")));
+                        }
+                        continue 'values;
                     }
-                    continue 'values;
                 }
             }
             let part = share / count as f64;

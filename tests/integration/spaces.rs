@@ -119,3 +119,17 @@ fn a_spent_budget_stops_a_search_within_its_innermost_range() {
     assert!(stopped.contains("--time-limit"), "{stopped}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
 }
+
+/// A restriction that is undefined at a configuration (its product passes 64 bits, it divides
+/// by zero) leaves that configuration out, as before, and now says so with the first place:
+/// the configurations did vanish without a word.
+#[test]
+fn configurations_left_out_for_an_undefined_restriction_are_counted_and_named() {
+    let space = Space::new(vec![("B".into(), (1..=8).collect()), ("C".into(), vec![i64::MAX])], &["B * C > 0".into()]).unwrap();
+    let built = space.build(None, None);
+    assert_eq!((built.len(), built.undefined), (1, 7), "B = 1 holds; B = 2..8 overflow");
+    let note = built.undefined_note().expect("a note");
+    assert!(note.starts_with("7 partial configurations were left out") && note.contains("`B * C > 0` at ") && note.contains("B = 2"), "{note}");
+    let defined = Space::new(vec![("B".into(), (1..=8).collect())], &["B % 2 == 0".into()]).unwrap().build(None, None);
+    assert_eq!((defined.len(), defined.undefined_note()), (4, None));
+}
