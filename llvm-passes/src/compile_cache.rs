@@ -66,6 +66,11 @@ fn header(key: &str, log: &str) -> String {
     format!("{FORMAT}{key} {}", hex(&Sha256::digest(log.as_bytes())))
 }
 
+/// The whole text of the entry keeping `log` under `key`, as [`store`] writes it.
+pub fn entry(key: &str, log: &str) -> String {
+    format!("{}\n{log}", header(key, log))
+}
+
 /// The log kept under `key` in `dir`, if its entry is a regular file written for that key.
 pub fn load(dir: &Path, key: &str) -> Option<String> {
     let path = dir.join(key);
@@ -88,7 +93,7 @@ pub fn store(dir: &Path, key: &str, log: &str) {
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let mut temp = tempfile::Builder::new().prefix(".metafork-cache-").tempfile_in(dir)?;
-        temp.write_all(format!("{}\n{log}", header(key, log)).as_bytes())?;
+        temp.write_all(entry(key, log).as_bytes())?;
         temp.persist(&path).map_err(|e| e.error)?;
         Ok(())
     };

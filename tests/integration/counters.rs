@@ -292,9 +292,9 @@ fn gen_records_ptxas_counts_that_tune_and_verify_agree_with() {
 }
 
 /// The opt-in ptxas cache (`METAFORK_CACHE_DIR`): a repeated compile is answered from it (an
-/// entry edited to say 77 registers is what the next `gen --ptxas` records, so the hit is
-/// real), an entry written for another key or a symbolic link is a miss that compiles again,
-/// and without the variable nothing is cached.
+/// entry rewritten whole to say 77 registers is what the next `gen --ptxas` records, so the
+/// hit is real), an entry altered under its old digest, written for another key, or a symbolic
+/// link is a miss that compiles again, and without the variable nothing is cached.
 #[test]
 fn the_ptxas_cache_answers_a_repeated_compile_and_only_for_its_key() {
     if crate::common::nvcc().is_none() {
@@ -316,7 +316,17 @@ fn the_ptxas_cache_answers_a_repeated_compile_and_only_for_its_key() {
     assert_eq!(entry.len(), 1, "one nvcc run, one entry: {entry:?}");
     let text = std::fs::read_to_string(&entry[0]).unwrap();
     assert!(!compiled.contains("registers: 77"));
-    let edited: String = text.lines().map(|l| if l.contains("Used ") && l.contains(" registers") { "ptxas info    : Used 77 registers, used 0 barriers, 380 bytes cmem[0]\n".to_string() } else { format!("{l}\n") }).collect();
+    let key = entry[0].file_name().unwrap().to_string_lossy().to_string();
+    let (first, log) = text.split_once('\n').unwrap();
+    let edited_log: String = log.lines().map(|l| if l.contains("Used ") && l.contains(" registers") { "ptxas info    : Used 77 registers, used 0 barriers, 380 bytes cmem[0]\n".to_string() } else { format!("{l}\n") }).collect();
+    // Edited under its old header (a log altered or cut short): its digest no longer
+    // matches, so it is a miss, compiled again and rewritten.
+    std::fs::write(&entry[0], format!("{first}\n{edited_log}")).unwrap();
+    assert_eq!(gen("b0", &cache), compiled, "an altered entry is not trusted");
+    let again = std::fs::read_to_string(&entry[0]).unwrap();
+    assert!(again.starts_with(&first[..first.rfind(' ').unwrap()]) && !again.contains("Used 77"), "rewritten by the new compile: {again}");
+    // Written whole with its digest (as the cache writes): the hit answers.
+    let edited = llvm_passes::compile_cache::entry(&key, &edited_log);
     std::fs::write(&entry[0], &edited).unwrap();
     assert!(gen("b", &cache).contains("registers: 77"), "the edited entry answered");
     // Written for another key: a miss, compiled again and rewritten.
@@ -324,7 +334,7 @@ fn the_ptxas_cache_answers_a_repeated_compile_and_only_for_its_key() {
     std::fs::write(&entry[0], &foreign).unwrap();
     assert_eq!(gen("c", &cache), compiled);
     let rewritten = std::fs::read_to_string(&entry[0]).unwrap();
-    assert_eq!(rewritten.lines().next(), text.lines().next(), "rewritten with its own key");
+    assert!(rewritten.starts_with(&first[..first.rfind(' ').unwrap()]), "rewritten with its own key: {rewritten}");
     assert!(!rewritten.contains("Used 77") && rewritten.contains(" registers"), "{rewritten}");
     // A link in its place is neither followed nor replaced.
     let target = dir.join("elsewhere");
