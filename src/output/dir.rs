@@ -142,6 +142,14 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: For
         .permissions(fs::Permissions::from_mode(exists.unwrap_or(0o777)))
         .tempdir_in(&parent)
         .map_err(|e| err(target, format!("cannot create a staging directory in `{}`: {}", parent.display(), e.kind())))?;
+    // The new DIR keeps the old one's mode whole (a shared `2775` stays so: `mkdir` applies
+    // the umask and drops the set-group-ID bit) and, where the user may give it, its group.
+    // Best effort: the output is still right without them.
+    if let (Some(mode), Ok(old)) = (exists, fs::symlink_metadata(target)) {
+        use std::os::unix::fs::MetadataExt;
+        let _ = std::os::unix::fs::chown(staging.path(), None, Some(old.gid()));
+        let _ = fs::set_permissions(staging.path(), fs::Permissions::from_mode(mode));
+    }
     let manifest = Manifest::of(files, from);
     let manifest_json = manifest.to_json();
     let all: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).chain(std::iter::once((MANIFEST, manifest_json.as_bytes()))).collect();
@@ -407,6 +415,20 @@ mod tests {
         assert_eq!(name, "scale_dispatch.cu");
         assert!(written_error(name, &e).contains("differs only in case"), "{}", written_error(name, &e));
         assert_eq!(fs::read_to_string(dir.path().join("scale_dispatch.cu")).unwrap(), "one");
+    }
+
+    /// A shared output directory (`2775`: group-writable, new files in its group) keeps its
+    /// mode when it is replaced: `mkdir`'s umask dropped the group's write and the set-group-ID
+    /// bit.
+    #[test]
+    fn a_replaced_directory_keeps_its_mode() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap();
+        fs::set_permissions(&out, fs::Permissions::from_mode(0o2775)).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "u")]), Provenance::default(), Foreign::Refuse).unwrap();
+        assert_eq!(fs::read_to_string(out.join("tree.yaml")).unwrap(), "u");
+        assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o7777, 0o2775);
     }
 
     #[test]
