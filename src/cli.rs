@@ -156,7 +156,9 @@ pub enum Command {
     /// disagree on reaching a barrier, and that no access leaves its array (the two-thread
     /// reduction); and the kernel is run on the CPU with CUDA semantics at small parameter points
     /// sampled from the constraints, on seeded random inputs, and compared bit for bit with the
-    /// serial program, but for a floating element a reduction updates (`+=` by several threads,
+    /// serial program (each operation rounded on its own: nvcc's default `-fmad=true` fuses
+    /// `a * b + c`, so a device matches bit for bit only with `-fmad=false`), but for a floating
+    /// element a reduction updates (`+=` by several threads,
     /// an atomic add): the threads of a `meta_for` run in no set order, so its sum may be any
     /// order's, and it must lie within the rounding bound of any order of its terms (2 g(k+1)
     /// sum|x|, g(n) = n u / (1 - n u)). Prints one line per leaf. Exit status: 0 when every leaf is proved and
