@@ -105,6 +105,25 @@ impl FactSet {
         Code::compile(e, &resolve)
     }
 
+    /// Whether [`FactSet::cpp_of`] renders `e` exactly, where the names in `locals` (integer
+    /// variables in scope where the text is printed: a host loop's counter, a local defined in
+    /// the loop) stand for themselves: integer arithmetic, comparisons and conditions over
+    /// integer parameters, integer derived scalars and those locals.
+    pub fn renders_with_locals(&self, e: &Expr, locals: &std::collections::HashSet<String>) -> bool {
+        match &e.kind {
+            ExprKind::Int(_) => true,
+            ExprKind::Var(v) => match self.derived.get(v) {
+                Some(d) => !self.floating.contains(v) && self.renders_with_locals(d, locals),
+                None => self.params.contains(v) || locals.contains(v),
+            },
+            ExprKind::Unary(UnOp::Neg | UnOp::Not, a) => self.renders_with_locals(a, locals),
+            ExprKind::Cast(t, a) => t.is_integer() && self.renders_with_locals(a, locals),
+            ExprKind::Binary(_, a, b) => self.renders_with_locals(a, locals) && self.renders_with_locals(b, locals),
+            ExprKind::Cond(c, a, b) => [c, a, b].iter().all(|x| self.renders_with_locals(x, locals)),
+            _ => false,
+        }
+    }
+
     /// An expression [`FactSet::compile`] accepts, as C++ with the facts' rules: see
     /// [`FactSet::cpp`].
     pub fn cpp_of(&self, e: &Expr, ok: &str) -> String {

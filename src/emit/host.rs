@@ -9,7 +9,7 @@
 //! harness's answer, and the generated host driver ([`driver`]).
 
 use crate::emit::cuda::{launch_params, HostExprs};
-use crate::frontend::ast::{AssignOp, Expr, ExprKind, Stmt, StmtKind};
+use crate::frontend::ast::{AssignOp, Expr, ExprKind, Stmt, StmtKind, UnOp};
 use crate::frontend::model::KernelFunction;
 use crate::tree::Tree;
 use crate::names::{c_comment, c_ident, c_string};
@@ -31,6 +31,9 @@ pub struct HostPrinter<'f> {
     /// Evaluate each fact the dispatcher can as the dispatcher does (64-bit, checked: an
     /// overflow or a division by zero makes it false), with the dispatch header's helpers.
     checked_facts: Option<crate::dispatch::facts::FactSet>,
+    /// The function's integer locals (host loop counters, definitions in host loops), which
+    /// a checked expression may name: see [`crate::dispatch::facts::FactSet::renders_with_locals`].
+    integer_locals: std::collections::HashSet<String>,
     /// The statement that runs when a derived scalar cannot be computed in its type (given
     /// the C string literal saying why); with `checked_facts`.
     value_failed: Option<&'f dyn Fn(&str) -> String>,
@@ -38,13 +41,14 @@ pub struct HostPrinter<'f> {
 
 impl<'f> HostPrinter<'f> {
     pub fn new(function: &'f KernelFunction, schedule: &'f ScheduleHook<'f>, fact_failed: &'f FactHook<'f>) -> HostPrinter<'f> {
-        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false, checked_facts: None, value_failed: None }
+        HostPrinter { x: HostExprs::new(function), schedule, fact_failed, reduce_macro: false, checked_facts: None, integer_locals: Default::default(), value_failed: None }
     }
 
     /// Facts and integer derived scalars evaluated with the dispatcher's checked arithmetic
     /// (see the field); `value_failed` runs where a derived scalar's value leaves its type.
     /// The program must include a dispatch header.
-    pub fn with_checked_facts(mut self, facts: crate::dispatch::facts::FactSet, value_failed: &'f dyn Fn(&str) -> String) -> HostPrinter<'f> {
+    pub fn with_checked_facts(mut self, function: &KernelFunction, facts: crate::dispatch::facts::FactSet, value_failed: &'f dyn Fn(&str) -> String) -> HostPrinter<'f> {
+        self.integer_locals = integer_locals(function);
         self.checked_facts = Some(facts);
         self.value_failed = Some(value_failed);
         self
@@ -90,7 +94,7 @@ impl<'f> HostPrinter<'f> {
                     let n = x.name(&d.name.name);
                     // A derived scalar computed as the dispatcher computes it (`N / B` at `B == 0`
                     // or `INT_MIN / -1` would trap), refused where its value leaves its type.
-                    let checked = self.checked_facts.as_ref().filter(|f| ty.is_integer() && f.compile(&d.init).is_ok());
+                    let checked = self.checked_facts.as_ref().filter(|f| ty.is_integer() && (f.compile(&d.init).is_ok() || f.renders_with_locals(&d.init, &self.integer_locals)));
                     match (checked, self.value_failed, ty.integer_range()) {
                         (Some(facts), Some(failed), Some((least, most))) => {
                             let why = c_string(&format!("{ty} {} = {} is undefined here (a division by zero, or a value outside `{ty}`)", d.name.name, d.init));
@@ -135,9 +139,33 @@ impl<'f> HostPrinter<'f> {
             StmtKind::For(l) | StmtKind::MetaFor(l) => {
                 let v = x.name(&l.var.name);
                 let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
-                let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, x.expr(&l.lo)?, if l.inclusive { "<=" } else { "<" }, x.expr(&l.hi)?);
-                self.nested(&l.body, depth, next, out)?;
-                let _ = writeln!(out, "{pad}}}");
+                // Bounds the dispatcher's rules can compute are computed once, checked (`N / M`
+                // at `M == 0` would trap before any launch could refuse the point).
+                let renders = |e: &Expr| self.checked_facts.as_ref().filter(|f| l.ty.is_integer() && (f.compile(e).is_ok() || f.renders_with_locals(e, &self.integer_locals)));
+                // (A bound without arithmetic, `0` or `T`, is defined: printed as written.)
+                let arithmetic = [&l.lo, &l.hi].iter().any(|e| {
+                    let mut found = false;
+                    crate::frontend::ast::walk_expr(e, &mut |x| found |= matches!(x.kind, ExprKind::Binary(op, _, _) if !op.is_comparison() && !op.is_logical()) || matches!(x.kind, ExprKind::Unary(UnOp::Neg, _)));
+                    found
+                });
+                match (renders(&l.lo).filter(|_| arithmetic), renders(&l.hi), self.value_failed, l.ty.integer_range()) {
+                    (Some(facts), Some(_), Some(failed), Some((least, most))) => {
+                        let why = c_string(&format!("the bounds of loop `{}` ({} to {}) are undefined here (a division by zero, or a value outside `{}`)", l.var.name, l.lo, l.hi, l.ty));
+                        let range = if l.ty == crate::frontend::ast::ScalarType::Long { String::new() } else { format!(" || metafork_lo < {least}LL || metafork_lo > {most}LL || metafork_hi < {least}LL || metafork_hi > {most}LL") };
+                        let _ = writeln!(out, "{pad}{{
+{pad}  int metafork_ok = 1;
+{pad}  const long long metafork_lo = {}, metafork_hi = {};
+{pad}  if (!metafork_ok{range}) {{ {} }}", facts.cpp_of(&l.lo, "metafork_ok"), facts.cpp_of(&l.hi, "metafork_ok"), failed(&why));
+                        let _ = writeln!(out, "{pad}  for ({} {v} = ({})metafork_lo; {v} {} ({})metafork_hi; {step}) {{", l.ty, l.ty, if l.inclusive { "<=" } else { "<" }, l.ty);
+                        self.nested(&l.body, depth + 1, next, out)?;
+                        let _ = writeln!(out, "{pad}  }}\n{pad}}}");
+                    }
+                    _ => {
+                        let _ = writeln!(out, "{pad}for ({} {v} = {}; {v} {} {}; {step}) {{", l.ty, x.expr(&l.lo)?, if l.inclusive { "<=" } else { "<" }, x.expr(&l.hi)?);
+                        self.nested(&l.body, depth, next, out)?;
+                        let _ = writeln!(out, "{pad}}}");
+                    }
+                }
             }
             StmtKind::MetaSchedule { body, .. } => {
                 let k = *next;
@@ -247,9 +275,30 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
     };
     let facts = crate::dispatch::facts::FactSet::of(function)?;
     let value_failed = |why: &str| format!("if (metafork_detail) *metafork_detail = {why}; return METAFORK_OUTSIDE_ASSUMPTIONS;");
-    HostPrinter::new(function, &schedule, &fact).with_checked_facts(facts, &value_failed).body(&function.body, 1, &mut c)?;
+    HostPrinter::new(function, &schedule, &fact).with_checked_facts(function, facts, &value_failed).body(&function.body, 1, &mut c)?;
     let _ = writeln!(c, "  (void)metafork_why;\n  return 0;\n}}");
     Ok(vec![(format!("metafork_run_{f}.h"), h), (format!("metafork_run_{f}.cu"), c)])
+}
+
+/// The names `function`'s body declares with an integer type only (host loop counters and
+/// definitions) and never assigns: a name also declared with a floating type, or assigned
+/// (a value a hoisted loop bound would miss), is left out.
+fn integer_locals(function: &KernelFunction) -> std::collections::HashSet<String> {
+    let (mut integer, mut floating) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    crate::strategy::walk::walk_stmts(&function.body, &mut |s| match &s.kind {
+        StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, .. } => {
+            floating.insert(n.clone());
+        }
+        StmtKind::Decl { ty, vars } => vars.iter().for_each(|d| {
+            if ty.is_integer() { integer.insert(d.name.name.clone()) } else { floating.insert(d.name.name.clone()) };
+        }),
+        StmtKind::For(l) | StmtKind::MetaFor(l) => {
+            if l.ty.is_integer() { integer.insert(l.var.name.clone()) } else { floating.insert(l.var.name.clone()) };
+        }
+        _ => {}
+    });
+    integer.retain(|n| !floating.contains(n));
+    integer
 }
 
 /// The indices of `function`'s floating arrays some reduction adds to (an atomic add: its terms

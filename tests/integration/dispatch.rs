@@ -380,12 +380,13 @@ int main() {
 /// before `assume(B >= 1)` killed the caller with SIGFPE at `B = 0`, and `N * N <= 1048576`
 /// wrapped to true at `N = 65536`. Its derived scalars likewise: `int dim = N / B` with no
 /// fact on `B` trapped at `B = 0` and at `N = INT_MIN, B = -1`; both are now refused, the
-/// quotient being undefined.
+/// quotient being undefined. So is one defined inside a host loop from its counter
+/// (`int q = N / (t + M)` at `M = 0`), and a host loop's bound (`t < N / M`).
 #[test]
 fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
     let dir = scratch("driver-facts");
     let source = dir.join("ord.mf");
-    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n\nvoid dz(int N, int B, const float a[N], float c[N]) {\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + 1.0f;\n      }\n  }\n}\n").unwrap();
+    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n\nvoid dz(int N, int B, const float a[N], float c[N]) {\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + 1.0f;\n      }\n  }\n}\n\nvoid lp(int N, int M, int B, int T, float a[N]) {\n  int d = N / B;\n  for (int t = 0; t < T; t++) {\n    int q = N / (t + M);\n    meta_schedule {\n      meta_for (int v = 0; v < d; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n          if (i >= 0 && i < N) a[i] = a[i] + q;\n        }\n    }\n  }\n}\n\nvoid lb(int N, int M, int B, float a[N]) {\n  for (int t = 0; t < N / M; t++) {\n    meta_schedule {\n      meta_for (int v = 0; v < N / B; v++)\n        meta_for (int u = 0; u < B; u++)\n          a[v * B + u] = a[v * B + u] + t;\n    }\n  }\n}\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o"]).arg(dir.join("out")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let Some(nvcc) = nvcc() else { return };
@@ -395,6 +396,8 @@ fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
 #include <cstring>
 #include "metafork_run_ord.h"
 #include "metafork_run_dz.h"
+#include "metafork_run_lp.h"
+#include "metafork_run_lb.h"
 int main() {
   cudaError_t err; const char *why = 0;
   int r = metafork_run_ord(64, 0, 0, 0, &err, &why);
@@ -405,6 +408,10 @@ int main() {
   if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "int dim = N / B is undefined here")) { printf("dz B = 0: %d %s\n", r, why); return 1; }
   r = metafork_run_dz(-2147483647 - 1, -1, 0, 0, 0, &err, &why);
   if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "int dim = N / B is undefined here")) { printf("dz INT_MIN / -1: %d %s\n", r, why); return 1; }
+  r = metafork_run_lp(8, 0, 2, 1, 0, 0, &err, &why);
+  if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "int q = N / (t + M) is undefined here")) { printf("lp M = 0: %d %s\n", r, why); return 1; }
+  r = metafork_run_lb(8, 0, 2, 0, 0, &err, &why);
+  if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "the bounds of loop `t` (0 to N / M) are undefined here")) { printf("lb M = 0: %d %s\n", r, why); return 1; }
   return 0;
 }
 "#,
