@@ -322,6 +322,17 @@ int main() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Every `.cu` file of `out` (a `main.cu` among them) built by nvcc for sm_80 without a
+/// warning, and the program run to a successful exit (it prints what failed).
+fn build_and_run_main(nvcc: &std::path::Path, out: &std::path::Path) {
+    let sources: Vec<String> = std::fs::read_dir(out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
+    let o = Command::new(nvcc).current_dir(out).args(["-O2", "-arch=sm_80", "-o", "main"]).args(&sources).output().unwrap();
+    assert!(o.status.success(), "nvcc: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "nvcc warned: {}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(out.join("main")).output().unwrap();
+    assert!(run.status.success(), "{:?} {}", run.status, String::from_utf8_lossy(&run.stdout));
+}
+
 /// The generated host driver (issue 26.2, used by the README's guide): for the PolyBench
 /// jacobi-2d (two schedules in order inside a host time loop) `metafork_run_kernel_jacobi_2d`
 /// runs the loop on the host and each schedule through its dispatcher, in source order; it
@@ -366,12 +377,7 @@ int main() {
 "#,
     )
     .unwrap();
-    let sources: Vec<String> = std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
-    let o = Command::new(&nvcc).current_dir(dir.join("out")).args(["-O2", "-arch=sm_80", "-o", "main"]).args(&sources).output().unwrap();
-    assert!(o.status.success(), "nvcc: {}", String::from_utf8_lossy(&o.stderr));
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "nvcc warned: {}", String::from_utf8_lossy(&o.stderr));
-    let run = Command::new(dir.join("out/main")).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stdout));
+    build_and_run_main(&nvcc, &dir.join("out"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -417,12 +423,7 @@ int main() {
 "#,
     )
     .unwrap();
-    let sources: Vec<String> = std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();
-    let o = Command::new(&nvcc).current_dir(dir.join("out")).args(["-O2", "-arch=sm_80", "-o", "main"]).args(&sources).output().unwrap();
-    assert!(o.status.success(), "nvcc: {}", String::from_utf8_lossy(&o.stderr));
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "nvcc warned: {}", String::from_utf8_lossy(&o.stderr));
-    let run = Command::new(dir.join("out/main")).output().unwrap();
-    assert!(run.status.success(), "{:?} {}", run.status, String::from_utf8_lossy(&run.stdout));
+    build_and_run_main(&nvcc, &dir.join("out"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
