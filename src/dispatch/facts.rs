@@ -108,7 +108,8 @@ impl FactSet {
     /// Whether [`FactSet::cpp_of`] renders `e` exactly, where the names in `locals` (integer
     /// variables in scope where the text is printed: a host loop's counter, a local defined in
     /// the loop) stand for themselves: integer arithmetic, comparisons and conditions over
-    /// integer parameters, integer derived scalars and those locals.
+    /// integer parameters, integer derived scalars and those locals. With no locals, every
+    /// expression [`FactSet::compile`] accepts.
     pub fn renders_with_locals(&self, e: &Expr, locals: &std::collections::HashSet<String>) -> bool {
         match &e.kind {
             ExprKind::Int(_) => true,

@@ -94,7 +94,7 @@ impl<'f> HostPrinter<'f> {
                     let n = x.name(&d.name.name);
                     // A derived scalar computed as the dispatcher computes it (`N / B` at `B == 0`
                     // or `INT_MIN / -1` would trap), refused where its value leaves its type.
-                    let checked = self.checked_facts.as_ref().filter(|f| ty.is_integer() && (f.compile(&d.init).is_ok() || f.renders_with_locals(&d.init, &self.integer_locals)));
+                    let checked = self.checked_facts.as_ref().filter(|f| ty.is_integer() && f.renders_with_locals(&d.init, &self.integer_locals));
                     match (checked, self.value_failed, ty.integer_range()) {
                         (Some(facts), Some(failed), Some((least, most))) => {
                             let why = c_string(&format!("{ty} {} = {} is undefined here (a division by zero, or a value outside `{ty}`)", d.name.name, d.init));
@@ -141,7 +141,7 @@ impl<'f> HostPrinter<'f> {
                 let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
                 // Bounds the dispatcher's rules can compute are computed once, checked (`N / M`
                 // at `M == 0` would trap before any launch could refuse the point).
-                let renders = |e: &Expr| self.checked_facts.as_ref().filter(|f| l.ty.is_integer() && (f.compile(e).is_ok() || f.renders_with_locals(e, &self.integer_locals)));
+                let renders = |e: &Expr| self.checked_facts.as_ref().filter(|f| l.ty.is_integer() && f.renders_with_locals(e, &self.integer_locals));
                 // (A bound without arithmetic, `0` or `T`, is defined: printed as written.)
                 let arithmetic = [&l.lo, &l.hi].iter().any(|e| {
                     let mut found = false;
