@@ -529,9 +529,12 @@ impl<'a, 'ctx> Lowerer<'a, 'ctx> {
                 Ok(TV { v: self.call(f, &[a, c], name)?, ty })
             }
             ("abs", [x]) if x.ty.is_integer() => {
-                let f = self.intrinsic("llvm.abs", &[llvm_type(self.context, x.ty)])?;
+                // A `char` is promoted first: `abs((char)-128)` is 128.
+                let ty = ScalarType::promote(x.ty, x.ty);
+                let a = self.convert(*x, ty)?;
+                let f = self.intrinsic("llvm.abs", &[llvm_type(self.context, ty)])?;
                 let no_poison = self.context.bool_type().const_zero().into();
-                Ok(TV { v: self.call(f, &[x.v, no_poison], "abs")?, ty: x.ty })
+                Ok(TV { v: self.call(f, &[a, no_poison], "abs")?, ty })
             }
             // CUDA overloads `abs` for floating arguments; the others have C's fixed types.
             ("abs" | "fabs" | "fabsf" | "sqrt" | "sqrtf", [x]) => {

@@ -86,7 +86,10 @@ fn type_of(e: &Expr, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -
         ExprKind::Cast(t, _) => *t,
         ExprKind::Call(f, args) => match f.name.as_str() {
             "min" | "max" => args.iter().try_fold(ScalarType::Int, |t, a| Some(ScalarType::promote(t, of(a)?)))?,
-            "abs" => of(args.first()?)?,
+            "abs" => {
+                let t = of(args.first()?)?;
+                ScalarType::promote(t, t)
+            }
             "sqrtf" | "expf" | "fabsf" | "fminf" | "fmaxf" | "logf" | "powf" => ScalarType::Float,
             _ => ScalarType::Double,
         },

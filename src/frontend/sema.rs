@@ -60,7 +60,7 @@ pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
             diags.push(Diagnostic::new(f.name.span, format!("function name of {} characters: the generated files are named after the function (`<name>_<schedule>_leaf<N>_harness.cu`), and a file name has at most 255 bytes", f.name.name.chars().count()), format!("at most {MAX_FUNCTION_NAME} characters")));
             continue;
         }
-        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), divisors: Vec::new(), expanded: BTreeMap::new(), data_params: BTreeSet::new(), function_names: &function_names };
+        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), divisors: Vec::new(), expanded: BTreeMap::new(), varying: BTreeSet::new(), data_params: BTreeSet::new(), function_names: &function_names };
         let k = c.function(f);
         diags.extend(c.diags);
         if let Some(k) = k {
@@ -122,6 +122,9 @@ struct Checker<'a> {
     divisors: Vec<Expr>,
     /// Each derived scalar's size once expanded ([`expanded_size`]).
     expanded: BTreeMap<String, u64>,
+    /// Host loop counters, and the derived scalars whose definitions read one: values that
+    /// change during the call, so no fact may read them.
+    varying: BTreeSet<String>,
     /// Integer parameters used in some array extent (set by `params`).
     data_params: BTreeSet<String>,
     function_names: &'a BTreeSet<String>,
@@ -416,6 +419,18 @@ impl Checker<'_> {
     /// Whether a fact is what the dispatch code can check at run time: integer arithmetic on
     /// parameters and derived scalars (`+ - * / %`, comparisons, `&& || !`, `?:`, integer casts);
     /// refuses anything else where it stands.
+    /// Records `name` as varying when its definition reads a varying name.
+    fn note_varying(&mut self, name: &str, init: &Expr) {
+        let mut reads = Vec::new();
+        init.names(&mut reads);
+        // A name declared again after its loop's scope ended is a new scalar.
+        if reads.iter().any(|n| self.varying.contains(n)) {
+            self.varying.insert(name.to_string());
+        } else {
+            self.varying.remove(name);
+        }
+    }
+
     fn fact_form(&mut self, e: &Expr) -> bool {
         let bad = |x: &Expr| -> Option<(Span, String)> {
             match &x.kind {
@@ -427,11 +442,22 @@ impl Checker<'_> {
             }
         };
         let mut found = None;
+        let mut vars = Vec::new();
         walk_expr(e, &mut |x| {
             if found.is_none() {
                 found = bad(x);
             }
+            if let ExprKind::Var(n) = &x.kind {
+                vars.push((n.clone(), x.span));
+            }
         });
+        // A fact holds for the whole call: a host loop's counter takes many values in it.
+        if found.is_none() {
+            found = vars.into_iter().find(|(n, _)| self.varying.contains(n)).map(|(n, span)| {
+                let what = if matches!(self.lookup(&n), Some(Sym::Scalar { origin: Origin::HostLoop, .. })) { "a host loop's counter" } else { "defined from a host loop's counter" };
+                (span, format!("`{n}` is {what} and cannot appear in a fact: facts hold for the whole call and are checked once, before the first schedule runs; state them on the parameters"))
+            });
+        }
         match found {
             Some((span, message)) => {
                 self.err(span, message, "not checkable at run time");
@@ -457,6 +483,7 @@ impl Checker<'_> {
                         continue;
                     }
                     self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
+                    self.note_varying(&d.name.name, &d.init);
                     self.derived.insert(d.name.name.clone(), None);
                     items.derived.push(Derived { name: d.name.name.clone(), ty: *ty, value: d.init.clone(), poly: None });
                 }
@@ -474,6 +501,7 @@ impl Checker<'_> {
                         continue;
                     }
                     self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
+                    self.note_varying(&d.name.name, &d.init);
                     let poly = match try_to_poly(&d.init, &self.derived) {
                         Ok(p) => p,
                         Err(e) => {
@@ -519,6 +547,7 @@ impl Checker<'_> {
                 host_loops.push(serial(l));
                 self.with_scope(|c| {
                     c.declare(&l.var, Sym::Scalar { ty: l.ty, origin: Origin::HostLoop });
+                    c.varying.insert(l.var.name.clone());
                     c.host_stmt(&l.body, items, host_loops);
                 });
                 host_loops.pop();
@@ -970,9 +999,16 @@ impl Checker<'_> {
                     self.err(f.span, format!("`abs` of a `{float}`: C converts its argument to `int` (`abs(-2.75f)` is 2) where CUDA's overload keeps the fraction; write `{fix}` for the absolute value, or cast the argument to `int`"), "floating argument");
                     return None;
                 }
+                // Likewise C's `abs` of a `long` converts it to `int`, where CUDA's overload
+                // keeps all 64 bits; `labs` is outside the accepted subset.
+                if f.name == "abs" && types[0] == ScalarType::Long {
+                    self.err(f.span, "`abs` of a `long`: C converts its argument to `int` (`abs(4294967295L)` is 1) where CUDA's overload keeps all 64 bits; write `x < 0 ? -x : x` for the absolute value, or cast the argument to `int`".to_string(), "`long` argument");
+                    return None;
+                }
                 Some(match f.name.as_str() {
                     "min" | "max" => ScalarType::promote(types[0], types[1]),
-                    "abs" => types[0],
+                    // A `char` is promoted to `int`, as C does before calling `abs(int)`.
+                    "abs" => ScalarType::promote(types[0], types[0]),
                     "sqrtf" | "expf" | "fabsf" | "fminf" | "fmaxf" | "logf" | "powf" => ScalarType::Float,
                     _ => ScalarType::Double,
                 })

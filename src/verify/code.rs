@@ -185,7 +185,10 @@ impl Compiler {
             E::Cond(t, ..) | E::Cast(t, _) => *t,
             E::Call(name, args) => match name.as_str() {
                 "min" | "max" => args.iter().fold(ScalarType::Int, |t, a| ScalarType::promote(t, self.type_of(a))),
-                "abs" => args.first().map_or(ScalarType::Int, |a| self.type_of(a)),
+                "abs" => args.first().map_or(ScalarType::Int, |a| {
+                    let t = self.type_of(a);
+                    ScalarType::promote(t, t)
+                }),
                 n if n.ends_with('f') => ScalarType::Float,
                 _ => ScalarType::Double,
             },

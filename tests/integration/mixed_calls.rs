@@ -19,7 +19,7 @@ const PROGRAM: &str = "void mixed(int size, int B, long big, float alpha, const 
           out[i] = min(data[i], 2) + max(1, data[i]) + fmin(data[i], ival[i]) + fmax(ival[i], 3);
           iout[i] = abs(ival[i]) + min(ival[i], i) + max(i, 7) % 5;
           dout[i] = sqrt(ival[i] * ival[i]) + fabs(ival[i]) + exp(data[i]) + sqrtf(dv[i]) + expf(ival[i]) + floor_at;
-          lout[i] = max(big, i) + min((long)i, big) + abs(i - big);
+          lout[i] = max(big, i) + min((long)i, big) + abs((int)(i - big));
           dout[i] += min(dv[i], data[i]) + max(dv[i], 1) + fabsf(data[i] - 0.5f) + pow(i, 2) + fmin(data[i], dv[i]);
         }
       }
@@ -63,4 +63,15 @@ fn abs_of_a_floating_value_is_refused_with_the_fix() {
     let err = metafork::frontend::check_source("f.mf", src).unwrap_err().render(false);
     assert!(err.contains("f.mf:5:24: `abs` of a `float`") && err.contains("write `fabsf`"), "{err}");
     assert!(metafork::frontend::check_source("f.mf", &src.replace("abs(x[i * B + j] - 0.5f)", "abs((int)x[i * B + j])")).is_ok());
+}
+
+/// `abs` of a `long` is refused too: C converts it to `int` (`abs(4294967295L)` is 1), CUDA's
+/// overload keeps 64 bits. A `char` is promoted to `int`, as C does, and accepted.
+#[test]
+fn abs_of_a_long_is_refused_and_of_a_char_accepted() {
+    let src = "void f(long N, int B, const long x[N], long y[N]) {\n  meta_schedule {\n    meta_for (long i = 0; i < N / B; i++)\n      meta_for (int j = 0; j < B; j++)\n        y[i * B + j] = abs(x[i * B + j] - N);\n  }\n}\n";
+    let err = metafork::frontend::check_source("f.mf", src).unwrap_err().render(false);
+    assert!(err.contains("f.mf:5:24: `abs` of a `long`") && err.contains("x < 0 ? -x : x"), "{err}");
+    assert!(metafork::frontend::check_source("f.mf", &src.replace("abs(x[i * B + j] - N)", "abs((int)(x[i * B + j] - N))")).is_ok());
+    assert!(metafork::frontend::check_source("f.mf", &src.replace("abs(x[i * B + j] - N)", "abs((char)x[i * B + j])")).is_ok());
 }
