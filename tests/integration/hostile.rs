@@ -492,3 +492,16 @@ fn a_division_by_a_parameter_is_refused_where_it_is_zero() {
     let guard = text.find("if ((B) == 0) return cudaErrorInvalidValue;").expect("a guard");
     assert!(guard < text.find("int dim = ").unwrap(), "{text}");
 }
+
+/// A fact holds for the whole call and is checked once: one reading a host loop's counter, or
+/// a scalar defined from it, is refused where it stands (it was refused by `gen` with no place).
+#[test]
+fn a_fact_on_a_host_loop_counter_is_refused_at_its_place() {
+    let program = |before: &str, fact: &str| format!("void f(int N, int T, int B, float a[N], float b[N]) {{\n  for (int t = 0; t < T; t++) {{\n    {before}\n    assert({fact});\n    meta_schedule {{\n      meta_for (int i = 0; i < N / B; i++)\n        meta_for (int j = 0; j < B; j++)\n          b[i * B + j] = a[i * B + j] + t;\n    }}\n  }}\n}}\n");
+    let err = metafork::frontend::check_source("h.mf", &program("", "t < N")).unwrap_err().render(false);
+    assert!(err.contains("h.mf:4:12: `t` is a host loop's counter and cannot appear in a fact"), "{err}");
+    let err = metafork::frontend::check_source("h.mf", &program("int d = N - t;", "B < N && d > 0")).unwrap_err().render(false);
+    assert!(err.contains("h.mf:4:21: `d` is defined from a host loop's counter"), "{err}");
+    // A scalar of the parameters only, inside the loop, may be stated.
+    assert!(metafork::frontend::check_source("h.mf", &program("int d = N - B;", "d > 0")).is_ok());
+}
