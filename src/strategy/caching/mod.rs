@@ -137,6 +137,9 @@ struct Frame<'a> {
     /// The program computes in `long` ([`Kernel::computes_in_long`]): the tiles' corners are
     /// computed in `long` too.
     long_indices: bool,
+    /// The function's integer parameters: the only names a tile's size may read, since the
+    /// launch sizes dynamic shared memory from them (and the machine's symbols).
+    sizes: BTreeSet<String>,
 }
 
 /// The statement list inside `depth` nested loops, each the only statement of its parent.
@@ -229,7 +232,7 @@ impl<'a> Frame<'a> {
                 arrays.insert(p.name.clone(), (*elem, extents.clone()));
             }
         }
-        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays, long_indices: kernel.computes_in_long() })
+        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays, long_indices: kernel.computes_in_long(), sizes: function.integer_parameters().into_iter().collect() })
     }
 
     fn replace_scope(&self, body: &mut Vec<Stmt>, new_scope: Vec<Stmt>) {
