@@ -112,6 +112,25 @@ fn name_schedules(kernels: &mut [KernelFunction]) {
             s.name = name;
         }
     }
+    // A schedule's launcher symbols are `metafork_<schedule>_<what>`, a function's host driver
+    // is `metafork_run_<function>`: a schedule `run` (or `run_x`) beside a function `launch`
+    // (or `x_launch`) would define one symbol twice. Such a schedule gets `mfu_` before its
+    // name, which no driver's symbol continues with.
+    let functions: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+    for s in kernels.iter_mut().flat_map(|k| k.schedules.iter_mut()) {
+        let stem = format!("{}_", s.name);
+        if functions.iter().any(|f| format!("run_{f}").starts_with(&stem)) {
+            let escaped = format!("{}{}", crate::names::ESCAPE, s.name);
+            let mut name = escaped.clone();
+            let mut attempt = 2;
+            while taken.contains(&name) {
+                name = format!("{escaped}_{attempt}");
+                attempt += 1;
+            }
+            taken.insert(name.clone());
+            s.name = name;
+        }
+    }
 }
 
 struct Checker<'a> {

@@ -314,15 +314,17 @@ fn a_failing_fact_is_reported_in_the_programs_own_names() {
 /// Functions named with the generated code's prefix: `metafork_launch_a` beside `a` (its kernel
 /// `metafork_launch_a_leaf7` was `a`'s launcher of leaf 7: the files did not link), and
 /// `metafork_run_x` beside `x_dispatch` (their files `metafork_run_x_dispatch.h` collided and
-/// `gen` refused the program). Their schedules take the escape prefix; every file of the one
-/// output links into one program, and every leaf is proved.
+/// `gen` refused the program). Their schedules take the escape prefix; so does the schedule of
+/// a function `run` beside a function `launch` (its launcher `metafork_run_launch` was the
+/// other's host driver). Every file of the one output links into one program, and every leaf
+/// is proved.
 #[test]
 fn functions_named_like_generated_symbols_get_their_own() {
     let body = "(int N, int B, const float a[N], float c[N]) {\n  assume(N >= 1 && B >= 1);\n  assume(N % B == 0);\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        c[i] = a[i] + 1.0f;\n      }\n  }\n}\n";
-    let src: String = ["a", "metafork_launch_a", "metafork_run_x", "x_dispatch"].iter().map(|f| format!("void {f}{body}\n")).collect();
+    let src: String = ["a", "metafork_launch_a", "metafork_run_x", "x_dispatch", "run", "launch"].iter().map(|f| format!("void {f}{body}\n")).collect();
     let (dir, out) = crate::common::gen_and_verify("hygiene-prefix", "prefix.mf", &src);
     let yaml = std::fs::read_to_string(out.join("tree.yaml")).unwrap();
-    for schedule in ["a", "mfu_metafork_launch_a", "mfu_metafork_run_x", "x_dispatch"] {
+    for schedule in ["a", "mfu_metafork_launch_a", "mfu_metafork_run_x", "x_dispatch", "mfu_run", "launch"] {
         assert!(yaml.contains(&format!("- name: {schedule}\n")), "schedule `{schedule}`:\n{yaml}");
     }
     let Some(nvcc) = nvcc() else { return };
