@@ -2,8 +2,8 @@
 //! program's facts in leaf selection, and the restrictions of tuning spaces.
 //!
 //! Contract: 64-bit signed arithmetic with C's truncating `/` and `%`; comparisons and `!` give
-//! 0/1; `&&`, `||` and `?:` short-circuit; a cast to `int` must fit in 32 bits, other integer
-//! casts are the identity. Overflow or division by zero (or `LLONG_MIN / -1`) in an evaluated
+//! 0/1; `&&`, `||` and `?:` short-circuit; a cast to `int` must fit in 32 bits, one to `char`
+//! in 8, a cast to `long` is the identity. Overflow or division by zero (or `LLONG_MIN / -1`) in an evaluated
 //! operand makes the value `None`, which every caller reads as "the condition does not hold".
 //! The generated C++ (see `dispatch::facts`) implements the same rules.
 
@@ -17,6 +17,7 @@ pub enum Code {
     Neg(Box<Code>),
     Not(Box<Code>),
     ToInt(Box<Code>),
+    ToChar(Box<Code>),
     Bin(BinOp, Box<Code>, Box<Code>),
     Cond(Box<Code>, Box<Code>, Box<Code>),
 }
@@ -42,6 +43,7 @@ impl Code {
             ExprKind::Unary(UnOp::Neg, a) => Code::Neg(sub(a)?),
             ExprKind::Unary(UnOp::Not, a) => Code::Not(sub(a)?),
             ExprKind::Cast(ScalarType::Int, a) => Code::ToInt(sub(a)?),
+            ExprKind::Cast(ScalarType::Char, a) => Code::ToChar(sub(a)?),
             ExprKind::Cast(t, a) if t.is_integer() => *sub(a)?,
             ExprKind::Binary(op, a, b) => Code::Bin(*op, sub(a)?, sub(b)?),
             ExprKind::Cond(c, a, b) => Code::Cond(sub(c)?, sub(a)?, sub(b)?),
@@ -58,6 +60,7 @@ impl Code {
             Code::Neg(a) => a.eval(slots)?.checked_neg(),
             Code::Not(a) => truth(a.eval(slots)? == 0),
             Code::ToInt(a) => i32::try_from(a.eval(slots)?).ok().map(i64::from),
+            Code::ToChar(a) => i8::try_from(a.eval(slots)?).ok().map(i64::from),
             Code::Bin(BinOp::And, a, b) => truth(a.eval(slots)? != 0 && b.eval(slots)? != 0),
             Code::Bin(BinOp::Or, a, b) => truth(a.eval(slots)? != 0 || b.eval(slots)? != 0),
             Code::Bin(op, a, b) => {
@@ -97,7 +100,7 @@ impl Code {
         match self {
             Code::Const(_) => {}
             Code::Slot(i) => out.push(*i),
-            Code::Neg(a) | Code::Not(a) | Code::ToInt(a) => a.slots(out),
+            Code::Neg(a) | Code::Not(a) | Code::ToInt(a) | Code::ToChar(a) => a.slots(out),
             Code::Bin(_, a, b) => {
                 a.slots(out);
                 b.slots(out);

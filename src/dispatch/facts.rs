@@ -33,6 +33,8 @@ pub struct FactSet {
     derived: BTreeMap<String, Expr>,
     /// The derived scalars of a floating type (C computes them in floating point).
     floating: std::collections::BTreeSet<String>,
+    /// The C type of each integer parameter and integer derived scalar.
+    types: BTreeMap<String, ScalarType>,
 }
 
 impl FactSet {
@@ -62,7 +64,8 @@ impl FactSet {
             })
             .collect::<Result<_, String>>()?;
         let floating = function.derived.iter().filter(|d| !d.ty.is_integer()).map(|d| d.name.clone()).collect();
-        Ok(FactSet { facts, params, derived, floating })
+        let types = function.params.iter().filter(|p| params.contains(&p.name)).map(|p| (p.name.clone(), p.ty)).chain(function.derived.iter().filter(|d| d.ty.is_integer()).map(|d| (d.name.clone(), d.ty))).collect();
+        Ok(FactSet { facts, params, derived, floating, types })
     }
 
     /// The parameters' values in slot order (a missing one reads as 0, which no fact relies on
@@ -105,24 +108,56 @@ impl FactSet {
         Code::compile(e, &resolve)
     }
 
-    /// Whether [`FactSet::cpp_of`] renders `e` exactly, where the names in `locals` (integer
-    /// variables in scope where the text is printed: a host loop's counter, a local defined in
-    /// the loop) stand for themselves: integer arithmetic, comparisons and conditions over
-    /// integer parameters, integer derived scalars and those locals. With no locals, every
-    /// expression [`FactSet::compile`] accepts.
-    pub fn renders_with_locals(&self, e: &Expr, locals: &std::collections::HashSet<String>) -> bool {
-        match &e.kind {
-            ExprKind::Int(_) => true,
-            ExprKind::Var(v) => match self.derived.get(v) {
-                Some(d) => !self.floating.contains(v) && self.renders_with_locals(d, locals),
-                None => self.params.contains(v) || locals.contains(v),
-            },
-            ExprKind::Unary(UnOp::Neg | UnOp::Not, a) => self.renders_with_locals(a, locals),
-            ExprKind::Cast(t, a) => t.is_integer() && self.renders_with_locals(a, locals),
-            ExprKind::Binary(_, a, b) => self.renders_with_locals(a, locals) && self.renders_with_locals(b, locals),
-            ExprKind::Cond(c, a, b) => [c, a, b].iter().all(|x| self.renders_with_locals(x, locals)),
-            _ => false,
+    /// `e` as C computes it, made explicit for the facts' 64-bit rules: every derived scalar
+    /// replaced by its definition converted to its type, and every arithmetic operation that C
+    /// performs in `int` (both operands `int` or narrower) cast to `int`, so that a value past
+    /// `int` is an overflow there too (`N * M` of two `int`s past 2^31 is undefined in the
+    /// program, where 64 bits would give a value the launch's own `int` arithmetic does not).
+    /// `locals` gives the type of the other names `e` may read (a host loop's counter). `None`
+    /// where a name is neither.
+    pub fn as_c_computes(&self, e: &Expr, locals: &std::collections::HashMap<String, ScalarType>) -> Option<Expr> {
+        self.typed(e, locals, 0).map(|(x, _)| x)
+    }
+
+    fn typed(&self, e: &Expr, locals: &std::collections::HashMap<String, ScalarType>, depth: usize) -> Option<(Expr, ScalarType)> {
+        if depth > 64 {
+            return None;
         }
+        let at = |kind: ExprKind| Expr { kind, span: e.span };
+        let fit = |x: Expr, t: ScalarType| match t {
+            ScalarType::Int | ScalarType::Char if !matches!(&x.kind, ExprKind::Cast(u, _) if *u == t) => at(ExprKind::Cast(t, Box::new(x))),
+            _ => x,
+        };
+        Some(match &e.kind {
+            ExprKind::Int(v) => (e.clone(), if i32::try_from(*v).is_ok() { ScalarType::Int } else { ScalarType::Long }),
+            ExprKind::Var(v) => match (self.derived.get(v), self.types.get(v)) {
+                (Some(d), Some(&t)) => (fit(self.typed(d, locals, depth + 1)?.0, t), t),
+                (None, Some(&t)) => (e.clone(), t),
+                _ => (e.clone(), *locals.get(v).filter(|t| t.is_integer())?),
+            },
+            ExprKind::Unary(UnOp::Not, a) => (at(ExprKind::Unary(UnOp::Not, Box::new(self.typed(a, locals, depth)?.0))), ScalarType::Int),
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let (x, t) = self.typed(a, locals, depth)?;
+                let t = ScalarType::promote(t, t);
+                (fit(at(ExprKind::Unary(UnOp::Neg, Box::new(x))), t), t)
+            }
+            ExprKind::Cast(t, a) if t.is_integer() => (fit(self.typed(a, locals, depth)?.0, *t), *t),
+            ExprKind::Binary(op, a, b) => {
+                let ((x, ta), (y, tb)) = (self.typed(a, locals, depth)?, self.typed(b, locals, depth)?);
+                let node = at(ExprKind::Binary(*op, Box::new(x), Box::new(y)));
+                if op.is_comparison() || op.is_logical() {
+                    (node, ScalarType::Int)
+                } else {
+                    let t = ScalarType::promote(ta, tb);
+                    (fit(node, t), t)
+                }
+            }
+            ExprKind::Cond(c, a, b) => {
+                let (c, (x, ta), (y, tb)) = (self.typed(c, locals, depth)?.0, self.typed(a, locals, depth)?, self.typed(b, locals, depth)?);
+                (at(ExprKind::Cond(Box::new(c), Box::new(x), Box::new(y))), ScalarType::promote(ta, tb))
+            }
+            _ => return None,
+        })
     }
 
     /// An expression [`FactSet::compile`] accepts, as C++ with the facts' rules: see
@@ -147,6 +182,7 @@ impl FactSet {
             ExprKind::Unary(UnOp::Neg, a) => format!("metafork_sub_ll(0LL, {}, &{ok})", self.cpp_expr(a, ok)),
             ExprKind::Unary(UnOp::Not, a) => format!("(long long)!({})", self.cpp_expr(a, ok)),
             ExprKind::Cast(ScalarType::Int, a) => format!("metafork_int_ll({}, &{ok})", self.cpp_expr(a, ok)),
+            ExprKind::Cast(ScalarType::Char, a) => format!("metafork_char_ll({}, &{ok})", self.cpp_expr(a, ok)),
             ExprKind::Cast(_, a) => self.cpp_expr(a, ok),
             ExprKind::Binary(BinOp::And, a, b) => format!("(long long)(({}) != 0 && ({}) != 0)", self.cpp_expr(a, ok), self.cpp_expr(b, ok)),
             ExprKind::Binary(BinOp::Or, a, b) => format!("(long long)(({}) != 0 || ({}) != 0)", self.cpp_expr(a, ok), self.cpp_expr(b, ok)),

@@ -141,6 +141,9 @@ pub struct Dispatcher {
 pub struct GridExtent {
     /// As the program writes it (derived scalars by name).
     pub expr: crate::frontend::ast::Expr,
+    /// As the launch computes it, C's types explicit ([`FactSet::as_c_computes`]): what the
+    /// generated selection evaluates.
+    pub checked: crate::frontend::ast::Expr,
     code: crate::cexpr::Code,
 }
 
@@ -160,7 +163,11 @@ impl Dispatcher {
                     let name = crate::emit::tree_files::leaf_kernel_name(tree, leaf);
                     let index = kernels.iter().position(|k| *k == name).unwrap_or_else(|| {
                         kernels.push(name.clone());
-                        let extent = |d: usize| node.staged.grid.get(d).and_then(|e| facts.compile(e).ok().map(|code| GridExtent { expr: e.clone(), code }));
+                        let extent = |d: usize| {
+                            let e = node.staged.grid.get(d)?;
+                            let checked = facts.as_c_computes(e, &Default::default())?;
+                            facts.compile(&checked).ok().map(|code| GridExtent { expr: e.clone(), checked, code })
+                        };
                         grids.push([extent(0), extent(1), extent(2)]);
                         kernels.len() - 1
                     });

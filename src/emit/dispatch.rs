@@ -430,7 +430,7 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     int metafork_ok = 1;
     const long long metafork_g = {};
     metafork_grid[{k}] = metafork_grid_refusal(metafork_dev, {dim}, metafork_g, metafork_ok);
-  }}", c_comment(&d.kernels[k]), c_comment(&g.expr.to_string()), d.facts.cpp_of(&g.expr, "metafork_ok"));
+  }}", c_comment(&d.kernels[k]), c_comment(&g.expr.to_string()), d.facts.cpp_of(&g.checked, "metafork_ok"));
             }
         }
         "metafork_grid"

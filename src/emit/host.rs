@@ -32,8 +32,8 @@ pub struct HostPrinter<'f> {
     /// overflow or a division by zero makes it false), with the dispatch header's helpers.
     checked_facts: Option<crate::dispatch::facts::FactSet>,
     /// The function's integer locals (host loop counters, definitions in host loops), which
-    /// a checked expression may name: see [`crate::dispatch::facts::FactSet::renders_with_locals`].
-    integer_locals: std::collections::HashSet<String>,
+    /// a checked expression may name: see [`crate::dispatch::facts::FactSet::as_c_computes`].
+    integer_locals: std::collections::HashMap<String, crate::frontend::ast::ScalarType>,
     /// The statement that runs when a derived scalar cannot be computed in its type (given
     /// the C string literal saying why); with `checked_facts`.
     value_failed: Option<&'f dyn Fn(&str) -> String>,
@@ -94,12 +94,14 @@ impl<'f> HostPrinter<'f> {
                     let n = x.name(&d.name.name);
                     // A derived scalar computed as the dispatcher computes it (`N / B` at `B == 0`
                     // or `INT_MIN / -1` would trap), refused where its value leaves its type.
-                    let checked = self.checked_facts.as_ref().filter(|f| ty.is_integer() && f.renders_with_locals(&d.init, &self.integer_locals));
+                    // Each operation as C performs it: one that leaves `int` is undefined in the
+                    // program, and the launch's own `int` arithmetic would disagree.
+                    let checked = self.checked_facts.as_ref().filter(|_| ty.is_integer()).and_then(|f| Some((f, f.as_c_computes(&d.init, &self.integer_locals)?)));
                     match (checked, self.value_failed, ty.integer_range()) {
-                        (Some(facts), Some(failed), Some((least, most))) => {
+                        (Some((facts, init)), Some(failed), Some((least, most))) => {
                             let why = c_string(&format!("{ty} {} = {} is undefined here (a division by zero, or a value outside `{ty}`)", d.name.name, d.init));
                             let range = if *ty == crate::frontend::ast::ScalarType::Long { String::new() } else { format!(" || metafork_v < {least}LL || metafork_v > {most}LL") };
-                            let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__));\n{pad}{{\n{pad}  int metafork_ok = 1;\n{pad}  const long long metafork_v = {};\n{pad}  if (!metafork_ok{range}) {{ {} }}\n{pad}  {n} = ({ty})metafork_v;\n{pad}}}", facts.cpp_of(&d.init, "metafork_ok"), failed(&why));
+                            let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__));\n{pad}{{\n{pad}  int metafork_ok = 1;\n{pad}  const long long metafork_v = {};\n{pad}  if (!metafork_ok{range}) {{ {} }}\n{pad}  {n} = ({ty})metafork_v;\n{pad}}}", facts.cpp_of(&init, "metafork_ok"), failed(&why));
                         }
                         _ => {
                             let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__)) = {};", x.expr(&d.init)?);
@@ -141,7 +143,7 @@ impl<'f> HostPrinter<'f> {
                 let step = if l.step == 1 { format!("{v}++") } else { format!("{v} += {}", l.step) };
                 // Bounds the dispatcher's rules can compute are computed once, checked (`N / M`
                 // at `M == 0` would trap before any launch could refuse the point).
-                let renders = |e: &Expr| self.checked_facts.as_ref().filter(|f| l.ty.is_integer() && f.renders_with_locals(e, &self.integer_locals));
+                let renders = |e: &Expr| self.checked_facts.as_ref().filter(|_| l.ty.is_integer()).and_then(|f| Some((f, f.as_c_computes(e, &self.integer_locals)?)));
                 // (A bound without arithmetic, `0` or `T`, is defined: printed as written.)
                 let arithmetic = [&l.lo, &l.hi].iter().any(|e| {
                     let mut found = false;
@@ -149,13 +151,13 @@ impl<'f> HostPrinter<'f> {
                     found
                 });
                 match (renders(&l.lo).filter(|_| arithmetic), renders(&l.hi), self.value_failed, l.ty.integer_range()) {
-                    (Some(facts), Some(_), Some(failed), Some((least, most))) => {
+                    (Some((facts, lo)), Some((_, hi)), Some(failed), Some((least, most))) => {
                         let why = c_string(&format!("the bounds of loop `{}` ({} to {}) are undefined here (a division by zero, or a value outside `{}`)", l.var.name, l.lo, l.hi, l.ty));
                         let range = if l.ty == crate::frontend::ast::ScalarType::Long { String::new() } else { format!(" || metafork_lo < {least}LL || metafork_lo > {most}LL || metafork_hi < {least}LL || metafork_hi > {most}LL") };
                         let _ = writeln!(out, "{pad}{{
 {pad}  int metafork_ok = 1;
 {pad}  const long long metafork_lo = {}, metafork_hi = {};
-{pad}  if (!metafork_ok{range}) {{ {} }}", facts.cpp_of(&l.lo, "metafork_ok"), facts.cpp_of(&l.hi, "metafork_ok"), failed(&why));
+{pad}  if (!metafork_ok{range}) {{ {} }}", facts.cpp_of(&lo, "metafork_ok"), facts.cpp_of(&hi, "metafork_ok"), failed(&why));
                         let _ = writeln!(out, "{pad}  for ({} {v} = ({})metafork_lo; {v} {} ({})metafork_hi; {step}) {{", l.ty, l.ty, if l.inclusive { "<=" } else { "<" }, l.ty);
                         self.nested(&l.body, depth + 1, next, out)?;
                         let _ = writeln!(out, "{pad}  }}\n{pad}}}");
@@ -283,21 +285,25 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
 /// The names `function`'s body declares with an integer type only (host loop counters and
 /// definitions) and never assigns: a name also declared with a floating type, or assigned
 /// (a value a hoisted loop bound would miss), is left out.
-fn integer_locals(function: &KernelFunction) -> std::collections::HashSet<String> {
-    let (mut integer, mut floating) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+fn integer_locals(function: &KernelFunction) -> std::collections::HashMap<String, crate::frontend::ast::ScalarType> {
+    // Every declaration's type, then the names left out: assigned, or declared with a
+    // floating type or with two types.
+    let (mut declared, mut left_out) = (Vec::new(), std::collections::HashSet::new());
     crate::strategy::walk::walk_stmts(&function.body, &mut |s| match &s.kind {
         StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, .. } => {
-            floating.insert(n.clone());
+            left_out.insert(n.clone());
         }
-        StmtKind::Decl { ty, vars } => vars.iter().for_each(|d| {
-            if ty.is_integer() { integer.insert(d.name.name.clone()) } else { floating.insert(d.name.name.clone()) };
-        }),
-        StmtKind::For(l) | StmtKind::MetaFor(l) => {
-            if l.ty.is_integer() { integer.insert(l.var.name.clone()) } else { floating.insert(l.var.name.clone()) };
-        }
+        StmtKind::Decl { ty, vars } => declared.extend(vars.iter().map(|d| (d.name.name.clone(), *ty))),
+        StmtKind::For(l) | StmtKind::MetaFor(l) => declared.push((l.var.name.clone(), l.ty)),
         _ => {}
     });
-    integer.retain(|n| !floating.contains(n));
+    let mut integer = std::collections::HashMap::new();
+    for (n, ty) in declared {
+        if !ty.is_integer() || *integer.entry(n.clone()).or_insert(ty) != ty {
+            left_out.insert(n);
+        }
+    }
+    integer.retain(|n, _| !left_out.contains(n));
     integer
 }
 

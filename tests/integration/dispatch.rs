@@ -387,12 +387,15 @@ int main() {
 /// wrapped to true at `N = 65536`. Its derived scalars likewise: `int dim = N / B` with no
 /// fact on `B` trapped at `B = 0` and at `N = INT_MIN, B = -1`; both are now refused, the
 /// quotient being undefined. So is one defined inside a host loop from its counter
-/// (`int q = N / (t + M)` at `M = 0`), and a host loop's bound (`t < N / M`).
+/// (`int q = N / (t + M)` at `M = 0`), and a host loop's bound (`t < N / M`). Each operation
+/// is checked in the type C gives it: `int d = (N * M + B - 1) / B` at `N = M = B = 65536`
+/// fits `int` in 64-bit arithmetic, but `N * M` overflows `int` in the program (and in the
+/// launch, which then ran an empty grid and returned success): refused.
 #[test]
 fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
     let dir = scratch("driver-facts");
     let source = dir.join("ord.mf");
-    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n\nvoid dz(int N, int B, const float a[N], float c[N]) {\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + 1.0f;\n      }\n  }\n}\n\nvoid lp(int N, int M, int B, int T, float a[N]) {\n  int d = N / B;\n  for (int t = 0; t < T; t++) {\n    int q = N / (t + M);\n    meta_schedule {\n      meta_for (int v = 0; v < d; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n          if (i >= 0 && i < N) a[i] = a[i] + q;\n        }\n    }\n  }\n}\n\nvoid lb(int N, int M, int B, float a[N]) {\n  for (int t = 0; t < N / M; t++) {\n    meta_schedule {\n      meta_for (int v = 0; v < N / B; v++)\n        meta_for (int u = 0; u < B; u++)\n          a[v * B + u] = a[v * B + u] + t;\n    }\n  }\n}\n").unwrap();
+    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n\nvoid dz(int N, int B, const float a[N], float c[N]) {\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + 1.0f;\n      }\n  }\n}\n\nvoid lp(int N, int M, int B, int T, float a[N]) {\n  int d = N / B;\n  for (int t = 0; t < T; t++) {\n    int q = N / (t + M);\n    meta_schedule {\n      meta_for (int v = 0; v < d; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n          if (i >= 0 && i < N) a[i] = a[i] + q;\n        }\n    }\n  }\n}\n\nvoid lb(int N, int M, int B, float a[N]) {\n  for (int t = 0; t < N / M; t++) {\n    meta_schedule {\n      meta_for (int v = 0; v < N / B; v++)\n        meta_for (int u = 0; u < B; u++)\n          a[v * B + u] = a[v * B + u] + t;\n    }\n  }\n}\n\nvoid ov(int N, int M, int B, const float a[N], float c[N]) {\n  int d = (N * M + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < d; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i];\n      }\n  }\n}\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o"]).arg(dir.join("out")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let Some(nvcc) = nvcc() else { return };
@@ -404,6 +407,7 @@ fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
 #include "metafork_run_dz.h"
 #include "metafork_run_lp.h"
 #include "metafork_run_lb.h"
+#include "metafork_run_ov.h"
 int main() {
   cudaError_t err; const char *why = 0;
   int r = metafork_run_ord(64, 0, 0, 0, &err, &why);
@@ -418,6 +422,8 @@ int main() {
   if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "int q = N / (t + M) is undefined here")) { printf("lp M = 0: %d %s\n", r, why); return 1; }
   r = metafork_run_lb(8, 0, 2, 0, 0, &err, &why);
   if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "the bounds of loop `t` (0 to N / M) are undefined here")) { printf("lb M = 0: %d %s\n", r, why); return 1; }
+  r = metafork_run_ov(65536, 65536, 65536, 0, 0, 0, &err, &why);
+  if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "int d = (N * M + B - 1) / B is undefined here")) { printf("ov N * M past int: %d %s\n", r, why); return 1; }
   return 0;
 }
 "#,
@@ -459,4 +465,26 @@ fn a_grid_sized_by_a_host_loop_counter_generates_and_has_no_false_defect() {
             assert!(o.status.success(), "{grid}: nvcc rejected the files:\n{}", String::from_utf8_lossy(&o.stderr));
         }
     }
+}
+
+/// The dispatcher evaluates a grid as the launch computes it, each operation in its C type:
+/// `d = (N * M + B - 1) / B` at `N = M = 65536, B = 1024` is 2^22 in 64 bits, but `N * M`
+/// overflows `int` in the launch (the grid came out 0: nothing ran, and success was
+/// returned). The selection now refuses the point for its grid, as the generated one does.
+#[test]
+fn a_grid_whose_int_arithmetic_overflows_is_refused() {
+    let src = "void ov(int N, int M, int B, const float a[N], float c[N]) {\n  int d = (N * M + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < d; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i];\n      }\n  }\n}\n";
+    let program = metafork::frontend::check_source("ov.mf", src).unwrap();
+    let k = &program.kernels[0];
+    let tree = metafork::tree::build(k, metafork::kernel::Kernel::from_schedule(k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
+    let d = Dispatcher::new(k, &tree).unwrap();
+    let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
+    let point = |n: i64, m: i64, b: i64| BTreeMap::from([("N".to_string(), n), ("M".to_string(), m), ("B".to_string(), b)]);
+    assert!(matches!(d.select(&limits, &[], &point(1000, 1000, 128)).unwrap(), Selection::Leaf(_)));
+    for p in [point(65536, 65536, 1024), point(46341, 46341, 1024)] {
+        assert_eq!(d.select(&limits, &[], &p).unwrap(), Selection::GridTooLarge(0), "{p:?}");
+        assert_eq!(d.select_exact(&limits, &[], &p).unwrap(), Selection::GridTooLarge(0), "{p:?}");
+    }
+    // Just within `int`: 46340^2 < 2^31.
+    assert!(matches!(d.select(&limits, &[], &point(46340, 46340, 1024)).unwrap(), Selection::Leaf(_)));
 }
