@@ -133,6 +133,23 @@ pub fn c_ident(name: &str) -> Cow<'_, str> {
     }
 }
 
+/// Text holding internal names (an access `$:a_tile0[...]` as the model printed it) as a user
+/// reads it: a [`readable`] name as its stem, another internal one as [`c_ident`] spells it.
+pub fn in_messages(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(INTERNAL) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + INTERNAL.len_utf8()..];
+        match rest.strip_prefix(':') {
+            Some(r) => rest = r,
+            None => out.push_str("metafork_"),
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The spelling of names within one kernel: as [`c_ident`], except that a [`readable`] name
 /// keeps its stem where the stem is not reserved and no user name of the kernel is the stem.
 /// Still injective: such a stem is neither a user's spelled name (not among the raw names, and
@@ -202,6 +219,13 @@ pub fn c_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_show_readable_names_by_their_stems() {
+        assert_eq!(in_messages("$:a_tile0[(int)k * B + $e]"), "a_tile0[(int)k * B + metafork_e]");
+        assert_eq!(in_messages("x[i]"), "x[i]");
+        assert_eq!(in_messages("$"), "metafork_");
+    }
 
     #[test]
     fn spelling_is_injective_and_escapes_what_collides() {

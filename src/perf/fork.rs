@@ -100,7 +100,7 @@ pub fn conditions(patterns: &[Pattern], kernel: &Kernel, kind: Kind) -> Vec<Cond
             Kind::BankConflicts => Constraint::not_divides(2, &stride),
             Kind::Coalescing => Constraint::eq(&stride, &Poly::one()),
         };
-        out.push(Condition { position, access: p.text.clone(), array: p.array.clone(), shape, accept });
+        out.push(Condition { position, access: crate::names::in_messages(&p.text), array: p.array.clone(), shape, accept });
     }
     out
 }

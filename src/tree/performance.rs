@@ -15,8 +15,15 @@ impl Builder<'_> {
         }
         let patterns = crate::perf::pattern::patterns(self.function, staged, &self.root, self.backend);
         let mut levels = 0;
+        // A condition on anything but the parameters (a derived quotient `d = n / B` as a
+        // tile's row stride, a model's quotient) is left out: the dispatcher evaluates
+        // constraints on the parameters and the machine only, and Z3 would read the name as
+        // free.
+        let known: BTreeSet<String> = self.function.integer_parameters().into_iter().chain(self.machine.all().iter().map(|s| s.to_string())).collect();
+        let on_parameters = |c: &Condition| c.shape.iter().chain([&c.accept]).all(|x| x.vars().iter().all(|v| known.contains(v.name())));
         for k in [PerfKind::Coalescing, PerfKind::BankConflicts] {
-            let c = crate::perf::fork::conditions(&patterns, staged, k);
+            let mut c = crate::perf::fork::conditions(&patterns, staged, k);
+            c.retain(on_parameters);
             levels += c.iter().filter(|c| c.accept.truth_if_constant() != Some(true)).map(|c| 1 + c.shape.len()).sum::<usize>();
             self.conditions.insert((code.clone(), k), c);
         }

@@ -6,6 +6,8 @@ pub(super) struct Slots {
     pub(super) arrays: Vec<SharedArray>,
     /// Per plan, per tile: the slot's name.
     pub(super) names: Vec<Vec<String>>,
+    /// Per slot, the arrays whose tiles it holds.
+    pub(super) users: Vec<BTreeSet<String>>,
 }
 
 impl Frame<'_> {
@@ -59,7 +61,7 @@ impl Frame<'_> {
             arrays.push(SharedArray { name, elem: *elem, extents: vec![size] });
         }
         let names = per_plan.iter().map(|ids| ids.iter().map(|i| names[*i].clone()).collect()).collect();
-        Ok(Slots { arrays, names })
+        Ok(Slots { arrays, names, users })
     }
 
     /// A polynomial of the model as a C expression of the kernel's names.

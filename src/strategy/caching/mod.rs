@@ -93,21 +93,41 @@ pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> R
             refused.push((a.clone(), why.clone()));
         }
     }
-    for plan in plans.iter_mut() {
-        plan.tiles.retain(|t| !refused.iter().any(|(a, _)| *a == t.array));
-    }
-    if plans.iter().all(|p| p.tiles.is_empty()) {
-        let mut s = refuse_all("no access to it in the kernel");
-        for (a, why) in s.refused.iter_mut() {
-            if let Some((_, r)) = refused.iter().find(|(x, _)| x == a) {
-                *why = r.clone();
+    // Shared slots: the k-th tile of each element type, across versions, shares slot k. The
+    // launch allocates them from the parameters and derived scalars: a slot whose size reads
+    // a quotient the model made up (`k < n / B`) cannot be allocated there, and the arrays it
+    // holds are refused (which may change the other slots). A derived scalar is the tree's
+    // to put in the parameters (`tree::derived`).
+    let slots = loop {
+        for plan in plans.iter_mut() {
+            plan.tiles.retain(|t| !refused.iter().any(|(a, _)| *a == t.array));
+        }
+        if plans.iter().all(|p| p.tiles.is_empty()) {
+            let mut s = refuse_all("no access to it in the kernel");
+            for (a, why) in s.refused.iter_mut() {
+                if let Some((_, r)) = refused.iter().find(|(x, _)| x == a) {
+                    *why = r.clone();
+                }
+            }
+            return Ok(s);
+        }
+        let slots = frame.slots(&plans)?;
+        let mut unallocatable = false;
+        for (slot, users) in slots.arrays.iter().zip(&slots.users) {
+            if slot.elements().vars().iter().any(|v| crate::names::is_internal(v.name())) {
+                for a in users {
+                    if refused.iter().any(|(x, _)| x == a) {
+                        continue;
+                    }
+                    refused.push((a.clone(), "the size of its tile over a block reads a quotient or a remainder of the subscripts, which the launch cannot compute: bound the loop by a parameter or a scalar defined before the schedule".to_string()));
+                    unallocatable = true;
+                }
             }
         }
-        return Ok(s);
-    }
-
-    // Shared slots: the k-th tile of each element type, across versions, shares slot k.
-    let slots = frame.slots(&plans)?;
+        if !unallocatable {
+            break slots;
+        }
+    };
     let mut leaves = plans.iter().enumerate().map(|(i, p)| frame.emit_version(i, p, &slots));
     let staged_scope = versions.rebuild(&mut leaves).ok_or("a version could not be emitted")??;
     let mut out = plain.clone();
@@ -137,9 +157,6 @@ struct Frame<'a> {
     /// The program computes in `long` ([`Kernel::computes_in_long`]): the tiles' corners are
     /// computed in `long` too.
     long_indices: bool,
-    /// The function's integer parameters: the only names a tile's size may read, since the
-    /// launch sizes dynamic shared memory from them (and the machine's symbols).
-    sizes: BTreeSet<String>,
 }
 
 /// The statement list inside `depth` nested loops, each the only statement of its parent.
@@ -232,7 +249,7 @@ impl<'a> Frame<'a> {
                 arrays.insert(p.name.clone(), (*elem, extents.clone()));
             }
         }
-        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays, long_indices: kernel.computes_in_long(), sizes: function.integer_parameters().into_iter().collect() })
+        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays, long_indices: kernel.computes_in_long() })
     }
 
     fn replace_scope(&self, body: &mut Vec<Stmt>, new_scope: Vec<Stmt>) {

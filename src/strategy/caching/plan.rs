@@ -177,13 +177,6 @@ impl Frame<'_> {
             let lo: Vec<Poly> = lo.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
             let hi: Vec<Poly> = hi.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
             let extents: Vec<Poly> = (0..rank).map(|d| &hi[d] - &lo[d] + Poly::one()).collect();
-            // The launch allocates the tile from the parameters' values: a size that reads a
-            // quotient (`k < n / B`), a scalar defined by one, or a host loop's counter cannot
-            // be allocated there.
-            if let Some(v) = extents.iter().flat_map(|e| e.vars()).find(|v| !self.sizes.contains(v.name())) {
-                let what = if v.name().starts_with('$') { "a quotient or remainder".to_string() } else { format!("`{}`", v.name()) };
-                return Err(format!("the size of its tile over a block reads {what}, not the parameters alone, so the launch cannot allocate it"));
-            }
             let origin: Vec<Poly> = (0..rank).map(|d| &base[d] + &lo[d]).collect();
             let footprint = if modulus.is_some() {
                 vec![(None, None); rank]
