@@ -29,7 +29,9 @@ pub struct HostPrinter<'f> {
     /// define it, to run the serial program once more for the rounding bound) instead of `+=`.
     reduce_macro: bool,
     /// Evaluate each fact the dispatcher can as the dispatcher does (64-bit, checked: an
-    /// overflow or a division by zero makes it false), with the dispatch header's helpers.
+    /// overflow or a division by zero makes it false), with the dispatch header's helpers;
+    /// integer scalars and loop bounds likewise, each step checked in the type C computes it
+    /// in ([`crate::dispatch::facts::FactSet::as_c_computes`]).
     checked_facts: Option<crate::dispatch::facts::FactSet>,
     /// The function's integer locals (host loop counters, definitions in host loops), which
     /// a checked expression may name: see [`crate::dispatch::facts::FactSet::as_c_computes`].
@@ -99,7 +101,7 @@ impl<'f> HostPrinter<'f> {
                     let checked = self.checked_facts.as_ref().filter(|_| ty.is_integer()).and_then(|f| Some((f, f.as_c_computes(&d.init, &self.integer_locals)?)));
                     match (checked, self.value_failed, ty.integer_range()) {
                         (Some((facts, init)), Some(failed), Some((least, most))) => {
-                            let why = c_string(&format!("{ty} {} = {} is undefined here (a division by zero, or a value outside `{ty}`)", d.name.name, d.init));
+                            let why = c_string(&format!("{ty} {} = {} is undefined here (a division by zero, or a value outside `{ty}` or outside the type C computes a step in, such as `int` for `int * int`)", d.name.name, d.init));
                             let range = if *ty == crate::frontend::ast::ScalarType::Long { String::new() } else { format!(" || metafork_v < {least}LL || metafork_v > {most}LL") };
                             let _ = writeln!(out, "{pad}{ty} {n} __attribute__((__unused__));\n{pad}{{\n{pad}  int metafork_ok = 1;\n{pad}  const long long metafork_v = {};\n{pad}  if (!metafork_ok{range}) {{ {} }}\n{pad}  {n} = ({ty})metafork_v;\n{pad}}}", facts.cpp_of(&init, "metafork_ok"), failed(&why));
                         }
@@ -152,7 +154,7 @@ impl<'f> HostPrinter<'f> {
                 });
                 match (renders(&l.lo).filter(|_| arithmetic), renders(&l.hi), self.value_failed, l.ty.integer_range()) {
                     (Some((facts, lo)), Some((_, hi)), Some(failed), Some((least, most))) => {
-                        let why = c_string(&format!("the bounds of loop `{}` ({} to {}) are undefined here (a division by zero, or a value outside `{}`)", l.var.name, l.lo, l.hi, l.ty));
+                        let why = c_string(&format!("the bounds of loop `{}` ({} to {}) are undefined here (a division by zero, or a value outside `{}` or outside the type C computes a step in, such as `int` for `int * int`)", l.var.name, l.lo, l.hi, l.ty));
                         let range = if l.ty == crate::frontend::ast::ScalarType::Long { String::new() } else { format!(" || metafork_lo < {least}LL || metafork_lo > {most}LL || metafork_hi < {least}LL || metafork_hi > {most}LL") };
                         let _ = writeln!(out, "{pad}{{
 {pad}  int metafork_ok = 1;
