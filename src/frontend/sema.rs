@@ -116,10 +116,9 @@ fn name_schedules(kernels: &mut [KernelFunction]) {
     // is `metafork_run_<function>`: a schedule `run` (or `run_x`) beside a function `launch`
     // (or `x_launch`) would define one symbol twice. Such a schedule gets `mfu_` before its
     // name, which no driver's symbol continues with.
-    let functions: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+    let drivers: BTreeSet<String> = kernels.iter().map(|k| format!("run_{}", k.name)).collect();
     for s in kernels.iter_mut().flat_map(|k| k.schedules.iter_mut()) {
-        let stem = format!("{}_", s.name);
-        if functions.iter().any(|f| format!("run_{f}").starts_with(&stem)) {
+        if crate::names::SCHEDULE_SYMBOLS.iter().any(|what| drivers.contains(&format!("{}_{what}", s.name))) {
             let escaped = format!("{}{}", crate::names::ESCAPE, s.name);
             let mut name = escaped.clone();
             let mut attempt = 2;

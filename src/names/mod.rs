@@ -57,6 +57,13 @@ pub fn copy_of(name: &str, tag: &str) -> String {
     format!("{name}{INTERNAL}{tag}")
 }
 
+/// What follows `metafork_<schedule>_` in the symbols a schedule's dispatch code and launchers
+/// define (`metafork_matmul_launch`, ...). A test checks the emitters against it.
+pub const SCHEDULE_SYMBOLS: &[&str] = &[
+    "allow_shared", "attributes", "compiled", "constraints", "factors", "launch", "launch_fn", "launchers", "leaf_names", "params", "query", "rules", "select",
+    "shared_bytes", "terms", "tuned", "wisdom", "wisdom_entries", "wisdom_entry",
+];
+
 /// The prefix of an escaped user name.
 pub const ESCAPE: &str = "mfu_";
 
@@ -219,6 +226,18 @@ pub fn c_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every `metafork_{s}_<what>` the dispatch emitter writes is in [`SCHEDULE_SYMBOLS`], so
+    /// that the front end's check of schedule names against host drivers stays complete.
+    #[test]
+    fn the_schedule_symbols_are_those_the_emitters_write() {
+        for source in [include_str!("../emit/dispatch.rs"), include_str!("../emit/host.rs"), include_str!("../emit/cuda.rs")] {
+            for (i, _) in source.match_indices("metafork_{s}_") {
+                let what: String = source[i + "metafork_{s}_".len()..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                assert!(SCHEDULE_SYMBOLS.contains(&what.as_str()), "`metafork_{{s}}_{what}` is not in SCHEDULE_SYMBOLS");
+            }
+        }
+    }
 
     #[test]
     fn messages_show_readable_names_by_their_stems() {

@@ -162,7 +162,10 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     }
     if results.is_empty() {
         return Err(match &options.schedule {
-            Some(s) => format!("no schedule named `{s}` in `{}`", file.display()),
+            Some(s) => {
+                let names: Vec<String> = program.kernels.iter().flat_map(|f| f.schedules.iter().map(move |x| format!("`{}` (of function `{}`)", x.name, f.name))).collect();
+                format!("no schedule named `{s}` in `{}`; its schedules: {}", file.display(), if names.is_empty() { "none".to_string() } else { names.join(", ") })
+            }
             None => format!("no schedule in `{}`", file.display()),
         });
     }

@@ -327,6 +327,12 @@ fn functions_named_like_generated_symbols_get_their_own() {
     for schedule in ["a", "mfu_metafork_launch_a", "mfu_metafork_run_x", "x_dispatch", "mfu_run", "launch"] {
         assert!(yaml.contains(&format!("- name: {schedule}\n")), "schedule `{schedule}`:\n{yaml}");
     }
+    // Only a real clash renames: a function `run` alone, or beside `x`, keeps its name.
+    for others in [vec![], vec!["x"]] {
+        let src: String = std::iter::once("run").chain(others).map(|f| format!("void {f}{body}\n")).collect();
+        let program = metafork::frontend::check_source("p.mf", &src).unwrap();
+        assert_eq!(program.kernels[0].schedules[0].name, "run");
+    }
     let Some(nvcc) = nvcc() else { return };
     std::fs::write(out.join("main.cu"), "int main() { return 0; }\n").unwrap();
     let units: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".cu")).collect();

@@ -802,3 +802,19 @@ fn banded_loops_are_estimated_and_a_missing_estimate_is_explained() {
     assert!(text.contains("have no estimated time (the model could not count the trips of a loop"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--schedule` with a name the file does not have lists the names it has, with their functions
+/// (a function's schedules may be named otherwise: `f_0`, `f_1`, or `mfu_...` where a name
+/// would clash with generated symbols).
+#[test]
+fn an_unknown_schedule_is_answered_with_the_names_there_are() {
+    let dir = scratch("tune-unknown-schedule");
+    let out = metafork(&dir, &["tune", &example("jacobi1d"), "--device", "h100", "--size", "N=1024", "--size", "T=4", "--schedule", "jacobi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no schedule named `jacobi`") && err.contains("its schedules: `"), "{err}");
+    let program = check_source("j.mf", &std::fs::read_to_string(example("jacobi1d")).unwrap()).unwrap();
+    for s in program.kernels.iter().flat_map(|k| &k.schedules) {
+        assert!(err.contains(&format!("`{}`", s.name)), "{} missing: {err}", s.name);
+    }
+}
