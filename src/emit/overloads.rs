@@ -42,15 +42,15 @@ pub fn resolve(name: &str, args: Vec<Expr>, names: &DeclaredTypes, elems: &HashM
     args.into_iter().zip([a, b]).map(|(x, t)| if t == common { x } else { Expr::new(ExprKind::Cast(common, Box::new(x)), Default::default()) }).collect()
 }
 
-/// The arguments of a C math function with parameters of type `param`, where one is an
-/// integer or two differ in type: each argument not of type `param` cast to it, as C converts
-/// them. CUDA C++ takes `sqrt(int)`, `fmax(float, int)` or `fmin(float, double)` to the
-/// standard library's templates for mixed arguments, which are host functions, and refuses
-/// the kernel. Calls whose arguments are all of one floating type are left as written.
+/// The arguments of a C math function with parameters of type `param`: each argument not of
+/// type `param` cast to it, as C converts them. CUDA C++ takes `sqrt(int)`, `fmax(float, int)`
+/// or `fmin(float, double)` to the standard library's templates for mixed arguments, which
+/// are host functions, and refuses the kernel; and it takes `exp(float)` or `sqrt(float)` to
+/// its `float` overloads, where C computes in `double` (`exp(x) - expf(x)` was 0 on the
+/// device). Calls whose arguments all have the parameters' type are left as written.
 fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -> Vec<Expr> {
     let types: Vec<Option<ScalarType>> = args.iter().map(|a| type_of(a, names, elems)).collect();
-    let mixed = types.windows(2).any(|w| w[0] != w[1]);
-    if !(mixed || types.iter().any(|t| t.is_some_and(|t| t.is_integer()))) || types.iter().any(Option::is_none) {
+    if types.iter().all(|t| *t == Some(param)) || types.iter().any(Option::is_none) {
         return args;
     }
     args.into_iter().zip(types).map(|(x, t)| if t == Some(param) { x } else { Expr::new(ExprKind::Cast(param, Box::new(x)), Default::default()) }).collect()

@@ -43,8 +43,9 @@ fn calls_of_mixed_types_compile_and_are_proved() {
     let leaf = sources.iter().find(|n| n.contains("_leaf")).expect("a kernel leaf");
     let code = std::fs::read_to_string(out.join(leaf)).unwrap();
     // The integer arguments converted as C converts them.
-    // Two floating types too: nvcc has no device `fmin(float, double)`.
-    for cast in ["(float)2", "(long)i", "(double)3", "sqrt((double)", "fmin((double)data[(long)i], dv[(long)i])"] {
+    // Two floating types too: nvcc has no device `fmin(float, double)`. And a `float` argument
+    // of a `double` function: C computes `exp(float)` in `double`, CUDA's overload in `float`.
+    for cast in ["(float)2", "(long)i", "(double)3", "sqrt((double)", "fmin((double)data[(long)i], dv[(long)i])", "exp((double)data[(long)i])"] {
         assert!(code.contains(cast), "{leaf} lacks `{cast}`:\n{code}");
     }
     if let Some(nvcc) = nvcc() {
