@@ -967,7 +967,12 @@ impl Checker<'_> {
                     }
                 }
             }
-            ExprKind::Unary(UnOp::Neg, a) => self.expr(a),
+            ExprKind::Unary(UnOp::Neg, a) => {
+                if let Some((x, t)) = constant_integer(a).filter(|_| constant_integer(e).is_none()) {
+                    self.err(e.span, format!("this constant arithmetic overflows `{t}` (-({x})): C computes it in `{t}`, where the result is undefined"), format!("outside `{t}`"));
+                }
+                self.expr(a)
+            }
             ExprKind::Unary(UnOp::Not, a) => self.expr(a).map(|_| ScalarType::Int),
             ExprKind::Binary(op, a, b) => {
                 let (ta, tb) = (self.expr(a), self.expr(b));
@@ -978,6 +983,12 @@ impl Checker<'_> {
                 }
                 if matches!(op, BinOp::Div | BinOp::Rem) && ta.is_integer() && tb.is_integer() {
                     self.note_divisor(b);
+                }
+                if let (Some((x, tx)), Some((y, ty))) = (constant_integer(a), constant_integer(b)) {
+                    if constant_integer(e).is_none() && !(matches!(op, BinOp::Div | BinOp::Rem) && y == 0) && !op.is_comparison() && !op.is_logical() {
+                        let t = ScalarType::promote(tx, ty);
+                        self.err(e.span, format!("this constant arithmetic overflows `{t}` ({x} {} {y}): C computes it in `{t}`, where the result is undefined; write a `long` operand (`{x}L`) if the value is meant", op.c_symbol()), format!("outside `{t}`"));
+                    }
                 }
                 if op.is_comparison() || op.is_logical() {
                     Some(ScalarType::Int)
@@ -1044,6 +1055,44 @@ fn contains_schedule(s: &Stmt) -> bool {
             contains_schedule(then_branch) || else_branch.as_ref().is_some_and(|e| contains_schedule(e))
         }
         _ => false,
+    }
+}
+
+/// The value and C type of `e` where it is integer constant arithmetic (literals, `+ - * / %`
+/// and negation) whose every step stays within its type: a literal is an `int` where it fits,
+/// else a `long`; an operation is done in the wider of its operands' types. `None` for
+/// anything else, an overflow and a division by zero included.
+fn constant_integer(e: &Expr) -> Option<(i64, ScalarType)> {
+    let within = |v: i64, t: ScalarType| t.integer_range().is_some_and(|(lo, hi)| (lo..=hi).contains(&v)).then_some((v, t));
+    match &e.kind {
+        ExprKind::Int(v) => Some((*v, if i32::try_from(*v).is_ok() { ScalarType::Int } else { ScalarType::Long })),
+        // `7L` is `(long)7`; a conversion that changes the value is not folded.
+        ExprKind::Cast(t, a) if t.is_integer() => {
+            let (x, _) = constant_integer(a)?;
+            within(x, *t)
+        }
+        ExprKind::Unary(UnOp::Neg, a) => {
+            let (x, t) = constant_integer(a)?;
+            let t = ScalarType::promote(t, t);
+            within(x.checked_neg()?, t)
+        }
+        ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem), a, b) => {
+            let ((x, tx), (y, ty)) = (constant_integer(a)?, constant_integer(b)?);
+            let t = ScalarType::promote(tx, ty);
+            // `INT_MIN % -1` is undefined in C, as `INT_MIN / -1` is.
+            if matches!(op, BinOp::Rem) && y == -1 && t.integer_range().is_some_and(|(lo, _)| x == lo) {
+                return None;
+            }
+            let v = match op {
+                BinOp::Add => x.checked_add(y),
+                BinOp::Sub => x.checked_sub(y),
+                BinOp::Mul => x.checked_mul(y),
+                BinOp::Div => x.checked_div(y),
+                _ => x.checked_rem(y),
+            }?;
+            within(v, t)
+        }
+        _ => None,
     }
 }
 

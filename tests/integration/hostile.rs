@@ -505,3 +505,18 @@ fn a_fact_on_a_host_loop_counter_is_refused_at_its_place() {
     // A scalar of the parameters only, inside the loop, may be stated.
     assert!(metafork::frontend::check_source("h.mf", &program("int d = N - B;", "d > 0")).is_ok());
 }
+
+/// Constant arithmetic that overflows the C type it is computed in (`2147483647 + 1` is an
+/// `int` sum) is undefined in C: refused where it stands, as a constant division by zero is.
+/// nvcc only warned, and `verify` proved such leaves. A `long` operand makes it defined.
+#[test]
+fn constant_arithmetic_past_its_type_is_refused() {
+    let program = |e: &str| format!("void f(int N, long a[N]) {{\n  meta_schedule {{\n    meta_for (int v = 0; v < N; v++)\n      meta_for (int u = 0; u < 1; u++)\n        a[v] = {e};\n  }}\n}}\n");
+    for (e, quoted) in [("2147483647 + 1", "(2147483647 + 1)"), ("46341 * 46341", "(46341 * 46341)"), ("(-2147483647 - 1) % -1", "(-2147483648 % -1)"), ("-(-2147483647 - 1)", "(-(-2147483648))")] {
+        let err = metafork::frontend::check_source("c.mf", &program(e)).unwrap_err().render(false);
+        assert!(err.contains("c.mf:5:16: this constant arithmetic overflows `int` ") && err.contains(quoted), "{e}: {err}");
+    }
+    for e in ["2147483647L + 1", "(long)46341 * 46341", "-2147483647 - 1", "N * 3000000000", "9223372036854775807 - 1"] {
+        assert!(metafork::frontend::check_source("c.mf", &program(e)).is_ok(), "{e}");
+    }
+}
