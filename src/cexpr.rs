@@ -3,7 +3,8 @@
 //!
 //! Contract: 64-bit signed arithmetic with C's truncating `/` and `%`; comparisons and `!` give
 //! 0/1; `&&`, `||` and `?:` short-circuit; a cast to `int` must fit in 32 bits, one to `char`
-//! in 8, a cast to `long` is the identity. Overflow or division by zero (or `LLONG_MIN / -1`) in an evaluated
+//! in 8, a cast to `long` is the identity; `min`, `max` and `abs` as C's (`abs` must not
+//! overflow). Overflow or division by zero (or `LLONG_MIN / -1`) in an evaluated
 //! operand makes the value `None`, which every caller reads as "the condition does not hold".
 //! The generated C++ (see `dispatch::facts`) implements the same rules.
 
@@ -18,6 +19,9 @@ pub enum Code {
     Not(Box<Code>),
     ToInt(Box<Code>),
     ToChar(Box<Code>),
+    Min(Box<Code>, Box<Code>),
+    Max(Box<Code>, Box<Code>),
+    Abs(Box<Code>),
     Bin(BinOp, Box<Code>, Box<Code>),
     Cond(Box<Code>, Box<Code>, Box<Code>),
 }
@@ -47,6 +51,12 @@ impl Code {
             ExprKind::Cast(t, a) if t.is_integer() => *sub(a)?,
             ExprKind::Binary(op, a, b) => Code::Bin(*op, sub(a)?, sub(b)?),
             ExprKind::Cond(c, a, b) => Code::Cond(sub(c)?, sub(a)?, sub(b)?),
+            ExprKind::Call(f, args) => match (f.name.as_str(), args.as_slice()) {
+                ("min", [a, b]) => Code::Min(sub(a)?, sub(b)?),
+                ("max", [a, b]) => Code::Max(sub(a)?, sub(b)?),
+                ("abs", [a]) => Code::Abs(sub(a)?),
+                _ => return Err(format!("`{e}` is not integer arithmetic on parameters")),
+            },
             _ => return Err(format!("`{e}` is not integer arithmetic on parameters")),
         })
     }
@@ -61,6 +71,9 @@ impl Code {
             Code::Not(a) => truth(a.eval(slots)? == 0),
             Code::ToInt(a) => i32::try_from(a.eval(slots)?).ok().map(i64::from),
             Code::ToChar(a) => i8::try_from(a.eval(slots)?).ok().map(i64::from),
+            Code::Min(a, b) => Some(a.eval(slots)?.min(b.eval(slots)?)),
+            Code::Max(a, b) => Some(a.eval(slots)?.max(b.eval(slots)?)),
+            Code::Abs(a) => a.eval(slots)?.checked_abs(),
             Code::Bin(BinOp::And, a, b) => truth(a.eval(slots)? != 0 && b.eval(slots)? != 0),
             Code::Bin(BinOp::Or, a, b) => truth(a.eval(slots)? != 0 || b.eval(slots)? != 0),
             Code::Bin(op, a, b) => {
@@ -100,8 +113,8 @@ impl Code {
         match self {
             Code::Const(_) => {}
             Code::Slot(i) => out.push(*i),
-            Code::Neg(a) | Code::Not(a) | Code::ToInt(a) | Code::ToChar(a) => a.slots(out),
-            Code::Bin(_, a, b) => {
+            Code::Neg(a) | Code::Not(a) | Code::ToInt(a) | Code::ToChar(a) | Code::Abs(a) => a.slots(out),
+            Code::Bin(_, a, b) | Code::Min(a, b) | Code::Max(a, b) => {
                 a.slots(out);
                 b.slots(out);
             }

@@ -156,6 +156,13 @@ impl FactSet {
                 let (c, (x, ta), (y, tb)) = (self.typed(c, locals, depth)?.0, self.typed(a, locals, depth)?, self.typed(b, locals, depth)?);
                 (at(ExprKind::Cond(Box::new(c), Box::new(x), Box::new(y))), ScalarType::promote(ta, tb))
             }
+            // `min` and `max` convert to the common type; `abs(INT_MIN)` leaves `int`.
+            ExprKind::Call(f, args) if matches!((f.name.as_str(), args.len()), ("min" | "max", 2) | ("abs", 1)) => {
+                let typed: Vec<(Expr, ScalarType)> = args.iter().map(|a| self.typed(a, locals, depth)).collect::<Option<_>>()?;
+                let t = typed.iter().fold(ScalarType::Int, |t, (_, u)| ScalarType::promote(t, *u));
+                let call = at(ExprKind::Call(f.clone(), typed.into_iter().map(|(x, _)| x).collect()));
+                (if f.name == "abs" { fit(call, t) } else { call }, t)
+            }
             _ => return None,
         })
     }
@@ -199,6 +206,11 @@ impl FactSet {
                 format!("metafork_{helper}_ll({x}, {y}, &{ok})")
             }
             ExprKind::Cond(c, a, b) => format!("(({}) != 0 ? ({}) : ({}))", self.cpp_expr(c, ok), self.cpp_expr(a, ok), self.cpp_expr(b, ok)),
+            ExprKind::Call(f, args) => match (f.name.as_str(), args.as_slice()) {
+                ("min" | "max", [a, b]) => format!("metafork_{}_ll({}, {})", f.name, self.cpp_expr(a, ok), self.cpp_expr(b, ok)),
+                ("abs", [a]) => format!("metafork_abs_ll({}, &{ok})", self.cpp_expr(a, ok)),
+                _ => "0LL".into(), // excluded by `check`
+            },
             _ => "0LL".into(), // excluded by `check`
         }
     }

@@ -70,6 +70,9 @@ static inline long long metafork_div_ll(long long a, long long b, int *ok) { if 
 static inline long long metafork_rem_ll(long long a, long long b, int *ok) { if (b == 0 || (a == LLONG_MIN && b == -1)) { *ok = 0; return 0; } return a % b; }
 static inline long long metafork_int_ll(long long a, int *ok) { if (a < INT_MIN || a > INT_MAX) { *ok = 0; return 0; } return a; }
 static inline long long metafork_char_ll(long long a, int *ok) { if (a < -128 || a > 127) { *ok = 0; return 0; } return a; }
+static inline long long metafork_min_ll(long long a, long long b) { return a < b ? a : b; }
+static inline long long metafork_max_ll(long long a, long long b) { return a > b ? a : b; }
+static inline long long metafork_abs_ll(long long a, int *ok) { if (a == LLONG_MIN) { *ok = 0; return 0; } return a < 0 ? -a : a; }
 
 /* A polynomial as a range of terms, a term as a coefficient times a range of factors
    (variable index, exponent), a constraint as `poly REL 0` (REL: 0 <, 1 <=, 2 ==, 3 !=). */

@@ -6,7 +6,7 @@
 //! (both operands `int`) must fit 32 bits, one with a `long` operand 64, a cast to `int` must fit,
 //! `/` and `%` truncate and must not divide by zero. It answers the first expression whose value
 //! is undefined, described for a message, or `None`. An expression it cannot evaluate (a name
-//! not at the point, a call other than `min`/`max`, a floating value) is skipped: the check
+//! not at the point, a call other than `min`/`max`/`abs`, a floating value) is skipped: the check
 //! reports only what it can show. Not [`crate::cexpr`]: that evaluates in 64 bits throughout, as
 //! the dispatcher's facts do; this follows the C types the host code declares.
 
@@ -122,6 +122,10 @@ fn eval(e: &Expr, env: &HashMap<String, Typed>) -> Result<Typed, Failure> {
             let (x, y) = (eval(&args[0], env)?, eval(&args[1], env)?);
             let value = if f.name == "min" { x.value.min(y.value) } else { x.value.max(y.value) };
             Ok(Typed { value, long: x.long || y.long })
+        }
+        ExprKind::Call(f, args) if f.name == "abs" && args.len() == 1 => {
+            let x = eval(&args[0], env)?;
+            undefined(x.value.checked_abs(), x.long)
         }
         _ => Err(Failure::Unknown),
     }
