@@ -279,6 +279,15 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
     };
     let facts = crate::dispatch::facts::FactSet::of(function)?;
     let value_failed = |why: &str| format!("if (metafork_detail) *metafork_detail = {why}; return METAFORK_OUTSIDE_ASSUMPTIONS;");
+    // C evaluates the array parameters' size expressions on entry (C11 6.9.1): one that
+    // overflows (`a[N * N]` of an `int N` past 46340) makes the call undefined.
+    for a in &function.arrays {
+        for e in a.extent_exprs.iter().filter(|e| !matches!(e.kind, ExprKind::Var(_) | ExprKind::Int(_))) {
+            let Some(checked) = facts.as_c_computes(e, &Default::default()) else { continue };
+            let why = c_string(&format!("the extent {e} of array `{}` is undefined here (a division by zero, or a value outside the type C computes a step in, such as `int` for `int * int`)", a.name));
+            let _ = writeln!(c, "  {{\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    (void)metafork_v;\n    if (!metafork_ok) {{ {} }}\n  }}", facts.cpp_of(&checked, "metafork_ok"), value_failed(&why));
+        }
+    }
     HostPrinter::new(function, &schedule, &fact).with_checked_facts(function, facts, &value_failed).body(&function.body, 1, &mut c)?;
     let _ = writeln!(c, "  (void)metafork_why;\n  return 0;\n}}");
     Ok(vec![(format!("metafork_run_{f}.h"), h), (format!("metafork_run_{f}.cu"), c)])
