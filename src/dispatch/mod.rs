@@ -133,7 +133,25 @@ pub struct Dispatcher {
     /// Each kernel leaf's grid extents (by index), where they are integer arithmetic on the
     /// integer parameters.
     pub grids: Vec<[Option<GridExtent>; 3]>,
+    /// The integer derived scalars the launch computes and passes to the kernel, checked as C
+    /// computes them: a point where one is undefined (`int e = N * M` past `int`) is outside
+    /// the program, as a failing fact is.
+    pub scalars: Vec<ScalarCheck>,
     fast: Vec<FastRule>,
+}
+
+/// The message for a grid extent whose arithmetic is undefined at a point.
+pub fn grid_undefined(extent: &crate::frontend::ast::Expr, kernel: &str) -> String {
+    format!("the grid extent {extent} of {kernel} is undefined here (a division by zero, or a value outside the type C computes a step in)")
+}
+
+/// One derived scalar the launch computes: its definition as C computes it, compiled.
+#[derive(Clone, Debug)]
+pub struct ScalarCheck {
+    /// `int e = N * M is undefined here (...)`, for messages.
+    pub text: String,
+    pub checked: crate::frontend::ast::Expr,
+    code: crate::cexpr::Code,
 }
 
 /// One grid extent of a kernel leaf: the launch's expression and its compiled form.
@@ -193,7 +211,19 @@ impl Dispatcher {
         }
         let vars: Vec<Var> = params.iter().map(|p| Var::new(p)).chain(machine.iter().cloned()).collect();
         let fast = rules.iter().map(|r| FastRule::compile(r, &vars)).collect::<Result<_, _>>()?;
-        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, grids, fast })
+        let passed: std::collections::BTreeSet<&str> = tree.nodes[0].code.params.iter().map(|p| p.name.as_str()).collect();
+        let scalars = function
+            .derived
+            .iter()
+            .filter(|d| d.ty.is_integer() && passed.contains(d.name.as_str()))
+            .filter_map(|d| {
+                let var = crate::frontend::ast::Expr::new(crate::frontend::ast::ExprKind::Var(d.name.clone()), d.value.span);
+                let checked = facts.as_c_computes(&var, &Default::default())?;
+                let code = facts.compile(&checked).ok()?;
+                Some(ScalarCheck { text: format!("{} {} = {} is undefined here (a division by zero, or a value outside `{}` or outside the type C computes a step in)", d.ty, d.name, d.value, d.ty), checked, code })
+            })
+            .collect();
+        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, grids, scalars, fast })
     }
 
     /// The variables of the compiled tables: the integer parameters, then the machine symbols.
@@ -207,10 +237,19 @@ impl Dispatcher {
     }
 
     fn check_facts(&self, params: &BTreeMap<String, i64>) -> Option<Selection> {
-        self.facts.first_failing(params).map(|f| match f.kind {
-            FactKind::Assert => Selection::AssertFails(f.text.clone()),
-            FactKind::Assume | FactKind::Defined => Selection::OutsideAssumptions(f.text.clone()),
-        })
+        if let Some(f) = self.facts.first_failing(params) {
+            return Some(match f.kind {
+                FactKind::Assert => Selection::AssertFails(f.text.clone()),
+                FactKind::Assume | FactKind::Defined => Selection::OutsideAssumptions(f.text.clone()),
+            });
+        }
+        let slots: Vec<i64> = self.params.iter().map(|p| params.get(p).copied().unwrap_or(0)).collect();
+        if let Some(s) = self.scalars.iter().find(|s| s.code.eval(&slots).is_none()) {
+            return Some(Selection::OutsideAssumptions(s.text.clone()));
+        }
+        // A grid the launch cannot compute (`(N + B - 1) / B` past `int`) is the program's own
+        // arithmetic undefined, not a grid too large for the device.
+        self.grids.iter().enumerate().find_map(|(k, extents)| extents.iter().flatten().find(|g| g.code.eval(&slots).is_none()).map(|g| Selection::OutsideAssumptions(grid_undefined(&g.expr, &self.kernels[k]))))
     }
 
     /// The first grid dimension along which kernel `index` needs more blocks than `dev` allows

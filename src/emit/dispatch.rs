@@ -416,12 +416,23 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
         };
         let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    if (!metafork_ok || metafork_v == 0) {{ if (metafork_detail) *metafork_detail = {}; return {status}; }}\n  }}", c_comment(&f.text), d.facts.cpp(f, "metafork_ok"), c_string(&f.text));
     }
+    // The scalars the launch computes, each step in its C type.
+    for sc in &d.scalars {
+        let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    (void)metafork_v;\n    if (!metafork_ok) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&sc.text), d.facts.cpp_of(&sc.checked, "metafork_ok"), c_string(&sc.text));
+    }
     let mut vals: Vec<String> = d.params.iter().map(|p| c_ident(p).into_owned()).collect();
     vals.extend(["registers_per_thread", "shared_memory_per_block_optin", "threads_per_block", "registers_per_block", "registers_per_multiprocessor", "warps_per_multiprocessor", "multiprocessors"].map(|f| format!("metafork_dev->{f}")));
     let _ = writeln!(out, "  const long long metafork_vals[] = {{{}}};", vals.join(", "));
     // Each kernel's grid against the device's, where the extents are integer arithmetic on the
     // parameters (the launch function checks the others).
     let grid = if d.grids.iter().flatten().any(Option::is_some) {
+        // First, every grid the launch could not compute: the program's arithmetic undefined.
+        for (k, extents) in d.grids.iter().enumerate() {
+            for g in extents.iter().flatten() {
+                let why = crate::dispatch::grid_undefined(&g.expr, &d.kernels[k]);
+                let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    (void){};\n    if (!metafork_ok) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&why), d.facts.cpp_of(&g.checked, "metafork_ok"), c_string(&why));
+            }
+        }
         let _ = writeln!(out, "  const char *metafork_grid[{}] = {{0}};", d.kernels.len());
         for (k, extents) in d.grids.iter().enumerate() {
             for (dim, g) in extents.iter().enumerate() {
