@@ -146,8 +146,10 @@ impl<'f> HostPrinter<'f> {
                 // Bounds the dispatcher's rules can compute are computed once, checked (`N / M`
                 // at `M == 0` would trap before any launch could refuse the point).
                 let renders = |e: &Expr| self.checked_facts.as_ref().filter(|_| l.ty.is_integer()).and_then(|f| Some((f, f.as_c_computes(e, &self.integer_locals)?)));
-                // (A bound without arithmetic, `0` or `T`, is defined: printed as written.)
-                let arithmetic = [&l.lo, &l.hi].iter().any(|e| {
+                // (A bound without arithmetic, `0` or `T`, is defined: printed as written; but a
+                // loop `t <= T` or `t += 2` may step its counter past its type after the last
+                // iteration, at `T` = INT_MAX: checked too.)
+                let arithmetic = l.inclusive || l.step != 1 || [&l.lo, &l.hi].iter().any(|e| {
                     let mut found = false;
                     crate::frontend::ast::walk_expr(e, &mut |x| found |= matches!(x.kind, ExprKind::Binary(op, _, _) if !op.is_comparison() && !op.is_logical()) || matches!(x.kind, ExprKind::Unary(UnOp::Neg, _)));
                     found
@@ -160,6 +162,14 @@ impl<'f> HostPrinter<'f> {
 {pad}  int metafork_ok = 1;
 {pad}  const long long metafork_lo = {}, metafork_hi = {};
 {pad}  if (!metafork_ok{range}) {{ {} }}", facts.cpp_of(&lo, "metafork_ok"), facts.cpp_of(&hi, "metafork_ok"), failed(&why));
+                        // The counter's value after the last iteration, `last + step`, must fit.
+                        let last = if l.inclusive { "metafork_hi" } else { "metafork_hi - 1" };
+                        let step_past = c_string(&format!("loop `{}` ({} to {}) steps its counter past `{}` after its last iteration", l.var.name, l.lo, l.hi, l.ty));
+                        // (In `long long`, which holds every `int` step: a `long` counter is
+                        // not checked.)
+                        if l.ty != crate::frontend::ast::ScalarType::Long {
+                            let _ = writeln!(out, "{pad}  if (metafork_lo <= {last} && metafork_lo + (({last} - metafork_lo) / {step}) * {step} > {most}LL - {step}) {{ {} }}", failed(&step_past), step = l.step);
+                        }
                         let _ = writeln!(out, "{pad}  for ({} {v} = ({})metafork_lo; {v} {} ({})metafork_hi; {step}) {{", l.ty, l.ty, if l.inclusive { "<=" } else { "<" }, l.ty);
                         self.nested(&l.body, depth + 1, next, out)?;
                         let _ = writeln!(out, "{pad}  }}\n{pad}}}");

@@ -392,12 +392,13 @@ int main() {
 /// fits `int` in 64-bit arithmetic, but `N * M` overflows `int` in the program (and in the
 /// launch, which then ran an empty grid and returned success): refused. So are `min(N * M, 5)`
 /// past `int` and `abs(INT_MIN)`, which were printed as plain C, and an array parameter's
-/// extent `a[N * N]` past `int`, which C evaluates on entry.
+/// extent `a[N * N]` past `int`, which C evaluates on entry, and a host loop `t <= T; t += 2`
+/// at `T = INT_MAX`, whose counter steps past `int` after its last iteration.
 #[test]
 fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
     let dir = scratch("driver-facts");
     let source = dir.join("ord.mf");
-    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n\nvoid dz(int N, int B, const float a[N], float c[N]) {\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + 1.0f;\n      }\n  }\n}\n\nvoid lp(int N, int M, int B, int T, float a[N]) {\n  int d = N / B;\n  for (int t = 0; t < T; t++) {\n    int q = N / (t + M);\n    meta_schedule {\n      meta_for (int v = 0; v < d; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n          if (i >= 0 && i < N) a[i] = a[i] + q;\n        }\n    }\n  }\n}\n\nvoid lb(int N, int M, int B, float a[N]) {\n  for (int t = 0; t < N / M; t++) {\n    meta_schedule {\n      meta_for (int v = 0; v < N / B; v++)\n        meta_for (int u = 0; u < B; u++)\n          a[v * B + u] = a[v * B + u] + t;\n    }\n  }\n}\n\nvoid ov(int N, int M, int B, const float a[N], float c[N]) {\n  int d = (N * M + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < d; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i];\n      }\n  }\n}\n\nvoid mm(int N, int M, int B, const float a[N], float c[N]) {\n  int m1 = min(N * M, 5), ab = abs(M);\n  meta_schedule {\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + m1 + ab;\n      }\n  }\n}\n\nvoid ext(int N, int B, const float a[N * N], float c[N]) {\n  meta_schedule {\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i * N];\n      }\n  }\n}\n").unwrap();
+    std::fs::write(&source, "void ord(int N, int B, float x[N]) {\n  assert(N % B == 0);\n  assume(N >= 1 && B >= 1);\n  assume(N * N <= 1048576);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++)\n        x[v * B + u] = 2.0f * x[v * B + u];\n  }\n}\n\nvoid dz(int N, int B, const float a[N], float c[N]) {\n  int dim = N / B;\n  meta_schedule {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + 1.0f;\n      }\n  }\n}\n\nvoid lp(int N, int M, int B, int T, float a[N]) {\n  int d = N / B;\n  for (int t = 0; t < T; t++) {\n    int q = N / (t + M);\n    meta_schedule {\n      meta_for (int v = 0; v < d; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n          if (i >= 0 && i < N) a[i] = a[i] + q;\n        }\n    }\n  }\n}\n\nvoid lb(int N, int M, int B, float a[N]) {\n  for (int t = 0; t < N / M; t++) {\n    meta_schedule {\n      meta_for (int v = 0; v < N / B; v++)\n        meta_for (int u = 0; u < B; u++)\n          a[v * B + u] = a[v * B + u] + t;\n    }\n  }\n}\n\nvoid ov(int N, int M, int B, const float a[N], float c[N]) {\n  int d = (N * M + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < d; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i];\n      }\n  }\n}\n\nvoid mm(int N, int M, int B, const float a[N], float c[N]) {\n  int m1 = min(N * M, 5), ab = abs(M);\n  meta_schedule {\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + m1 + ab;\n      }\n  }\n}\n\nvoid ext(int N, int B, const float a[N * N], float c[N]) {\n  meta_schedule {\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i * N];\n      }\n  }\n}\n\nvoid st(int N, int T, int B, float a[N]) {\n  for (int t = 0; t <= T; t += 2) {\n    meta_schedule {\n      meta_for (int v = 0; v < (N + B - 1) / B; v++)\n        meta_for (int u = 0; u < B; u++) {\n          int i = v * B + u;\n          if (i < N) a[i] = a[i] + t;\n        }\n    }\n  }\n}\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_metafork")).args(["gen", "--emit-cuda", source.to_str().unwrap(), "-o"]).arg(dir.join("out")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let Some(nvcc) = nvcc() else { return };
@@ -412,6 +413,7 @@ fn the_host_driver_checks_facts_without_trapping_or_wrapping() {
 #include "metafork_run_ov.h"
 #include "metafork_run_mm.h"
 #include "metafork_run_ext.h"
+#include "metafork_run_st.h"
 int main() {
   cudaError_t err; const char *why = 0;
   int r = metafork_run_ord(64, 0, 0, 0, &err, &why);
@@ -434,6 +436,8 @@ int main() {
   if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "int ab = abs(M) is undefined here")) { printf("mm abs(INT_MIN): %d %s\n", r, why); return 1; }
   r = metafork_run_ext(50000, 32, 0, 0, 0, &err, &why);
   if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "the extent N * N of array `a` is undefined here")) { printf("ext N * N: %d %s\n", r, why); return 1; }
+  r = metafork_run_st(8, 2147483647, 4, 0, 0, &err, &why);
+  if (r != METAFORK_OUTSIDE_ASSUMPTIONS || !strstr(why, "loop `t` (0 to T) steps its counter past `int`")) { printf("st T = INT_MAX: %d %s\n", r, why); return 1; }
   return 0;
 }
 "#,
