@@ -905,7 +905,7 @@ impl Checker<'_> {
                 Origin::Local => {}
                 Origin::Param => self.err(span, format!("cannot assign to parameter `{name}`: parameters are read-only"), "parameter written here"),
                 Origin::Derived => self.diags.push(
-                    Diagnostic::new(span, format!("cannot assign to `{name}`: it is defined outside the `meta_schedule` and read-only inside"), "written here").with_note(
+                    Diagnostic::new(span, format!("cannot assign to `{name}`: a scalar defined outside the schedules from the parameters is computed once and read-only afterwards"), "written here").with_note(
                         "a scalar defined outside the schedules is computed once, on the host, from the parameters; one computed from array data (a sum, a norm) lives on the GPU only where it is used: define it with the statements that compute it, and keep a value later schedules read in an array element",
                     ),
                 ),

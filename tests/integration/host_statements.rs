@@ -223,7 +223,7 @@ fn a_scalar_summed_outside_a_schedule_runs_with_its_statements() {
     let err = check_source("scale.mf", read_later).expect_err("a host sum read by a schedule");
     let (line, col, message) = err.positions().remove(0);
     assert_eq!((line, col), (5, 5), "{}", err.render(false));
-    assert!(message.contains("cannot assign to `s`"), "{message}");
+    assert!(message.contains("cannot assign to `s`") && message.contains("read-only afterwards") && !message.contains("inside"), "{message}");
     assert!(err.render(false).contains("keep a value later schedules read in an array element"), "{}", err.render(false));
 }
 
