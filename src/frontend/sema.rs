@@ -60,7 +60,7 @@ pub fn check(program: &Program) -> Result<CheckedProgram, Vec<Diagnostic>> {
             diags.push(Diagnostic::new(f.name.span, format!("function name of {} characters: the generated files are named after the function (`<name>_<schedule>_leaf<N>_harness.cu`), and a file name has at most 255 bytes", f.name.name.chars().count()), format!("at most {MAX_FUNCTION_NAME} characters")));
             continue;
         }
-        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), divisors: Vec::new(), expanded: BTreeMap::new(), varying: BTreeSet::new(), data_params: BTreeSet::new(), function_names: &function_names };
+        let mut c = Checker { diags: Vec::new(), scopes: Vec::new(), derived: DerivedPolys::new(), divisors: Vec::new(), expanded: BTreeMap::new(), varying: BTreeSet::new(), guards: Vec::new(), data_params: BTreeSet::new(), function_names: &function_names };
         let k = c.function(f);
         diags.extend(c.diags);
         if let Some(k) = k {
@@ -143,6 +143,10 @@ struct Checker<'a> {
     /// Host loop counters, and the derived scalars whose definitions read one: values that
     /// change during the call, so no fact may read them.
     varying: BTreeSet<String>,
+    /// The conditions around the expression being checked, with whether each holds there
+    /// (an `if`'s or `?:`'s branch, the right operand of `&&`/`||`): a division they guard
+    /// (`M != 0 ? x / M : x`) needs no fact.
+    guards: Vec<(Expr, bool)>,
     /// Integer parameters used in some array extent (set by `params`).
     data_params: BTreeSet<String>,
     function_names: &'a BTreeSet<String>,
@@ -426,6 +430,9 @@ impl Checker<'_> {
         if matches!(d.kind, ExprKind::Int(_)) {
             return;
         }
+        if self.guards.iter().any(|(g, holds)| excludes_zero(g, *holds, d)) {
+            return;
+        }
         let mut names = Vec::new();
         d.names(&mut names);
         let host_known = names.iter().all(|n| matches!(self.lookup(n), Some(Sym::Scalar { ty, origin: Origin::Param | Origin::Derived }) if ty.is_integer()));
@@ -434,9 +441,6 @@ impl Checker<'_> {
         }
     }
 
-    /// Whether a fact is what the dispatch code can check at run time: integer arithmetic on
-    /// parameters and derived scalars (`+ - * / %`, comparisons, `&& || !`, `?:`, integer casts);
-    /// refuses anything else where it stands.
     /// Records `name` as varying when its definition reads a varying name.
     fn note_varying(&mut self, name: &str, init: &Expr) {
         let mut reads = Vec::new();
@@ -449,6 +453,10 @@ impl Checker<'_> {
         }
     }
 
+    /// Whether a fact is what the dispatch code can check at run time: integer arithmetic on
+    /// parameters and derived scalars (`+ - * / %`, comparisons, `&& || !`, `?:`, integer casts),
+    /// over none of the values that change during the call; refuses anything else where it
+    /// stands.
     fn fact_form(&mut self, e: &Expr) -> bool {
         let bad = |x: &Expr| -> Option<(Span, String)> {
             match &x.kind {
@@ -860,9 +868,13 @@ impl Checker<'_> {
             }
             StmtKind::If { cond, then_branch, else_branch } => {
                 self.expr(cond);
+                self.guards.push((cond.clone(), true));
                 self.with_scope(|c| c.kernel_stmt(then_branch));
+                self.guards.pop();
                 if let Some(e) = else_branch {
+                    self.guards.push((cond.clone(), false));
                     self.with_scope(|c| c.kernel_stmt(e));
+                    self.guards.pop();
                 }
             }
             StmtKind::For(l) => {
@@ -975,7 +987,16 @@ impl Checker<'_> {
             }
             ExprKind::Unary(UnOp::Not, a) => self.expr(a).map(|_| ScalarType::Int),
             ExprKind::Binary(op, a, b) => {
-                let (ta, tb) = (self.expr(a), self.expr(b));
+                let ta = self.expr(a);
+                // C evaluates `b` in `a && b` only where `a` holds, in `a || b` where it does not.
+                let guarded = op.is_logical();
+                if guarded {
+                    self.guards.push(((**a).clone(), *op == BinOp::And));
+                }
+                let tb = self.expr(b);
+                if guarded {
+                    self.guards.pop();
+                }
                 let (ta, tb) = (ta?, tb?);
                 if *op == BinOp::Rem && !(ta.is_integer() && tb.is_integer()) {
                     self.err(e.span, "invalid operands to `%`: C requires integer operands", format!("`{ta} % {tb}`"));
@@ -997,7 +1018,12 @@ impl Checker<'_> {
                 }
             }
             ExprKind::Cond(c, a, b) => {
-                let (tc, ta, tb) = (self.expr(c), self.expr(a), self.expr(b));
+                let tc = self.expr(c);
+                self.guards.push(((**c).clone(), true));
+                let ta = self.expr(a);
+                self.guards.last_mut().expect("pushed above").1 = false;
+                let tb = self.expr(b);
+                self.guards.pop();
                 tc?;
                 Some(ScalarType::promote(ta?, tb?))
             }
@@ -1053,6 +1079,63 @@ fn contains_schedule(s: &Stmt) -> bool {
         StmtKind::For(l) => contains_schedule(&l.body),
         StmtKind::If { then_branch, else_branch, .. } => {
             contains_schedule(then_branch) || else_branch.as_ref().is_some_and(|e| contains_schedule(e))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `guard` being `holds` implies `d != 0`, read from its conjuncts (`d != 0`, `d > 0`,
+/// `d >= 1`, `d < 0`, `!(d == 0)`, with the constant on either side; `d` compared as written).
+fn excludes_zero(guard: &Expr, holds: bool, d: &Expr) -> bool {
+    match &guard.kind {
+        ExprKind::Unary(UnOp::Not, a) => excludes_zero(a, !holds, d),
+        ExprKind::Binary(BinOp::And, a, b) if holds => excludes_zero(a, true, d) || excludes_zero(b, true, d),
+        ExprKind::Binary(BinOp::Or, a, b) if !holds => excludes_zero(a, false, d) || excludes_zero(b, false, d),
+        ExprKind::Binary(op, a, b) if op.is_comparison() => {
+            let text = d.to_string();
+            let constant = |x: &Expr| constant_integer(x).map(|(v, _)| v);
+            // `d op k`, the constant on the right.
+            let (op, k) = if a.to_string() == text {
+                match constant(b) {
+                    Some(k) => (*op, k),
+                    None => return false,
+                }
+            } else if b.to_string() == text {
+                let flipped = match op {
+                    BinOp::Lt => BinOp::Gt,
+                    BinOp::Le => BinOp::Ge,
+                    BinOp::Gt => BinOp::Lt,
+                    BinOp::Ge => BinOp::Le,
+                    other => *other,
+                };
+                match constant(a) {
+                    Some(k) => (flipped, k),
+                    None => return false,
+                }
+            } else {
+                return false;
+            };
+            let op = if holds {
+                op
+            } else {
+                match op {
+                    BinOp::Lt => BinOp::Ge,
+                    BinOp::Le => BinOp::Gt,
+                    BinOp::Gt => BinOp::Le,
+                    BinOp::Ge => BinOp::Lt,
+                    BinOp::Eq => BinOp::Ne,
+                    _ => BinOp::Eq,
+                }
+            };
+            match op {
+                BinOp::Ne => k == 0,
+                BinOp::Eq => k != 0,
+                BinOp::Gt => k >= 0,
+                BinOp::Ge => k >= 1,
+                BinOp::Lt => k <= 0,
+                BinOp::Le => k <= -1,
+                _ => false,
+            }
         }
         _ => false,
     }

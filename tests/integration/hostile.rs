@@ -520,3 +520,21 @@ fn constant_arithmetic_past_its_type_is_refused() {
         assert!(metafork::frontend::check_source("c.mf", &program(e)).is_ok(), "{e}");
     }
 }
+
+/// A division the program guards (`M != 0 ? a[i] / M : a[i]`, `B > 0 && N / B > 2`, an `if`)
+/// is defined wherever it runs: it adds no fact `M != 0`, so the dispatcher does not refuse
+/// `M = 0`, where the program is well defined. An unguarded one still does.
+#[test]
+fn a_guarded_division_adds_no_fact() {
+    let program = |body: &str| format!("void g(int N, int M, int B, const int a[N], int c[N]) {{\n  assume(N >= 1 && B >= 1);\n  meta_schedule {{\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {{\n        int i = v * B + u;\n        if (i < N) {body}\n      }}\n  }}\n}}\n");
+    let defined = |body: &str| -> Vec<String> {
+        let p = metafork::frontend::check_source("g.mf", &program(body)).unwrap();
+        p.kernels[0].facts.iter().filter(|f| f.kind == metafork::frontend::model::FactKind::Defined).map(|f| f.condition.to_string()).collect()
+    };
+    for guarded in ["c[i] = M != 0 ? a[i] / M : a[i];", "c[i] = M == 0 ? a[i] : a[i] % M;", "c[i] = M > 0 && a[i] / M > 2;", "c[i] = M == 0 || a[i] / M > 2;", "if (0 < M) c[i] = a[i] / M;", "if (!(M == 0)) c[i] = a[i] / M; else c[i] = 0;", "if (M == 0) c[i] = 0; else c[i] = a[i] / M;"] {
+        assert!(!defined(guarded).iter().any(|f| f.contains('M')), "{guarded}: {:?}", defined(guarded));
+    }
+    for unguarded in ["c[i] = a[i] / M;", "c[i] = M >= 0 ? a[i] / M : 0;", "c[i] = M != 1 ? a[i] / M : 0;", "if (M == 0) c[i] = a[i] / M;"] {
+        assert!(defined(unguarded).iter().any(|f| f == "M != 0"), "{unguarded}: {:?}", defined(unguarded));
+    }
+}
