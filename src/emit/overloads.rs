@@ -134,12 +134,15 @@ mod tests {
     }
 
     #[test]
-    fn one_type_after_promotion_and_other_calls_stay_as_written() {
+    fn one_type_after_promotion_and_calls_of_the_parameters_type_stay_as_written() {
         let data = e(ExprKind::Index { array: Ident { name: "data".into(), span: Span::default() }, indices: vec![e(ExprKind::Int(0))] });
         let text = e(ExprKind::Index { array: Ident { name: "text".into(), span: Span::default() }, indices: vec![e(ExprKind::Int(0))] });
         assert_eq!(printed(&call("min", vec![text, e(ExprKind::Var("i".into()))])), ["text[0]", "i"]);
         assert_eq!(printed(&call("fminf", vec![data.clone(), e(ExprKind::Float { value: 1.0, single: true })])), ["data[0]", "1.0f"]);
-        assert_eq!(printed(&call("exp", vec![data.clone()])), ["data[0]"]);
+        // C's `exp` takes a `double`: a `float` argument is converted (CUDA would call its
+        // `float` overload); a `double` one is left as written.
+        assert_eq!(printed(&call("exp", vec![data.clone()])), ["(double)data[0]"]);
+        assert_eq!(printed(&call("exp", vec![e(ExprKind::Float { value: 0.5, single: false })])), ["0.5"]);
         assert_eq!(printed(&call("min", vec![e(ExprKind::Var("unknown".into())), e(ExprKind::Float { value: 1.0, single: true })])), ["unknown", "1.0f"]);
     }
 }
