@@ -30,7 +30,8 @@ fn floating_scalars_reach_every_kernel_and_are_proved() {
     for leaf in &leaves {
         let code = std::fs::read_to_string(leaf).unwrap();
         // The launch wrapper computes them in order; the kernel takes them as arguments.
-        let at_k = code.find("double k = exp(-alpha) / 3.0;").unwrap_or_else(|| panic!("{}:\n{code}", leaf.display()));
+        // `exp` of a `float` is C's `double` function, not C++'s `float` overload.
+        let at_k = code.find("double k = exp((double)-alpha) / 3.0;").unwrap_or_else(|| panic!("{}:\n{code}", leaf.display()));
         let at_k2 = code.find("float k2 = (float)(k * k) + alpha;").unwrap();
         assert!(at_k < at_k2, "{}: `k2` is computed before `k`", leaf.display());
         assert!(code.contains("double k, float k2") || (code.contains("double k") && code.contains("float k2")), "{}:\n{code}", leaf.display());
