@@ -90,14 +90,7 @@ fn name_schedules(kernels: &mut [KernelFunction]) {
         let stem = if reserved { format!("{}{}", crate::names::ESCAPE, k.name) } else { k.name.clone() };
         if k.schedules.len() < 2 {
             if let (true, Some(s)) = (reserved, k.schedules.first_mut()) {
-                let mut name = stem.clone();
-                let mut attempt = 2;
-                while taken.contains(&name) {
-                    name = format!("{stem}_{attempt}");
-                    attempt += 1;
-                }
-                taken.insert(name.clone());
-                s.name = name;
+                s.name = fresh_name(&mut taken, &stem);
             }
             continue;
         }
@@ -119,17 +112,21 @@ fn name_schedules(kernels: &mut [KernelFunction]) {
     let drivers: BTreeSet<String> = kernels.iter().map(|k| format!("run_{}", k.name)).collect();
     for s in kernels.iter_mut().flat_map(|k| k.schedules.iter_mut()) {
         if crate::names::SCHEDULE_SYMBOLS.iter().any(|what| drivers.contains(&format!("{}_{what}", s.name))) {
-            let escaped = format!("{}{}", crate::names::ESCAPE, s.name);
-            let mut name = escaped.clone();
-            let mut attempt = 2;
-            while taken.contains(&name) {
-                name = format!("{escaped}_{attempt}");
-                attempt += 1;
-            }
-            taken.insert(name.clone());
-            s.name = name;
+            s.name = fresh_name(&mut taken, &format!("{}{}", crate::names::ESCAPE, s.name));
         }
     }
+}
+
+/// `stem`, or `stem_2`, `stem_3`, ...: the first not in `taken`, which then holds it.
+fn fresh_name(taken: &mut BTreeSet<String>, stem: &str) -> String {
+    let mut name = stem.to_string();
+    let mut attempt = 2;
+    while taken.contains(&name) {
+        name = format!("{stem}_{attempt}");
+        attempt += 1;
+    }
+    taken.insert(name.clone());
+    name
 }
 
 struct Checker<'a> {
