@@ -481,6 +481,14 @@ fn a_grid_sized_by_a_host_loop_counter_generates_and_has_no_false_defect() {
     }
 }
 
+/// The first function of `src`, its first schedule's tree and that tree's dispatcher.
+fn dispatcher_of(file: &str, src: &str) -> (KernelFunction, metafork::tree::Tree, Dispatcher) {
+    let k = metafork::frontend::check_source(file, src).unwrap().kernels.remove(0);
+    let tree = metafork::tree::build(&k, metafork::kernel::Kernel::from_schedule(&k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
+    let d = Dispatcher::new(&k, &tree).unwrap();
+    (k, tree, d)
+}
+
 /// The dispatcher evaluates a grid as the launch computes it, each operation in its C type:
 /// `d = (N * M + B - 1) / B` at `N = M = 65536, B = 1024` is 2^22 in 64 bits, but `N * M`
 /// overflows `int` in the launch (the grid came out 0: nothing ran, and success was
@@ -489,10 +497,7 @@ fn a_grid_sized_by_a_host_loop_counter_generates_and_has_no_false_defect() {
 #[test]
 fn a_grid_whose_int_arithmetic_overflows_is_refused() {
     let src = "void ov(int N, int M, int B, const float a[N], float c[N]) {\n  int d = (N * M + B - 1) / B;\n  meta_schedule {\n    meta_for (int v = 0; v < d; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i];\n      }\n  }\n}\n";
-    let program = metafork::frontend::check_source("ov.mf", src).unwrap();
-    let k = &program.kernels[0];
-    let tree = metafork::tree::build(k, metafork::kernel::Kernel::from_schedule(k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
-    let d = Dispatcher::new(k, &tree).unwrap();
+    let (_, _, d) = dispatcher_of("ov.mf", src);
     let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
     let point = |n: i64, m: i64, b: i64| BTreeMap::from([("N".to_string(), n), ("M".to_string(), m), ("B".to_string(), b)]);
     assert!(matches!(d.select(&limits, &[], &point(1000, 1000, 128)).unwrap(), Selection::Leaf(_)));
@@ -505,10 +510,7 @@ fn a_grid_whose_int_arithmetic_overflows_is_refused() {
     assert!(matches!(d.select(&limits, &[], &point(46340, 46340, 1024)).unwrap(), Selection::Leaf(_)));
     // Inline, the grid's own arithmetic.
     let inline = src.replace("  int d = (N * M + B - 1) / B;\n", "").replace("v < d;", "v < (N * M + B - 1) / B;");
-    let program = metafork::frontend::check_source("ov.mf", &inline).unwrap();
-    let k = &program.kernels[0];
-    let tree = metafork::tree::build(k, metafork::kernel::Kernel::from_schedule(k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
-    let d = Dispatcher::new(k, &tree).unwrap();
+    let (_, _, d) = dispatcher_of("ov.mf", &inline);
     let s = d.select(&limits, &[], &point(65536, 65536, 1024)).unwrap();
     assert!(matches!(&s, Selection::OutsideAssumptions(t) if t.starts_with("the grid extent (N * M + B - 1) / B of ov_leaf")), "{s:?}");
     assert_eq!(s, d.select_exact(&limits, &[], &point(65536, 65536, 1024)).unwrap());
@@ -520,16 +522,13 @@ fn a_grid_whose_int_arithmetic_overflows_is_refused() {
 #[test]
 fn a_scalar_the_launch_computes_is_checked_by_the_dispatcher() {
     let src = "void ds(int N, int M, int B, const float a[N], float c[N]) {\n  int e = N * M;\n  meta_schedule {\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i] + e;\n      }\n  }\n}\n";
-    let program = metafork::frontend::check_source("ds.mf", src).unwrap();
-    let k = &program.kernels[0];
-    let tree = metafork::tree::build(k, metafork::kernel::Kernel::from_schedule(k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
-    let d = Dispatcher::new(k, &tree).unwrap();
+    let (k, tree, d) = dispatcher_of("ds.mf", src);
     let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
     let point = |n: i64, m: i64| BTreeMap::from([("N".to_string(), n), ("M".to_string(), m), ("B".to_string(), 128)]);
     assert!(matches!(d.select(&limits, &[], &point(1000, 1000)).unwrap(), Selection::Leaf(_)));
     for s in [d.select(&limits, &[], &point(100000, 100000)).unwrap(), d.select_exact(&limits, &[], &point(100000, 100000)).unwrap()] {
         assert!(matches!(&s, Selection::OutsideAssumptions(t) if t.starts_with("int e = N * M is undefined here")), "{s:?}");
     }
-    let header: String = metafork::emit::dispatch::emit("ds.mf", k, &tree.nodes[0].code, &d).unwrap().into_iter().map(|(_, body)| body).collect();
+    let header: String = metafork::emit::dispatch::emit("ds.mf", &k, &tree.nodes[0].code, &d).unwrap().into_iter().map(|(_, body)| body).collect();
     assert!(header.contains("int e = N * M is undefined here"), "the generated selection checks it too");
 }
