@@ -49,6 +49,9 @@ pub struct FactReport {
     pub condition: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constraint: Option<String>,
+    /// Why a `defined` fact holds (`the program divides by it`, `` `v * B + u` stays within `int` ``).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Serialize, Debug)]
@@ -144,6 +147,7 @@ pub fn parse_report(file: &str, program: &CheckedProgram) -> ParseReport {
                         .to_string(),
                         condition: f.condition.to_string(),
                         constraint: f.constraint.as_ref().map(|c| c.to_string()),
+                        note: f.note.clone(),
                     })
                     .collect(),
                 schedules: k

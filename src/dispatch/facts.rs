@@ -22,6 +22,8 @@ pub struct Fact {
     code: Code,
     /// The integer parameters it reads (through derived scalars too).
     reads: std::collections::BTreeSet<String>,
+    /// A kernel's range fact ([`crate::frontend::ranges`]): checked after the launch's scalars.
+    pub kernel_range: bool,
 }
 
 /// Every fact of a function, with the derived scalars they may read.
@@ -56,11 +58,11 @@ impl FactSet {
                 f.condition.names(&mut names);
                 let mut reads = function.names_read(names);
                 reads.retain(|n| params.contains(n));
-                let text = match f.kind {
-                    FactKind::Defined => format!("{} (the program divides by it)", f.condition),
-                    _ => f.condition.to_string(),
+                let text = match &f.note {
+                    Some(why) => format!("{} ({why})", f.condition),
+                    None => f.condition.to_string(),
                 };
-                Ok(Fact { kind: f.kind, text, expr: f.condition.clone(), code, reads })
+                Ok(Fact { kind: f.kind, text, expr: f.condition.clone(), code, reads, kernel_range: f.kernel_range })
             })
             .collect::<Result<_, String>>()?;
         let floating = function.derived.iter().filter(|d| !d.ty.is_integer()).map(|d| d.name.clone()).collect();
@@ -78,6 +80,13 @@ impl FactSet {
     pub fn first_failing(&self, point: &BTreeMap<String, i64>) -> Option<&Fact> {
         let slots = self.slots(point);
         self.facts.iter().find(|f| !f.code.holds(&slots))
+    }
+
+    /// The first fact that does not hold at `point` among the kernels' range facts
+    /// (`kernel_range`) or among the others.
+    pub fn first_failing_of(&self, point: &BTreeMap<String, i64>, kernel_range: bool) -> Option<&Fact> {
+        let slots = self.slots(point);
+        self.facts.iter().filter(|f| f.kernel_range == kernel_range).find(|f| !f.code.holds(&slots))
     }
 
     /// The first fact that does not hold at `point`, among those whose parameters `point`

@@ -237,7 +237,10 @@ impl Dispatcher {
     }
 
     fn check_facts(&self, params: &BTreeMap<String, i64>) -> Option<Selection> {
-        if let Some(f) = self.facts.first_failing(params) {
+        // The program's facts, then the scalars the launch computes, then the kernels' range
+        // facts (a kernel's `v * B + u` past `int` where `int d = ...` is itself undefined is
+        // refused for `d`), as the generated selection orders them.
+        if let Some(f) = self.facts.first_failing_of(params, false) {
             return Some(match f.kind {
                 FactKind::Assert => Selection::AssertFails(f.text.clone()),
                 FactKind::Assume | FactKind::Defined => Selection::OutsideAssumptions(f.text.clone()),
@@ -246,6 +249,9 @@ impl Dispatcher {
         let slots: Vec<i64> = self.params.iter().map(|p| params.get(p).copied().unwrap_or(0)).collect();
         if let Some(s) = self.scalars.iter().find(|s| s.code.eval(&slots).is_none()) {
             return Some(Selection::OutsideAssumptions(s.text.clone()));
+        }
+        if let Some(f) = self.facts.first_failing_of(params, true) {
+            return Some(Selection::OutsideAssumptions(f.text.clone()));
         }
         // A grid the launch cannot compute (`(N + B - 1) / B` past `int`) is the program's own
         // arithmetic undefined, not a grid too large for the device.
@@ -275,9 +281,21 @@ impl Dispatcher {
         [dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor, dev.multiprocessors]
     }
 
+    /// A device whose limits CUDA could report: each in `1..=INT_MAX` (it reports them as
+    /// `int`), as the generated `metafork_device_valid` requires. The verifier's proofs of the
+    /// kernels' `int` arithmetic rely on it (a block's threads within `T_B`).
+    fn valid_device(dev: &DeviceLimits) -> Result<(), String> {
+        let limits = [dev.registers_per_thread, dev.shared_memory_per_block, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor, dev.multiprocessors];
+        if limits.iter().any(|v| *v <= 0 || *v > i64::from(i32::MAX)) {
+            return Err("a device limit is not positive, or is past INT_MAX".into());
+        }
+        Ok(())
+    }
+
     /// The reference selection, in exact rational arithmetic. `params` gives every integer
     /// parameter; `compiled` is indexed by kernel leaf (missing entries: not known).
     pub fn select_exact(&self, dev: &DeviceLimits, compiled: &[CompiledLeaf], params: &BTreeMap<String, i64>) -> Result<Selection, String> {
+        Self::valid_device(dev)?;
         if let Some(s) = self.check_facts(params) {
             return Ok(s);
         }
@@ -332,6 +350,7 @@ impl Dispatcher {
     /// The same selection with 128-bit integer arithmetic (on overflow, the whole point is
     /// evaluated again exactly): the fast path, equal to [`Dispatcher::select_exact`] on every point.
     pub fn select(&self, dev: &DeviceLimits, compiled: &[CompiledLeaf], params: &BTreeMap<String, i64>) -> Result<Selection, String> {
+        Self::valid_device(dev)?;
         if let Some(s) = self.check_facts(params) {
             return Ok(s);
         }

@@ -27,7 +27,7 @@ enum {
   METAFORK_NO_KERNEL = -3,           /* the tree has no kernel for this device and these parameters; detail: the counter */
   METAFORK_OVERFLOW = -4,            /* a constraint could not be evaluated in 128-bit integers */
   METAFORK_NO_LEAF = -5,             /* the compiled leaves need more registers than the device offers at this block size */
-  METAFORK_BAD_DEVICE = -6,          /* a device limit is not positive */
+  METAFORK_BAD_DEVICE = -6,          /* a device limit is not positive, or past INT_MAX (CUDA reports each as an int) */
   METAFORK_CUDA_ERROR = -7,          /* the CUDA runtime failed; see *cuda_error */
   METAFORK_GRID_TOO_LARGE = -8       /* every kernel that admits the point needs more blocks than the device's grid allows; detail: the dimension */
 };
@@ -49,17 +49,21 @@ static inline const char *metafork_status_string(int status) {
   case METAFORK_NO_KERNEL: return "no kernel exists for this device and these parameters";
   case METAFORK_OVERFLOW: return "the parameters are too large to evaluate the constraints";
   case METAFORK_NO_LEAF: return "no compiled kernel fits this device at these parameters";
-  case METAFORK_BAD_DEVICE: return "a device limit is not positive";
+  case METAFORK_BAD_DEVICE: return "a device limit is not positive, or is past INT_MAX";
   case METAFORK_CUDA_ERROR: return "the CUDA runtime reported an error";
   case METAFORK_GRID_TOO_LARGE: return "every kernel for these parameters needs a larger grid than the device allows";
   default: return status >= 0 ? "a kernel was selected" : "unknown status";
   }
 }
 
+/* Every limit in 1..INT_MAX, as CUDA reports them (cudaDeviceGetAttribute gives an int): the
+   verifier's proofs of the kernels' int arithmetic (a block's thread count within T_B) rely on it. */
 static inline int metafork_device_valid(const metafork_device *d) {
-  return d->registers_per_thread > 0 && d->shared_memory_per_block_optin > 0 && d->shared_memory_per_block > 0 &&
-         d->threads_per_block > 0 && d->registers_per_block > 0 && d->registers_per_multiprocessor > 0 &&
-         d->warps_per_multiprocessor > 0 && d->multiprocessors > 0;
+  const long long limits[] = {d->registers_per_thread, d->shared_memory_per_block_optin, d->shared_memory_per_block, d->threads_per_block,
+                              d->registers_per_block, d->registers_per_multiprocessor, d->warps_per_multiprocessor, d->multiprocessors};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+    if (limits[i] <= 0 || limits[i] > INT_MAX) return 0;
+  return 1;
 }
 
 /* 64-bit arithmetic for the program's facts: *ok becomes 0 on overflow or division by zero. */

@@ -56,8 +56,9 @@ fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &DeclaredTypes, 
     args.into_iter().zip(types).map(|(x, t)| if t == Some(param) { x } else { Expr::new(ExprKind::Cast(param, Box::new(x)), Default::default()) }).collect()
 }
 
-/// The C type of `e`, where every name in it has a known type.
-fn type_of(e: &Expr, names: &DeclaredTypes, elems: &HashMap<&str, ScalarType>) -> Option<ScalarType> {
+/// The C type of `e`, where every name in it has a known type (`elems`: the arrays' element
+/// types). The verifier's overflow obligations ([`crate::access`]) type the kernel with it too.
+pub(crate) fn type_of<K: std::borrow::Borrow<str> + std::hash::Hash + Eq>(e: &Expr, names: &DeclaredTypes, elems: &HashMap<K, ScalarType>) -> Option<ScalarType> {
     let of = |x: &Expr| type_of(x, names, elems);
     Some(match &e.kind {
         ExprKind::Int(v) => {

@@ -1,7 +1,7 @@
 //! The front end: MetaFork source text to a checked program, or diagnostics.
 //!
 //! Pipeline: [`lexer`] (tokens with spans) → [`parser`] (syntax tree, first syntax error) → [`local_arrays`] (per-thread arrays as scalars) → [`host_statements`] (statements on arrays outside schedules as one-thread schedules) → [`reduction`] (atomic updates) →
-//! [`sema`] (scopes, types, placement, schedule structure, parameter classification) →
+//! [`sema`] (scopes, types, placement, schedule structure, parameter classification; [`ranges`]: the facts that keep the kernels' integer arithmetic within its types) →
 //! [`model::CheckedProgram`]. No input makes any stage panic or loop forever.
 
 pub mod ast;
@@ -12,6 +12,7 @@ pub mod local_arrays;
 pub mod model;
 pub mod parser;
 pub mod polyexpr;
+pub mod ranges;
 pub mod reduction;
 pub mod sema;
 pub mod source;

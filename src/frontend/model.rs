@@ -63,7 +63,8 @@ pub enum FactKind {
     Assert,
     /// Implied by the program's own arithmetic: an integer divisor that only parameters and
     /// derived scalars determine is not zero (C leaves a division by zero undefined, so no
-    /// launch may happen there).
+    /// launch may happen there), and a kernel's integer operation stays within its C type
+    /// ([`super::ranges`]).
     Defined,
 }
 
@@ -72,8 +73,14 @@ pub enum FactKind {
 pub struct Fact {
     pub kind: FactKind,
     pub condition: Expr,
-    /// The conjunct as a polynomial constraint, when it is a comparison of polynomials.
+    /// The conjunct as a polynomial constraint, when it is a comparison of polynomials (never
+    /// for a range fact of [`super::ranges`], which joins no tree).
     pub constraint: Option<Constraint>,
+    /// Why a `Defined` fact holds, for messages (`the program divides by it`).
+    pub note: Option<String>,
+    /// A range fact of [`super::ranges`] (a kernel's operation within its type): checked after
+    /// the scalars the launch computes, whose own overflow is the more direct reason to refuse.
+    pub kernel_range: bool,
 }
 
 /// A `meta_for` loop mapped to a grid or block dimension.

@@ -309,7 +309,7 @@ impl Checker<'_> {
         for d in std::mem::take(&mut self.divisors) {
             let condition = Expr::new(ExprKind::Binary(BinOp::Ne, Box::new(d.clone()), Box::new(Expr::new(ExprKind::Int(0), d.span))), d.span);
             let constraint = to_constraint(&condition, &self.derived);
-            items.facts.push(Fact { kind: FactKind::Defined, condition, constraint });
+            items.facts.push(Fact { kind: FactKind::Defined, condition, constraint, note: Some("the program divides by it".into()), kernel_range: false });
         }
         self.scopes.pop();
         if items.schedules.is_empty() && self.diags.len() == errors_before {
@@ -330,7 +330,11 @@ impl Checker<'_> {
         for p in params.iter_mut().filter(|p| p.role == Role::ProgramParameter && !tunable.contains(&p.name)) {
             p.role = Role::DataParameter;
         }
-        Some(KernelFunction { name: f.name.name.clone(), params, arrays, derived: items.derived, facts: items.facts, schedules: items.schedules, body: f.body.clone() })
+        let mut function = KernelFunction { name: f.name.name.clone(), params, arrays, derived: items.derived, facts: items.facts, schedules: items.schedules, body: f.body.clone() };
+        // Where the kernels' integer arithmetic would leave its C types, the launch is refused.
+        let ranges = super::ranges::overflow_facts(&function);
+        function.facts.extend(ranges);
+        Some(function)
     }
 
     fn params(&mut self, ps: &[Param]) -> (Vec<ParamInfo>, Vec<ArrayInfo>) {
@@ -551,7 +555,7 @@ impl Checker<'_> {
                         self.err(e.span, format!("this fact is too large to work with: {t}"), "too large a polynomial");
                     }
                     for c in e.conjuncts() {
-                        items.facts.push(Fact { kind, condition: c.clone(), constraint: to_constraint(c, &self.derived) });
+                        items.facts.push(Fact { kind, condition: c.clone(), constraint: to_constraint(c, &self.derived), note: None, kernel_range: false });
                     }
                 }
             }

@@ -157,9 +157,11 @@ fn cpp_selection_agrees_with_rust_on_random_points() {
             for leaf in tree.leaves() {
                 for model in backend.sample(&leaf.constraints, 3).models {
                     let value = |v: &str| model.get(v).map(|q| q.to_integer().try_into().unwrap_or(i64::MAX / 4));
+                    // A device's limits are CUDA's `int`s (the dispatchers refuse others).
+                    let limit = |v: &str| value(v).map(|x| x.min(i64::from(i32::MAX)));
                     let m = &tree.machine;
-                    let (r, z, t, rb) = (value(&m.registers_per_thread), value(&m.shared_per_block), value(&m.threads_per_block), value(&m.registers_per_block));
-                    let (rsm, wsm, nsm) = (value(&m.registers_per_multiprocessor), value(&m.warps_per_multiprocessor), value(&m.multiprocessors));
+                    let (r, z, t, rb) = (limit(&m.registers_per_thread), limit(&m.shared_per_block), limit(&m.threads_per_block), limit(&m.registers_per_block));
+                    let (rsm, wsm, nsm) = (limit(&m.registers_per_multiprocessor), limit(&m.warps_per_multiprocessor), limit(&m.multiprocessors));
                     let z = z.unwrap_or(49152);
                     let dev = DeviceLimits {
                         registers_per_thread: r.unwrap_or(255),
@@ -531,4 +533,27 @@ fn a_scalar_the_launch_computes_is_checked_by_the_dispatcher() {
     }
     let header: String = metafork::emit::dispatch::emit("ds.mf", &k, &tree.nodes[0].code, &d).unwrap().into_iter().map(|(_, body)| body).collect();
     assert!(header.contains("int e = N * M is undefined here"), "the generated selection checks it too");
+}
+
+/// A kernel's `int i = v * B + u` over `long n` wraps past 2^31 (and then writes before the
+/// array under `if (i < n)`): the selection refuses those sizes by the front end's range
+/// fact, naming the operation, in Rust and in the generated code, and keeps the sizes within.
+#[test]
+fn sizes_where_a_kernels_int_arithmetic_overflows_are_refused() {
+    let src = "void wrap(long n, int B, const float a[n], float c[n]) {\n  assume(n >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int v = 0; v < (n + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < n)\n          c[i] = 2.0f * a[i];\n      }\n  }\n}\n";
+    let (k, tree, d) = dispatcher_of("wrap.mf", src);
+    let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
+    let point = |n: i64, b: i64| BTreeMap::from([("n".to_string(), n), ("B".to_string(), b)]);
+    let refused = "((n + B - 1) / B - 1) * B + (B - 1) <= 2147483647 (`v * B + u` stays within `int`)";
+    for p in [point(3_000_000_000, 256), point(2_147_483_647, 1000)] {
+        for s in [d.select(&limits, &[], &p).unwrap(), d.select_exact(&limits, &[], &p).unwrap()] {
+            assert_eq!(s, Selection::OutsideAssumptions(refused.into()), "{p:?}");
+        }
+    }
+    // 2^31 - 1 elements in blocks of 1024 (a divisor of 2^31): the last index is 2^31 - 1.
+    for p in [point(1_000_000, 256), point(2_147_483_647, 1024)] {
+        assert!(matches!(d.select(&limits, &[], &p).unwrap(), Selection::Leaf(_)), "{p:?}");
+    }
+    let header: String = metafork::emit::dispatch::emit("wrap.mf", &k, &tree.nodes[0].code, &d).unwrap().into_iter().map(|(_, body)| body).collect();
+    assert!(header.contains("`v * B + u` stays within `int`"), "the generated selection checks it too");
 }

@@ -1,0 +1,786 @@
+//! The ranges of a kernel's integer arithmetic, as facts the launch checks.
+//!
+//! C leaves a signed `+`, `-`, `*` or negation past its type's range undefined (the GPU wraps
+//! it: `int p = v * B + u` turns negative, and `if (p < n) c[p] = ...` writes before the
+//! array), and a conversion to a narrower integer type changes the value. The verifier models
+//! integers exactly, so each such operation of a kernel is an obligation it must prove within
+//! its type ([`crate::access`]). Where an operation's range depends on the sizes, no proof can
+//! hold for every size: the launch must refuse the sizes where it overflows.
+//!
+//! Contract: [`overflow_facts`] gives, for each schedule, one [`FactKind::Defined`] fact per
+//! integer operation of its kernel (the body, the bounds of the loops the kernel runs, a
+//! serial loop counter's last step) whose range may leave its C type: `hi <= MAX` or
+//! `lo >= MIN`, where `[lo, hi]` is the operation's range by interval arithmetic over the
+//! loop nest (a loop counter ranges over its bounds' range, a local scalar over its
+//! definition's), written in parameters and scalars the host computes. The facts are
+//! sufficient: where they hold, no such operation leaves its type. They over-approximate
+//! where a counter occurs twice in one operation, and so may refuse sizes near a type's limit
+//! that would not overflow. Left out: facts the parameters' C types and the program's
+//! `assume`s already imply (`u + 1` for `u < B`; a `long` sum of `int`s), and an operation
+//! whose range has no such expression (a value read from an array, a product of operands of
+//! unknown sign, `min`, `?:`): the verifier's obligation reports those. A fact has no
+//! polynomial constraint: it joins no tree, it is checked by the dispatch code, the driver
+//! and `tune` as the other facts are.
+
+use super::ast::*;
+use super::model::{Fact, FactKind, KernelFunction, Schedule};
+use crate::emit::casts::DeclaredTypes;
+use constraints::{Monomial, Poly, Var};
+use std::collections::{BTreeSet, HashMap};
+
+/// A value's range over the loop nest: `[lo, hi]`, inclusive, as expressions the host can
+/// evaluate, and numeric bounds of it where they are known (from the C types, the facts'
+/// least values and the launch's grid limits), which decide whether a fact is needed at all.
+#[derive(Clone, Debug)]
+struct Range {
+    lo: Expr,
+    hi: Expr,
+    bounds: Option<(i128, i128)>,
+}
+
+impl Range {
+    fn point(e: &Expr, bounds: Option<(i128, i128)>) -> Range {
+        Range { lo: e.clone(), hi: e.clone(), bounds }
+    }
+
+    fn is_point(&self) -> bool {
+        self.lo.to_string() == self.hi.to_string()
+    }
+
+    fn sign(&self) -> Sign {
+        match self.bounds {
+            Some((lo, _)) if lo >= 1 => Sign::Positive,
+            Some((lo, _)) if lo >= 0 => Sign::NonNegative,
+            _ => Sign::Unknown,
+        }
+    }
+}
+
+/// Interval arithmetic on numeric bounds, `None` past 128 bits.
+fn add_bounds(a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> Option<(i128, i128)> {
+    let ((al, ah), (bl, bh)) = (a?, b?);
+    Some((al.checked_add(bl)?, ah.checked_add(bh)?))
+}
+
+fn sub_bounds(a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> Option<(i128, i128)> {
+    let ((al, ah), (bl, bh)) = (a?, b?);
+    Some((al.checked_sub(bh)?, ah.checked_sub(bl)?))
+}
+
+fn mul_bounds(a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> Option<(i128, i128)> {
+    let ((al, ah), (bl, bh)) = (a?, b?);
+    let p = [al.checked_mul(bl)?, al.checked_mul(bh)?, ah.checked_mul(bl)?, ah.checked_mul(bh)?];
+    Some((*p.iter().min()?, *p.iter().max()?))
+}
+
+/// A non-negative dividend by a positive divisor (C's truncation is the floor there).
+fn div_bounds(a: Option<(i128, i128)>, b: Option<(i128, i128)>, rem: bool) -> Option<(i128, i128)> {
+    let ((al, ah), (bl, bh)) = (a?, b?);
+    if al < 0 || bl < 1 {
+        return None;
+    }
+    Some(if rem { (0, ah.min(bh - 1)) } else { (al / bh, ah / bl) })
+}
+
+fn meet(a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> Option<(i128, i128)> {
+    match (a, b) {
+        (Some((al, ah)), Some((bl, bh))) => Some((al.max(bl), ah.min(bh))),
+        (x, None) | (None, x) => x,
+    }
+}
+
+/// A quotient `var = dividend / divisor` of [`Ranges::quotient_bound`]: `dividend >= 0`, the
+/// divisor a positive monomial of coefficient 1.
+struct Quotient {
+    var: Var,
+    dividend: Poly,
+    divisor: Poly,
+    divisor_monomial: Monomial,
+    bounds: Option<(i128, i128)>,
+}
+
+/// A lower bound proved by the program's facts or its arithmetic.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Sign {
+    Unknown,
+    NonNegative,
+    Positive,
+}
+
+struct Ranges<'f> {
+    function: &'f KernelFunction,
+    types: DeclaredTypes,
+    /// Each integer parameter's least and greatest values, by its `assume`s and `assert`s
+    /// (`B >= 1`: 1) and the facts on the arrays' extents (`2 * N <= 2147483647`).
+    limits: HashMap<String, (i128, i128)>,
+    /// Loop counters and local scalars in scope: their range (`None`: assigned, unknown).
+    env: HashMap<String, Option<Range>>,
+    /// Scalars the host defines from a host loop's counter: they change during the call,
+    /// so a fact can name them only through their definition.
+    varying: BTreeSet<String>,
+    facts: Vec<Fact>,
+    seen: BTreeSet<String>,
+    /// Each fact made, as a polynomial bound (see [`Ranges::fact`]).
+    made: Vec<Made>,
+}
+
+struct Made {
+    poly: Option<Poly>,
+    upper: bool,
+    ty: ScalarType,
+    index: usize,
+}
+
+/// The facts that keep every integer operation of `function`'s kernels within its C type (see
+/// the module's contract).
+pub fn overflow_facts(function: &KernelFunction) -> Vec<Fact> {
+    let host_counters: BTreeSet<String> = function.schedules.iter().flat_map(|s| s.host_loops.iter().map(|l| l.var.clone())).collect();
+    let varying = function.derived.iter().filter(|d| function.names_read([d.name.clone()]).iter().any(|n| host_counters.contains(n))).map(|d| d.name.clone()).collect();
+    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new() };
+    // An array's extents are the host's arithmetic in C's types too (the driver checks them):
+    // `float a[2 * N]` bounds `N` for the kernels' facts.
+    for a in &function.arrays {
+        for e in &a.extent_exprs {
+            r.operations(e);
+        }
+    }
+    for m in &r.made {
+        let Some(p) = m.poly.as_ref().filter(|_| m.upper) else { continue };
+        let terms: Vec<_> = p.terms().collect();
+        let ([(mono, c)], Some((_, most))) = (terms.as_slice(), m.ty.integer_range()) else { continue };
+        let (Some(c), [(v, 1)]) = (c.is_integer().then(|| i128::try_from(c.to_integer()).ok()).flatten().filter(|c| *c >= 1), mono.factors()) else { continue };
+        let entry = r.limits.entry(v.name().to_string()).or_insert((i128::MIN, i128::MAX));
+        entry.1 = entry.1.min(i128::from(most) / c);
+    }
+    for s in &function.schedules {
+        r.env.clear();
+        r.schedule(s);
+    }
+    r.facts
+}
+
+/// The least and greatest values the facts give each integer parameter (`p >= c`, `p < c`,
+/// `p == c`, ...).
+fn limits(function: &KernelFunction) -> HashMap<String, (i128, i128)> {
+    let mut limits: HashMap<String, (i128, i128)> = HashMap::new();
+    for f in function.facts.iter().filter(|f| f.kind != FactKind::Defined) {
+        let ExprKind::Binary(op, a, b) = &f.condition.kind else { continue };
+        let (name, bound, op) = match (&a.kind, &b.kind) {
+            (ExprKind::Var(n), ExprKind::Int(c)) => (n, *c, *op),
+            (ExprKind::Int(c), ExprKind::Var(n)) => (n, *c, flip(*op)),
+            _ => continue,
+        };
+        let c = i128::from(bound);
+        let (least, most) = match op {
+            BinOp::Eq => (c, c),
+            BinOp::Ge => (c, i128::MAX),
+            BinOp::Gt => (c + 1, i128::MAX),
+            BinOp::Le => (i128::MIN, c),
+            BinOp::Lt => (i128::MIN, c - 1),
+            _ => continue,
+        };
+        if function.params.iter().any(|p| &p.name == name && p.ty.is_integer()) {
+            let e = limits.entry(name.clone()).or_insert((i128::MIN, i128::MAX));
+            *e = (e.0.max(least), e.1.min(most));
+        }
+    }
+    // A block loop `u < B` from 0: a launch has at least one thread along it (the launch
+    // refuses an empty block), so the kernel runs only where `B >= 1`.
+    for s in &function.schedules {
+        for l in &s.block {
+            if let (ExprKind::Int(0), ExprKind::Var(name)) = (&l.lo.kind, &l.hi.kind) {
+                if function.params.iter().any(|p| &p.name == name && p.ty.is_integer()) {
+                    let e = limits.entry(name.clone()).or_insert((i128::MIN, i128::MAX));
+                    e.0 = e.0.max(1);
+                }
+            }
+        }
+    }
+    limits
+}
+
+/// `a OP b` as `b OP' a`.
+fn flip(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        other => other,
+    }
+}
+
+fn int(v: i64) -> Expr {
+    Expr::new(ExprKind::Int(v), Default::default())
+}
+
+fn constant(e: &Expr) -> Option<i64> {
+    match &e.kind {
+        ExprKind::Int(v) => Some(*v),
+        ExprKind::Unary(UnOp::Neg, a) => constant(a)?.checked_neg(),
+        _ => None,
+    }
+}
+
+/// `a op b`, folded where both are constants (and the result fits) or one is neutral.
+fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
+    if let (Some(x), Some(y)) = (constant(&a), constant(&b)) {
+        let folded = match op {
+            BinOp::Add => x.checked_add(y),
+            BinOp::Sub => x.checked_sub(y),
+            BinOp::Mul => x.checked_mul(y),
+            _ => None,
+        };
+        if let Some(v) = folded {
+            return int(v);
+        }
+    }
+    match (op, constant(&a), constant(&b)) {
+        (BinOp::Add, Some(0), _) | (BinOp::Mul, Some(1), _) => return b,
+        (BinOp::Add | BinOp::Sub, _, Some(0)) | (BinOp::Mul | BinOp::Div, _, Some(1)) => return a,
+        (BinOp::Mul, Some(0), _) | (BinOp::Mul, _, Some(0)) => return int(0),
+        _ => {}
+    }
+    Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), Default::default())
+}
+
+fn negated(a: Expr) -> Expr {
+    match constant(&a).and_then(i64::checked_neg) {
+        Some(v) => int(v),
+        None => Expr::new(ExprKind::Unary(UnOp::Neg, Box::new(a)), Default::default()),
+    }
+}
+
+impl Ranges<'_> {
+    fn schedule(&mut self, s: &Schedule) {
+        // The host's loops and the grid's: their bounds are the host's arithmetic (the driver
+        // and the launch check it); their counters range over them.
+        for l in &s.host_loops {
+            let r = self.counter_range(&l.lo, &l.hi, l.inclusive);
+            self.env.insert(l.var.clone(), r);
+        }
+        for l in &s.grid {
+            // The launch refuses a grid of more blocks than CUDA allows along the dimension
+            // (2^31 - 1 along x, 65535 along y and z): the counter is never past that.
+            let most = if l.maps_to.ends_with(".x") { i128::from(i32::MAX) } else { 65535 };
+            let r = self.counter_range(&l.lo, &l.hi, false).map(|mut r| {
+                if let Some((lo, _)) = self.bounds(&l.lo) {
+                    r.bounds = meet(r.bounds, lo.checked_add(most - 1).map(|hi| (lo, hi)));
+                }
+                r
+            });
+            self.env.insert(l.var.clone(), r);
+        }
+        // The serial loops between the grid and the block, and the block's bounds (offsets
+        // by grid counters), run in the kernel.
+        for l in &s.between {
+            self.operations(&l.lo);
+            self.operations(&l.hi);
+            self.last_step(&l.var, l.ty, &l.hi, l.inclusive, l.step);
+            let r = self.counter_range(&l.lo, &l.hi, l.inclusive);
+            self.env.insert(l.var.clone(), r);
+        }
+        for l in &s.block {
+            self.operations(&l.lo);
+            self.operations(&l.hi);
+            let r = self.counter_range(&l.lo, &l.hi, false);
+            self.env.insert(l.var.clone(), r);
+        }
+        self.stmts(&s.body);
+    }
+
+    /// A counter's range: from its lower bound's least to its upper bound's greatest.
+    fn counter_range(&self, lo: &Expr, hi: &Expr, inclusive: bool) -> Option<Range> {
+        let (lo, hi) = (self.range(lo)?, self.range(hi)?);
+        let last = if inclusive { 0 } else { 1 };
+        let bounds = lo.bounds.zip(hi.bounds).map(|((l, _), (_, h))| (l, h - last));
+        Some(Range { lo: lo.lo, hi: binary(BinOp::Sub, hi.hi, int(last as i64)), bounds })
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match &s.kind {
+            StmtKind::Decl { ty, vars } => {
+                for d in vars {
+                    self.operations(&d.init);
+                    let r = if ty.is_integer() { self.range(&d.init) } else { None };
+                    if let Some(r) = &r {
+                        self.conversion(&d.init, r, *ty);
+                    }
+                    self.env.insert(d.name.name.clone(), r);
+                }
+            }
+            StmtKind::Assign { target, value, .. } => {
+                self.operations(value);
+                match &target.kind {
+                    ExprKind::Index { indices, .. } => indices.iter().for_each(|i| self.operations(i)),
+                    ExprKind::Var(n) => {
+                        self.env.insert(n.clone(), None);
+                    }
+                    _ => {}
+                }
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                self.operations(cond);
+                // A scalar either branch assigns is unknown after it.
+                for branch in std::iter::once(then_branch).chain(else_branch) {
+                    let saved = self.env.clone();
+                    self.stmt(branch);
+                    let assigned: Vec<String> = crate::access::assigned_scalars(branch);
+                    self.env = saved;
+                    for n in assigned {
+                        self.env.insert(n, None);
+                    }
+                }
+            }
+            StmtKind::Block(items) => {
+                let saved = self.env.clone();
+                self.stmts(items);
+                let assigned = crate::access::assigned_scalars(s);
+                self.env = saved;
+                for n in assigned {
+                    self.env.insert(n, None);
+                }
+            }
+            StmtKind::For(l) => {
+                self.operations(&l.lo);
+                self.operations(&l.hi);
+                self.last_step(&l.var.name, l.ty, &l.hi, l.inclusive, l.step);
+                let saved = self.env.clone();
+                // Scalars the body assigns vary by iteration.
+                for n in crate::access::assigned_scalars(&l.body) {
+                    self.env.insert(n, None);
+                }
+                let r = self.counter_range(&l.lo, &l.hi, l.inclusive);
+                self.env.insert(l.var.name.clone(), r);
+                self.stmt(&l.body);
+                let assigned = crate::access::assigned_scalars(s);
+                self.env = saved;
+                for n in assigned {
+                    self.env.insert(n, None);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The counter's value after its last step, `hi - 1 + step` (`hi + step` for `<=`), stays
+    /// within its type.
+    fn last_step(&mut self, var: &str, ty: ScalarType, hi: &Expr, inclusive: bool, step: i64) {
+        let Some(hi) = self.range(hi) else { return };
+        let past = i128::from(step) - i128::from(!inclusive);
+        let after = binary(BinOp::Add, binary(BinOp::Sub, hi.hi, int(i64::from(!inclusive))), int(step));
+        let bounds = hi.bounds.and_then(|(l, h)| Some((l.checked_add(past)?, h.checked_add(past)?)));
+        self.require_most(&format!("`{var} += {step}`"), &Range { lo: after.clone(), hi: after, bounds }, ty);
+    }
+
+    /// Walks `e`, requiring each integer operation in it within its type; an operand of a sum
+    /// of two non-negative operands of the same type is within it when the sum is (and a
+    /// factor of a product by a positive factor), so it needs no fact of its own.
+    fn operations(&mut self, e: &Expr) {
+        self.operation(e, false);
+    }
+
+    fn operation(&mut self, e: &Expr, implied: bool) {
+        match &e.kind {
+            ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+                let ty = self.type_of(e);
+                if let (Some(t), false) = (ty, implied) {
+                    if t.is_integer() {
+                        if let Some(r) = self.range(e) {
+                            self.require(e, &r, t);
+                        }
+                    }
+                }
+                let (same_a, same_b) = (ty.is_some() && self.type_of(a) == ty, ty.is_some() && self.type_of(b) == ty);
+                let sign = |x: &Expr| self.range(x).map_or(Sign::Unknown, |r| r.sign());
+                let (sa, sb) = (sign(a), sign(b));
+                let (ia, ib) = match op {
+                    BinOp::Add => (sa >= Sign::NonNegative && sb >= Sign::NonNegative, sa >= Sign::NonNegative && sb >= Sign::NonNegative),
+                    BinOp::Mul => (sa >= Sign::NonNegative && sb == Sign::Positive, sb >= Sign::NonNegative && sa == Sign::Positive),
+                    _ => (false, false),
+                };
+                self.operation(a, ia && same_a);
+                self.operation(b, ib && same_b);
+            }
+            ExprKind::Unary(UnOp::Neg, a) => {
+                if let Some(t) = self.type_of(e).filter(|t| t.is_integer()) {
+                    if let Some(r) = self.range(e) {
+                        self.require(e, &r, t);
+                    }
+                }
+                self.operation(a, false);
+            }
+            ExprKind::Cast(t, a) => {
+                if t.is_integer() {
+                    if let Some(r) = self.range(a) {
+                        self.conversion(a, &r, *t);
+                    }
+                }
+                self.operation(a, false);
+            }
+            ExprKind::Binary(_, a, b) => {
+                self.operation(a, false);
+                self.operation(b, false);
+            }
+            ExprKind::Unary(_, a) => self.operation(a, false),
+            ExprKind::Cond(c, a, b) => {
+                self.operation(c, false);
+                self.operation(a, false);
+                self.operation(b, false);
+            }
+            ExprKind::Index { indices, .. } => indices.iter().for_each(|i| self.operation(i, false)),
+            ExprKind::Call(_, args) => args.iter().for_each(|a| self.operation(a, false)),
+            ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Var(_) | ExprKind::Builtin(_) => {}
+        }
+    }
+
+    fn type_of(&self, e: &Expr) -> Option<ScalarType> {
+        let elems: HashMap<&str, ScalarType> = self.function.arrays.iter().map(|a| (a.name.as_str(), a.elem)).collect();
+        crate::emit::overloads::type_of(e, &self.types, &elems)
+    }
+
+    /// `e`, of an integer type wider than `target`, converted to `target` keeps its value.
+    fn conversion(&mut self, e: &Expr, r: &Range, target: ScalarType) {
+        let (Some(from), Some((least, most))) = (self.type_of(e).and_then(ScalarType::integer_range), target.integer_range()) else { return };
+        if from.0 < least || from.1 > most {
+            let what = format!("`({target})({e})`");
+            self.require_least(&what, r, target);
+            self.require_most(&what, r, target);
+        }
+    }
+
+    fn require(&mut self, e: &Expr, r: &Range, ty: ScalarType) {
+        let what = format!("`{e}`");
+        self.require_least(&what, r, ty);
+        self.require_most(&what, r, ty);
+    }
+
+    fn require_most(&mut self, what: &str, r: &Range, ty: ScalarType) {
+        let Some((_, max)) = ty.integer_range() else { return };
+        if r.bounds.is_some_and(|(_, hi)| hi <= i128::from(max)) || self.quotient_bound(&r.hi, true).is_some_and(|hi| hi <= i128::from(max)) {
+            return;
+        }
+        self.fact(what, &r.hi, true, ty);
+    }
+
+    fn require_least(&mut self, what: &str, r: &Range, ty: ScalarType) {
+        let Some((min, _)) = ty.integer_range() else { return };
+        if r.bounds.is_some_and(|(lo, _)| lo >= i128::from(min)) || self.quotient_bound(&r.lo, false).is_some_and(|lo| lo >= i128::from(min)) {
+            return;
+        }
+        self.fact(what, &r.lo, false, ty);
+    }
+
+    /// The fact `bound <= MAX` (`upper`) or `bound >= MIN` of `ty`, unless one already made
+    /// implies it: of two bounds that differ by a constant (`x + 1` and `x + 3`, an unrolled
+    /// loop's neighbours), only the stronger is kept.
+    fn fact(&mut self, what: &str, bound: &Expr, upper: bool, ty: ScalarType) {
+        let Some((least, most)) = ty.integer_range() else { return };
+        let condition = if upper { binary(BinOp::Le, bound.clone(), int(most)) } else { binary(BinOp::Ge, bound.clone(), int(least)) };
+        let note = Some(format!("{what} stays within `{ty}`"));
+        let poly = self.quotient_poly(bound, &mut Vec::new());
+        if let Some(p) = &poly {
+            for made in &mut self.made {
+                let (Some(q), true) = (&made.poly, made.upper == upper && made.ty == ty) else { continue };
+                let gap = if upper { q - p } else { p - q };
+                match gap.as_constant() {
+                    Some(c) if c >= constraints::Rational::from_integer(0.into()) => return,
+                    Some(_) => {
+                        let f = &mut self.facts[made.index];
+                        f.condition = condition;
+                        f.note = note;
+                        made.poly = poly.clone();
+                        return;
+                    }
+                    None => {}
+                }
+            }
+        }
+        if self.seen.insert(condition.to_string()) {
+            self.made.push(Made { poly, upper, ty, index: self.facts.len() });
+            self.facts.push(Fact { kind: FactKind::Defined, condition, constraint: None, note, kernel_range: true });
+        }
+    }
+
+    /// `e`'s range over the loop nest, in names the host knows for the whole call.
+    fn range(&self, e: &Expr) -> Option<Range> {
+        match &e.kind {
+            ExprKind::Int(v) => Some(Range::point(e, Some((i128::from(*v), i128::from(*v))))),
+            ExprKind::Var(n) => match self.env.get(n) {
+                Some(r) => r.clone(),
+                None if self.varying.contains(n) => {
+                    let d = self.function.derived.iter().find(|d| &d.name == n)?;
+                    self.range(&d.value)
+                }
+                None if self.types.declared(n).is_some_and(ScalarType::is_integer) => Some(Range::point(e, self.bounds(e))),
+                None => None,
+            },
+            ExprKind::Cast(t, a) if t.is_integer() => {
+                let r = self.range(a)?;
+                // Where the value may not fit, the conversion's own fact keeps it.
+                Some(Range { bounds: meet(r.bounds, t.integer_range().map(|(l, h)| (i128::from(l), i128::from(h)))), ..r })
+            }
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let r = self.range(a)?;
+                Some(Range { lo: negated(r.hi), hi: negated(r.lo), bounds: r.bounds.map(|(l, h)| (-h, -l)) })
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (ra, rb) = (self.range(a)?, self.range(b)?);
+                match op {
+                    BinOp::Add => Some(Range { bounds: add_bounds(ra.bounds, rb.bounds), lo: binary(BinOp::Add, ra.lo, rb.lo), hi: binary(BinOp::Add, ra.hi, rb.hi) }),
+                    BinOp::Sub => Some(Range { bounds: sub_bounds(ra.bounds, rb.bounds), lo: binary(BinOp::Sub, ra.lo, rb.hi), hi: binary(BinOp::Sub, ra.hi, rb.lo) }),
+                    BinOp::Mul => self.product(ra, rb),
+                    // A non-negative dividend by a positive divisor the host knows.
+                    BinOp::Div | BinOp::Rem => {
+                        if !rb.is_point() || rb.sign() != Sign::Positive || ra.sign() == Sign::Unknown {
+                            return None;
+                        }
+                        let rem = *op == BinOp::Rem;
+                        let bounds = div_bounds(ra.bounds, rb.bounds, rem);
+                        Some(if rem {
+                            Range { lo: int(0), hi: binary(BinOp::Sub, rb.lo, int(1)), bounds }
+                        } else {
+                            Range { lo: binary(BinOp::Div, ra.lo, rb.lo.clone()), hi: binary(BinOp::Div, ra.hi, rb.lo), bounds }
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// `[a0, a1] * [b0, b1]` where the signs make it one product per end: both ranges
+    /// non-negative, or one a single non-negative value.
+    fn product(&self, a: Range, b: Range) -> Option<Range> {
+        let bounds = mul_bounds(a.bounds, b.bounds);
+        let (sa, sb) = (a.sign(), b.sign());
+        let one_each = (sa >= Sign::NonNegative && sb >= Sign::NonNegative) || (a.is_point() && sa >= Sign::NonNegative) || (b.is_point() && sb >= Sign::NonNegative);
+        one_each.then(|| Range { lo: binary(BinOp::Mul, a.lo, b.lo), hi: binary(BinOp::Mul, a.hi, b.hi), bounds })
+    }
+
+    /// The greatest (`upper`) or least value of `e` (host names) as a polynomial in which
+    /// each quotient `q = X / Y` (a derived scalar or written out; `X >= 0`, `Y` a positive
+    /// monomial) is bounded through `X - Y + 1 <= q*Y <= X`: `(n / B - 1) * B + (B - 1)` is at
+    /// most `n - 1`, which `int n` bounds, where the names' bounds alone would not tell.
+    /// `None` where `e` is no such polynomial or a bound passes 128 bits.
+    fn quotient_bound(&self, e: &Expr, upper: bool) -> Option<i128> {
+        let mut quotients = Vec::new();
+        let mut p = self.quotient_poly(e, &mut quotients)?;
+        // Each rewriting removes a quotient from a term; a quotient's dividend may hold others.
+        for _ in 0..8 {
+            let mut changed = false;
+            let mut next = Poly::zero();
+            for (mono, c) in p.terms() {
+                let positive = *c > constraints::Rational::from_integer(0.into());
+                let found = quotients.iter().find_map(|q: &Quotient| {
+                    let rest = mono.divide(&Monomial::var(q.var.clone()).mul(&q.divisor_monomial))?;
+                    rest.factors().iter().all(|(v, _)| self.var_bounds(v, &quotients).is_some_and(|(lo, _)| lo >= 0)).then(|| (&q.dividend, &q.divisor, rest))
+                });
+                match found {
+                    Some((x, y, rest)) => {
+                        changed = true;
+                        // q*Y at its greatest is X; at its least X - Y + 1.
+                        let replaced = if positive == upper { x.clone() } else { x - y + Poly::one() };
+                        next = next + replaced * Poly::term(c.clone(), rest);
+                    }
+                    None => next = next + Poly::term(c.clone(), mono.clone()),
+                }
+            }
+            p = next;
+            if !changed {
+                break;
+            }
+        }
+        let mut total: Option<(i128, i128)> = Some((0, 0));
+        for (mono, c) in p.terms() {
+            let c = c.is_integer().then(|| i128::try_from(c.to_integer()).ok()).flatten()?;
+            let mut term = Some((c, c));
+            for (v, e) in mono.factors() {
+                for _ in 0..*e {
+                    term = mul_bounds(term, self.var_bounds(v, &quotients));
+                }
+            }
+            total = add_bounds(total, term);
+        }
+        let (lo, hi) = total?;
+        Some(if upper { hi } else { lo })
+    }
+
+    /// `e` as a polynomial over host names, each quotient of it (a derived scalar defined as
+    /// one, or `X / Y` written out) a variable recorded as (variable, `X`, `Y`, `Y`'s
+    /// monomial) where `X >= 0` and `Y` is a monomial of coefficient 1 that is positive.
+    fn quotient_poly(&self, e: &Expr, quotients: &mut Vec<Quotient>) -> Option<Poly> {
+        let quotient = |q: Var, x: &Expr, y: &Expr, quotients: &mut Vec<Quotient>| -> Option<Poly> {
+            let (xp, yp) = (self.quotient_poly(x, quotients)?, self.quotient_poly(y, quotients)?);
+            let signs = self.bounds(x).is_some_and(|(lo, _)| lo >= 0) && self.bounds(y).is_some_and(|(lo, _)| lo >= 1);
+            let terms: Vec<(Monomial, constraints::Rational)> = yp.terms().map(|(m, c)| (m.clone(), c.clone())).collect();
+            let [(divisor_monomial, one)] = terms.as_slice() else { return None };
+            if !signs || *one != constraints::Rational::from_integer(1.into()) {
+                return None;
+            }
+            let divisor_monomial = divisor_monomial.clone();
+            if !quotients.iter().any(|x| x.var == q) {
+                let bounds = div_bounds(self.bounds(x), self.bounds(y), false);
+                quotients.push(Quotient { var: q.clone(), dividend: xp, divisor: yp, divisor_monomial, bounds });
+            }
+            Some(Poly::from_var(q))
+        };
+        match &e.kind {
+            ExprKind::Int(v) => Some(Poly::int(*v)),
+            ExprKind::Var(n) => {
+                if let Some(ExprKind::Binary(BinOp::Div, x, y)) = self.function.derived.iter().find(|d| &d.name == n).map(|d| &d.value.kind) {
+                    if let Some(q) = quotient(Var::new(n), x, y, quotients) {
+                        return Some(q);
+                    }
+                }
+                Some(Poly::var(n))
+            }
+            ExprKind::Cast(t, a) if t.is_integer() => self.quotient_poly(a, quotients),
+            ExprKind::Unary(UnOp::Neg, a) => Some(-self.quotient_poly(a, quotients)?),
+            ExprKind::Binary(op, a, b) => match op {
+                BinOp::Add => Some(self.quotient_poly(a, quotients)? + self.quotient_poly(b, quotients)?),
+                BinOp::Sub => Some(self.quotient_poly(a, quotients)? - self.quotient_poly(b, quotients)?),
+                BinOp::Mul => Some(self.quotient_poly(a, quotients)? * self.quotient_poly(b, quotients)?),
+                // Named by the division's text: equal divisions are one quotient.
+                BinOp::Div => quotient(Var::new(&format!("({e})")), a, b, quotients),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Bounds of a variable of [`Self::quotient_poly`]: a quotient's, or a name's.
+    fn var_bounds(&self, v: &Var, quotients: &[Quotient]) -> Option<(i128, i128)> {
+        match quotients.iter().find(|q| q.var == *v) {
+            Some(q) => meet(q.bounds, self.bounds(&Expr::new(ExprKind::Var(v.name().to_string()), Default::default()))),
+            None => self.bounds(&Expr::new(ExprKind::Var(v.name().to_string()), Default::default())),
+        }
+    }
+
+    /// Bounds of `e` (in host names) from its names' C types and least values alone, in
+    /// 128-bit integers: `None` where they cannot be told (a division by what may be 0, an
+    /// overflow of 128 bits).
+    fn bounds(&self, e: &Expr) -> Option<(i128, i128)> {
+        match &e.kind {
+            ExprKind::Int(v) => Some((i128::from(*v), i128::from(*v))),
+            ExprKind::Var(n) => {
+                let (lo, hi) = self.types.declared(n)?.integer_range()?;
+                let (mut lo, mut hi) = (i128::from(lo), i128::from(hi));
+                if let Some((l, h)) = self.limits.get(n) {
+                    lo = lo.max(*l);
+                    hi = hi.min(*h);
+                }
+                // A derived scalar: also its definition's bounds.
+                if let Some(d) = self.function.derived.iter().find(|d| &d.name == n) {
+                    if let Some((dl, dh)) = self.bounds(&d.value) {
+                        return Some((lo.max(dl), hi.min(dh)));
+                    }
+                }
+                Some((lo, hi))
+            }
+            ExprKind::Cast(t, a) if t.is_integer() => {
+                let (lo, hi) = t.integer_range()?;
+                let (al, ah) = self.bounds(a)?;
+                (al >= i128::from(lo) && ah <= i128::from(hi)).then_some((al, ah))
+            }
+            ExprKind::Unary(UnOp::Neg, a) => {
+                let (lo, hi) = self.bounds(a)?;
+                Some((-hi, -lo))
+            }
+            ExprKind::Binary(op, a, b) => {
+                let ((al, ah), (bl, bh)) = (self.bounds(a)?, self.bounds(b)?);
+                match op {
+                    BinOp::Add => Some((al.checked_add(bl)?, ah.checked_add(bh)?)),
+                    BinOp::Sub => Some((al.checked_sub(bh)?, ah.checked_sub(bl)?)),
+                    BinOp::Mul => {
+                        let p = [al.checked_mul(bl)?, al.checked_mul(bh)?, ah.checked_mul(bl)?, ah.checked_mul(bh)?];
+                        Some((*p.iter().min()?, *p.iter().max()?))
+                    }
+                    BinOp::Div if bl >= 1 && al >= 0 => Some((al / bh, ah / bl)),
+                    BinOp::Rem if bl >= 1 && al >= 0 => Some((0, ah.min(bh - 1))),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontend::model::FactKind;
+
+    fn facts(src: &str) -> Vec<String> {
+        let program = crate::frontend::check_source("t.mf", src).unwrap_or_else(|d| panic!("{d:?}"));
+        let f = &program.kernels[0];
+        f.facts.iter().filter(|f| f.kind == FactKind::Defined && f.constraint.is_none()).map(|f| format!("{} ({})", f.condition, f.note.as_deref().unwrap_or(""))).collect()
+    }
+
+    #[test]
+    fn an_index_past_int_is_a_fact_on_the_sizes_and_a_long_one_is_none() {
+        let src = |ty: &str| {
+            format!(
+                "void k(long n, int B, float c[n]) {{
+  assume(n >= 1 && B >= 1);
+  meta_schedule {{
+    meta_for (int v = 0; v < (n + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {{
+        {ty} i = {cast}v * B + u;
+        if (i < n) c[i] = 1.0f;
+      }}
+  }}
+}}
+",
+                cast = if ty == "long" { "(long)" } else { "" }
+            )
+        };
+        let f = facts(&src("int"));
+        assert_eq!(f, ["((n + B - 1) / B - 1) * B + (B - 1) <= 2147483647 (`v * B + u` stays within `int`)"], "{f:?}");
+        assert_eq!(facts(&src("long")), Vec::<String>::new());
+    }
+
+    #[test]
+    fn operations_the_types_bound_need_no_fact() {
+        let f = facts(
+            "void k(int n, int B, float c[n]) {
+  assume(n >= 1 && B >= 1 && n % B == 0);
+  int g = n / B;
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = u + 1;
+        c[v * B + u] = (float)(i - 1);
+      }
+  }
+}
+",
+        );
+        // `v * B + u` is at most `g * B - 1`, and `g * B <= n` for `g = n / B`: an `int n`
+        // bounds it, as it bounds `u + 1` (`u < B`) and `i - 1`.
+        assert_eq!(f, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_loop_to_the_largest_int_never_ends() {
+        let f = facts(
+            "void k(int n, int M, float c[n]) {
+  assume(n >= 1 && M >= 0);
+  meta_schedule {
+    meta_for (int v = 0; v < n; v++)
+      meta_for (int u = 0; u < 1; u++)
+        for (int k = 0; k <= M; k++)
+          c[v] += 1.0f;
+  }
+}
+",
+        );
+        assert_eq!(f, ["M + 1 <= 2147483647 (`k += 1` stays within `int`)"], "{f:?}");
+    }
+}
