@@ -122,7 +122,16 @@ struct Ranges<'f> {
     seen: BTreeSet<String>,
     /// Each fact made, as a polynomial bound (see [`Ranges::fact`]).
     made: Vec<Made>,
+    /// Each derived scalar's bounds, once computed: a chain `d1 = d0 * d0; d2 = d1 * d1; ...`
+    /// reads each definition twice per level.
+    derived_bounds: std::cell::RefCell<HashMap<String, Option<(i128, i128)>>>,
+    /// Each varying scalar's range, once computed (for the same reason).
+    varying_ranges: std::cell::RefCell<HashMap<String, Option<Range>>>,
 }
+
+/// The most nodes a fact's condition may have: past it (a range through long chains of
+/// definitions) no fact is made, as for a range that cannot be written.
+const MAX_FACT_NODES: usize = 400;
 
 struct Made {
     poly: Option<Poly>,
@@ -136,7 +145,7 @@ struct Made {
 pub fn overflow_facts(function: &KernelFunction) -> Vec<Fact> {
     let host_counters: BTreeSet<String> = function.schedules.iter().flat_map(|s| s.host_loops.iter().map(|l| l.var.clone())).collect();
     let varying = function.derived.iter().filter(|d| function.names_read([d.name.clone()]).iter().any(|n| host_counters.contains(n))).map(|d| d.name.clone()).collect();
-    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new() };
+    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new(), derived_bounds: Default::default(), varying_ranges: Default::default() };
     // An array's extents are the host's arithmetic in C's types too (the driver checks them):
     // `float a[2 * N]` bounds `N` for the kernels' facts.
     for a in &function.arrays {
@@ -482,6 +491,11 @@ impl Ranges<'_> {
     /// loop's neighbours), only the stronger is kept.
     fn fact(&mut self, what: &str, bound: &Expr, upper: bool, ty: ScalarType) {
         let Some((least, most)) = ty.integer_range() else { return };
+        let mut nodes = 0usize;
+        walk_expr(bound, &mut |_| nodes += 1);
+        if nodes > MAX_FACT_NODES {
+            return;
+        }
         let condition = if upper { binary(BinOp::Le, bound.clone(), int(most)) } else { binary(BinOp::Ge, bound.clone(), int(least)) };
         let note = Some(format!("{what} stays within `{ty}`"));
         let poly = self.quotient_poly(bound, &mut Vec::new());
@@ -515,8 +529,13 @@ impl Ranges<'_> {
             ExprKind::Var(n) => match self.env.get(n) {
                 Some(r) => r.clone(),
                 None if self.varying.contains(n) => {
+                    if let Some(r) = self.varying_ranges.borrow().get(n) {
+                        return r.clone();
+                    }
                     let d = self.function.derived.iter().find(|d| &d.name == n)?;
-                    self.range(&d.value)
+                    let r = self.range(&d.value);
+                    self.varying_ranges.borrow_mut().insert(n.clone(), r.clone());
+                    r
                 }
                 None if self.types.declared(n).is_some_and(ScalarType::is_integer) => Some(Range::point(e, self.bounds(e))),
                 None => None,
@@ -679,7 +698,16 @@ impl Ranges<'_> {
                 }
                 // A derived scalar: also its definition's bounds.
                 if let Some(d) = self.function.derived.iter().find(|d| &d.name == n) {
-                    if let Some((dl, dh)) = self.bounds(&d.value) {
+                    let known = self.derived_bounds.borrow().get(n).copied();
+                    let of_value = match known {
+                        Some(b) => b,
+                        None => {
+                            let b = self.bounds(&d.value);
+                            self.derived_bounds.borrow_mut().insert(n.clone(), b);
+                            b
+                        }
+                    };
+                    if let Some((dl, dh)) = of_value {
                         return Some((lo.max(dl), hi.min(dh)));
                     }
                 }
