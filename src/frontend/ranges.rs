@@ -110,6 +110,8 @@ enum Sign {
 struct Ranges<'f> {
     function: &'f KernelFunction,
     types: DeclaredTypes,
+    /// The arrays' element types, for [`Ranges::type_of`].
+    elems: HashMap<String, ScalarType>,
     /// Each integer parameter's least and greatest values, by its `assume`s and `assert`s
     /// (`B >= 1`: 1) and the facts on the arrays' extents (`2 * N <= 2147483647`).
     limits: HashMap<String, (i128, i128)>,
@@ -145,7 +147,7 @@ struct Made {
 pub fn overflow_facts(function: &KernelFunction) -> Vec<Fact> {
     let host_counters: BTreeSet<String> = function.schedules.iter().flat_map(|s| s.host_loops.iter().map(|l| l.var.clone())).collect();
     let varying = function.derived.iter().filter(|d| function.names_read([d.name.clone()]).iter().any(|n| host_counters.contains(n))).map(|d| d.name.clone()).collect();
-    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new(), derived_bounds: Default::default(), varying_ranges: Default::default() };
+    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), elems: function.arrays.iter().map(|a| (a.name.clone(), a.elem)).collect(), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new(), derived_bounds: Default::default(), varying_ranges: Default::default() };
     // An array's extents are the host's arithmetic in C's types too (the driver checks them):
     // `float a[2 * N]` bounds `N` for the kernels' facts.
     for a in &function.arrays {
@@ -450,8 +452,7 @@ impl Ranges<'_> {
     }
 
     fn type_of(&self, e: &Expr) -> Option<ScalarType> {
-        let elems: HashMap<&str, ScalarType> = self.function.arrays.iter().map(|a| (a.name.as_str(), a.elem)).collect();
-        crate::emit::overloads::type_of(e, &self.types, &elems)
+        crate::emit::overloads::type_of(e, &self.types, &self.elems)
     }
 
     /// `e`, of an integer type wider than `target`, converted to `target` keeps its value.
