@@ -282,8 +282,7 @@ impl Dispatcher {
     }
 
     /// A device whose limits CUDA could report: each in `1..=INT_MAX` (it reports them as
-    /// `int`), as the generated `metafork_device_valid` requires. The verifier's proofs of the
-    /// kernels' `int` arithmetic rely on it (a block's threads within `T_B`).
+    /// `int`), as the generated `metafork_device_valid` requires: a limit past `int` is no device.
     fn valid_device(dev: &DeviceLimits) -> Result<(), String> {
         let limits = [dev.registers_per_thread, dev.shared_memory_per_block, dev.shared_memory_per_block_optin, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor, dev.multiprocessors];
         if limits.iter().any(|v| *v <= 0 || *v > i64::from(i32::MAX)) {

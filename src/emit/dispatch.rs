@@ -409,21 +409,20 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
         let p = c_ident(p);
         let _ = writeln!(out, "  const long long {p} = metafork_p->{p};");
     }
-    for f in d.facts.facts.iter().filter(|f| !f.kernel_range) {
+    let check_fact = |out: &mut String, f: &crate::dispatch::facts::Fact| {
         let status = match f.kind {
             FactKind::Assert => "METAFORK_ASSERT_FAILED",
             FactKind::Assume | FactKind::Defined => "METAFORK_OUTSIDE_ASSUMPTIONS",
         };
         let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    if (!metafork_ok || metafork_v == 0) {{ if (metafork_detail) *metafork_detail = {}; return {status}; }}\n  }}", c_comment(&f.text), d.facts.cpp(f, "metafork_ok"), c_string(&f.text));
-    }
+    };
+    d.facts.facts.iter().filter(|f| !f.kernel_range).for_each(|f| check_fact(&mut out, f));
     // The scalars the launch computes, each step in its C type.
     for sc in &d.scalars {
         let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    (void)metafork_v;\n    if (!metafork_ok) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&sc.text), d.facts.cpp_of(&sc.checked, "metafork_ok"), c_string(&sc.text));
     }
     // Then the kernels' range facts (`frontend::ranges`).
-    for f in d.facts.facts.iter().filter(|f| f.kernel_range) {
-        let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    if (!metafork_ok || metafork_v == 0) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&f.text), d.facts.cpp(f, "metafork_ok"), c_string(&f.text));
-    }
+    d.facts.facts.iter().filter(|f| f.kernel_range).for_each(|f| check_fact(&mut out, f));
     let mut vals: Vec<String> = d.params.iter().map(|p| c_ident(p).into_owned()).collect();
     vals.extend(["registers_per_thread", "shared_memory_per_block_optin", "threads_per_block", "registers_per_block", "registers_per_multiprocessor", "warps_per_multiprocessor", "multiprocessors"].map(|f| format!("metafork_dev->{f}")));
     let _ = writeln!(out, "  const long long metafork_vals[] = {{{}}};", vals.join(", "));

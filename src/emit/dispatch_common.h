@@ -56,8 +56,7 @@ static inline const char *metafork_status_string(int status) {
   }
 }
 
-/* Every limit in 1..INT_MAX, as CUDA reports them (cudaDeviceGetAttribute gives an int): the
-   verifier's proofs of the kernels' int arithmetic (a block's thread count within T_B) rely on it. */
+/* Every limit in 1..INT_MAX, as CUDA reports them (cudaDeviceGetAttribute gives an int). */
 static inline int metafork_device_valid(const metafork_device *d) {
   const long long limits[] = {d->registers_per_thread, d->shared_memory_per_block_optin, d->shared_memory_per_block, d->threads_per_block,
                               d->registers_per_block, d->registers_per_multiprocessor, d->warps_per_multiprocessor, d->multiprocessors};

@@ -57,7 +57,7 @@ fn to_parameter_type(param: ScalarType, args: Vec<Expr>, names: &DeclaredTypes, 
 }
 
 /// The C type of `e`, where every name in it has a known type (`elems`: the arrays' element
-/// types). The verifier's overflow obligations ([`crate::access`]) type the kernel with it too.
+/// types). [`crate::frontend::ranges`] types a kernel's operations with it too.
 pub(crate) fn type_of<K: std::borrow::Borrow<str> + std::hash::Hash + Eq>(e: &Expr, names: &DeclaredTypes, elems: &HashMap<K, ScalarType>) -> Option<ScalarType> {
     let of = |x: &Expr| type_of(x, names, elems);
     Some(match &e.kind {
