@@ -618,19 +618,48 @@ impl Ranges<'_> {
                 break;
             }
         }
-        let mut total: Option<(i128, i128)> = Some((0, 0));
+        let (lo, hi) = self.poly_bounds(&p, &quotients)?;
+        Some(if upper { hi } else { lo })
+    }
+
+    /// Bounds of `p` by interval arithmetic, term by term and in Horner form (a name that
+    /// several terms share factored out, recursively), whichever is tighter at each end: the
+    /// terms alone lose that `ub1 - ub1*s` is at most 0 for `ub1, s >= 1`; `ub1*(1 - s)` keeps
+    /// it. Every form of the same polynomial encloses its values, so their meet does too.
+    fn poly_bounds(&self, p: &Poly, quotients: &[Quotient]) -> Option<(i128, i128)> {
+        let mut by_terms: Option<(i128, i128)> = Some((0, 0));
         for (mono, c) in p.terms() {
             let c = c.is_integer().then(|| i128::try_from(c.to_integer()).ok()).flatten()?;
             let mut term = Some((c, c));
             for (v, e) in mono.factors() {
                 for _ in 0..*e {
-                    term = mul_bounds(term, self.var_bounds(v, &quotients));
+                    term = mul_bounds(term, self.var_bounds(v, quotients));
                 }
             }
-            total = add_bounds(total, term);
+            by_terms = add_bounds(by_terms, term);
         }
-        let (lo, hi) = total?;
-        Some(if upper { hi } else { lo })
+        // The name in the most terms (the first in the polynomial's order on a tie).
+        let mut shared: Option<(&Var, usize)> = None;
+        for (mono, _) in p.terms() {
+            for (v, _) in mono.factors() {
+                let n = p.terms().filter(|(m, _)| m.exponent(v) > 0).count();
+                if n >= 2 && shared.is_none_or(|(_, best)| n > best) {
+                    shared = Some((v, n));
+                }
+            }
+        }
+        let Some((v, _)) = shared else { return by_terms };
+        let one = Monomial::var(v.clone());
+        let (mut factor, mut rest) = (Poly::zero(), Poly::zero());
+        for (mono, c) in p.terms() {
+            match mono.divide(&one) {
+                Some(m) => factor = factor + Poly::term(c.clone(), m),
+                None => rest = rest + Poly::term(c.clone(), mono.clone()),
+            }
+        }
+        let (factor, rest) = (self.poly_bounds(&factor, quotients), self.poly_bounds(&rest, quotients));
+        let horner = add_bounds(mul_bounds(self.var_bounds(v, quotients), factor), rest);
+        meet(by_terms, horner)
     }
 
     /// `e` as a polynomial over host names, each quotient of it (a derived scalar defined as
@@ -794,6 +823,31 @@ mod tests {
         // `v * B + u` is at most `g * B - 1`, and `g * B <= n` for `g = n / B`: an `int n`
         // bounds it, as it bounds `u + 1` (`u < B`) and `i - 1`.
         assert_eq!(f, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_counter_that_occurs_twice_is_bounded_as_one_name() {
+        // `(n / (w * s) - 1) * w * s + (w - 1)` is at most `n - w*s + w - 1`, and `w - w*s`
+        // is at most 0 for `w, s >= 1`: bounded only where `w` is factored out of both terms.
+        let src = |assume_s: &str| {
+            format!(
+                "void k(int n, int w, int s, float c[n]) {{
+  assume(n >= 1 && w >= 1 && {assume_s} && n % (w * s) == 0);
+  int g = n / (w * s);
+  meta_schedule {{
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < w; u++)
+        c[v * w * s + u] = 1.0f;
+  }}
+}}
+"
+            )
+        };
+        assert_eq!(facts(&src("s >= 1")), Vec::<String>::new());
+        // Where `s` may be 0 the program divides by 0 (a fact of its own) and nothing bounds the
+        // product by the quotient, so the index keeps its fact.
+        let f = facts(&src("s >= 0"));
+        assert!(f.iter().any(|f| f.contains("stays within `int`")), "{f:?}");
     }
 
     #[test]
