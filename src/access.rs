@@ -86,6 +86,8 @@ pub fn builtin_var(b: Builtin) -> String {
 /// names that no user name can be ([`crate::names`]).
 pub const AUX_QUOTIENT: &str = "$aux_q";
 pub const AUX_REMAINDER: &str = "$aux_r";
+/// Prefix of the quotient `q` of a program's fact `A % d == 0`, stated `A == d*q` in a context.
+pub const FACT_QUOTIENT: &str = "$fact_q";
 /// The prefix of a `min`/`max`/`abs` auxiliary.
 pub const AUX_CHOICE: &str = "$aux_c";
 /// The prefix of an array element's value auxiliary.
@@ -299,6 +301,37 @@ impl<'b> Collector<'b> {
         })
     }
 
+    /// `x / d` and `x % d` where a fact `A == d*q` of the context (a program's `N % B == 0`)
+    /// leaves `x - A` provably within `[0, d - 1]`: the quotient is `q` and the remainder
+    /// `x - A` (`(N + B - 1) / B` is `q` itself), exact polynomials where an auxiliary
+    /// quotient would leave Z3 to find `Q <= q` from `B*Q <= B*q + B - 1`, which it does not.
+    fn divided_by_fact(&self, x: &Poly, d: &Poly, ctx: &System) -> Option<(Poly, Poly)> {
+        for c in self.context.constraints() {
+            if !matches!(c.rel(), constraints::Rel::Eq) {
+                continue;
+            }
+            let Some(q) = c.poly().vars().into_iter().find(|v| v.name().starts_with(FACT_QUOTIENT)) else { continue };
+            // `c` is `A - d*q == 0` (or its negation): split off the terms of `q`.
+            let (mut with_q, mut rest) = (Poly::zero(), Poly::zero());
+            for (m, k) in c.poly().terms() {
+                match m.divide(&constraints::Monomial::var(q.clone())) {
+                    Some(m) if m.exponent(&q) == 0 => with_q = with_q + Poly::term(k.clone(), m),
+                    Some(_) => return None,
+                    None => rest = rest + Poly::term(k.clone(), m.clone()),
+                }
+            }
+            let (a, divisor) = if with_q == -d.clone() { (rest, d.clone()) } else if with_q == *d { (-rest, d.clone()) } else { continue };
+            let r = x - &a;
+            let within = [Constraint::ge(&r, &Poly::zero()), Constraint::le(&r, &(&divisor - &Poly::one()))]
+                .iter()
+                .all(|fact| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, fact), Implication::Proved));
+            if within {
+                return Some((Poly::from_var(q), r));
+            }
+        }
+        None
+    }
+
     /// Integer auxiliary variable, declared in the context.
     fn aux(&mut self, name: &str) -> Poly {
         self.context.set_domain(Var::new(name), Domain::integer());
@@ -343,6 +376,9 @@ impl<'b> Collector<'b> {
                 // floor model. A divisor may be a polynomial (a parameter such as `s`).
                 let mut ctx = self.context.clone();
                 guards.iter().for_each(|g| ctx.add(g.clone()));
+                if let Some((q, r)) = self.divided_by_fact(&x, &d, &ctx) {
+                    return Some(if *op == BinOp::Div { q } else { r });
+                }
                 for fact in [Constraint::ge(&x, &Poly::zero()), Constraint::ge(&d, &Poly::one())] {
                     let trivially = fact.truth_if_constant() == Some(true);
                     if !trivially && !matches!(self.backend.implies(&ctx, &fact), Implication::Proved) {

@@ -347,6 +347,19 @@ pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend
 /// `system` with the program's facts, those with a polynomial modulus as `k == T*q` (`q` a
 /// fresh integer).
 fn with_facts(function: &KernelFunction, system: &System) -> System {
+    with_program_facts(function, system, true)
+}
+
+/// `system` with the program's divisibility facts whose modulus is a polynomial (`N % B == 0`,
+/// which no constraint of the tree carries: a constant modulus is one) as `N == B*q`, `q` a
+/// fresh integer: the proofs of a code hold only where the dispatcher launches it, and it
+/// launches none where these facts fail (an unguarded `x[g * B + t]` over a grid of
+/// `(N + B - 1) / B` blocks stays inside `x[N]` only because `B` divides `N`).
+pub fn with_divisibility_facts(function: &KernelFunction, system: &System) -> System {
+    with_program_facts(function, system, false)
+}
+
+fn with_program_facts(function: &KernelFunction, system: &System, every_fact: bool) -> System {
     use crate::frontend::polyexpr::{to_constraint, to_poly};
     let derived = function.derived_polys();
     let mut sys = system.clone();
@@ -354,12 +367,14 @@ fn with_facts(function: &KernelFunction, system: &System) -> System {
     for fact in &function.facts {
         for c in fact.condition.conjuncts() {
             if let Some(k) = to_constraint(c, &derived) {
-                sys.add(k);
+                if every_fact {
+                    sys.add(k);
+                }
                 continue;
             }
             let Some((a, b)) = divisibility(c) else { continue };
             let (Some(a), Some(b)) = (to_poly(a, &derived), to_poly(b, &derived)) else { continue };
-            let q = format!("$quotient{quotients}");
+            let q = format!("{}{quotients}", crate::access::FACT_QUOTIENT);
             quotients += 1;
             sys.set_domain(constraints::Var::new(&q), constraints::Domain::integer());
             sys.add(Constraint::eq(&a, &(&b * &Poly::var(&q))));

@@ -793,7 +793,8 @@ impl Checker<'_, '_> {
 /// Check one kernel under `system` (a leaf's constraints, or the root's to share the proof
 /// among leaves with the same code).
 pub fn check(function: &KernelFunction, kernel: &Kernel, system: &System, backend: &Backend) -> StaticResult {
-    let m = model(function, kernel, system, backend);
+    let system = super::sample::with_divisibility_facts(function, system);
+    let m = model(function, kernel, &system, backend);
     let mut c = Checker { m: &m, backend, function, queries: 0, digits: HashMap::new(), nonneg: HashMap::new() };
     let verdict = match c.divergence().and_then(|_| c.bounds()).and_then(|_| c.races()) {
         Ok(()) => Verdict::Proved,

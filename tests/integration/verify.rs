@@ -1009,3 +1009,35 @@ fn a_parameter_a_fact_defines_is_solved_for() {
         assert_eq!(point["Lp"], (point["Lout"] - 3) / 2 + 1, "{point:?}");
     }
 }
+
+/// A block size the program assumes divides the size (`N % B == 0`) and no guard: each leaf is
+/// in bounds only where the fact holds, and the dispatcher launches none where it does not. A
+/// sweep found every leaf reported out of bounds at `B = 16, N = 24`, which no launch reaches.
+/// Without the fact the same kernel is out of bounds, and caught.
+#[test]
+fn a_block_size_the_facts_make_divide_the_size_needs_no_guard() {
+    let src = |fact: &str| {
+        format!(
+            "void scale(int N, int B, const float x[N], float y[N]) {{
+  assume(N >= 1 && B >= 1{fact});
+  meta_schedule {{
+    meta_for (int g = 0; g < (N + B - 1) / B; g++)
+      meta_for (int t = 0; t < B; t++) {{
+        int i = g * B + t;
+        y[i] = 3.0f * x[i];
+      }}
+  }}
+}}
+"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src(" && N % B == 0"));
+    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
+    }
+    let (f, tree) = tree_of(&src(""));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
