@@ -135,7 +135,7 @@ impl Kernel {
             };
             params.push(KernelParam { name: p.name.clone(), kind });
         }
-        for d in &function.derived {
+        for d in function.derived_in_scope(schedule) {
             params.push(KernelParam { name: d.name.clone(), kind: KernelParamKind::Scalar(d.ty) });
         }
         for h in &schedule.host_loops {

@@ -624,7 +624,7 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t metafork_stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
     // Host expressions as the serial program's C computes them (`min(float, int)` cast).
     let host = HostExprs::new(function);
-    for d in &function.derived {
+    for d in function.derived.iter().filter(|d| kernel.params.iter().any(|p| p.name == d.name)) {
         // C leaves an integer division by zero undefined: such a point has no launch. (A
         // floating division by zero is defined, and the serial program goes on with it.)
         for divisor in divisors(&d.value).into_iter().filter(|x| is_integer_valued(function, x)) {

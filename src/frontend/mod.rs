@@ -6,6 +6,7 @@
 
 pub mod ast;
 pub mod diag;
+pub mod host_names;
 pub mod host_statements;
 pub mod lexer;
 pub mod local_arrays;
@@ -36,6 +37,7 @@ pub fn check_source(name: &str, text: &str) -> Result<CheckedProgram, Diagnostic
         Ok(p) => p,
         Err(d) => return Err(fail(vec![d], file)),
     };
+    host_names::distinct(&mut program);
     let not_scalars = local_arrays::scalarize(&mut program);
     if !not_scalars.is_empty() {
         return Err(fail(not_scalars, file));

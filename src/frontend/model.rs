@@ -139,6 +139,25 @@ pub struct KernelFunction {
 }
 
 impl KernelFunction {
+    /// The derived scalars `schedule` can see, in definition order: those whose definitions
+    /// read only parameters, the schedule's own host loop counters and scalars it sees. A
+    /// scalar defined in a host loop's body from its counter (`int s = 2 * t`, or the counter
+    /// of a loop counting down) is not one of a schedule after that loop, which C's scope
+    /// already keeps from reading it: its kernels neither take nor compute it.
+    pub fn derived_in_scope(&self, schedule: &Schedule) -> Vec<&Derived> {
+        let mut visible: std::collections::BTreeSet<&str> = self.params.iter().map(|p| p.name.as_str()).chain(schedule.host_loops.iter().map(|h| h.var.as_str())).collect();
+        let mut out = Vec::new();
+        for d in &self.derived {
+            let mut names = Vec::new();
+            d.value.names(&mut names);
+            if names.iter().all(|n| visible.contains(n.as_str())) {
+                visible.insert(&d.name);
+                out.push(d);
+            }
+        }
+        out
+    }
+
     /// Each derived scalar's polynomial (`None` where it is not one), by name: what
     /// `polyexpr::to_poly` substitutes.
     pub fn derived_polys(&self) -> super::polyexpr::DerivedPolys {

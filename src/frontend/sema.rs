@@ -290,6 +290,22 @@ impl Checker<'_> {
         true
     }
 
+    /// Whether no scalar of the host code was defined as `id` before, in any block: the
+    /// kernels take each host scalar as a parameter of its name, so two of one name in sibling
+    /// blocks (two host loops each defining `s`), which C allows, would be one parameter here.
+    /// Refused at the second definition.
+    fn distinct_host_scalar(&mut self, id: &Ident) -> bool {
+        if !self.expanded.contains_key(&id.name) || self.lookup(&id.name).is_some() {
+            return true;
+        }
+        self.diags.push(Diagnostic::new(
+            id.span,
+            format!("`{}` is already the name of a scalar defined in another block of this function; the kernels take each scalar the host defines by its name, so give this one a name of its own", id.name),
+            "defined again here",
+        ));
+        false
+    }
+
     fn with_scope<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         self.scopes.push(HashMap::new());
         let r = f(self);
@@ -506,7 +522,7 @@ impl Checker<'_> {
                 for d in vars {
                     // Declared even when its value is refused, so that its uses add no errors.
                     let valid = self.floating_host_expr(&d.init).is_some();
-                    if !self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived }) || !valid {
+                    if !self.distinct_host_scalar(&d.name) || !self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived }) || !valid {
                         continue;
                     }
                     self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
@@ -524,7 +540,7 @@ impl Checker<'_> {
                     }
                     // A name already in use is refused here, and its definition not recorded:
                     // recording it would give the old name a second meaning in every polynomial.
-                    if !self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived }) {
+                    if !self.distinct_host_scalar(&d.name) || !self.declare(&d.name, Sym::Scalar { ty: *ty, origin: Origin::Derived }) {
                         continue;
                     }
                     self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));

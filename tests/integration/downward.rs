@@ -302,6 +302,60 @@ fn a_host_loop_counting_down_around_a_schedule() {
     assert_eq!(got, want);
 }
 
+/// Two host loops counting down with one counter name, each defining `s`, then a schedule
+/// after both. A sweep found the scalar `t = T - t_down` computed in the later schedule's
+/// launcher, where `t_down` is not defined (nvcc refused it; `gen` and `verify` passed), and
+/// two definitions of `s` (or of `t`) became one kernel parameter. Each definition now has a
+/// name of its own, a schedule takes only the scalars it can see, every leaf is proved and
+/// every unit compiles.
+#[test]
+fn host_scalars_of_sibling_loops_stay_apart() {
+    let src = "void twice(int T, int n, const float a[n], float c[n]) {
+  assume(T >= 0 && n >= 1);
+  for (int t = T; t >= 0; t--) {
+    int s = 2 * t;
+    meta_schedule {
+      meta_for (int v = 0; v < n; v++)
+        meta_for (int u = 0; u < 32; u++)
+          if (u == 0)
+            c[v] = a[v] + (float)(s + t);
+    }
+  }
+  for (int t = T; t > 1; t -= 2) {
+    int s = t + 7;
+    meta_schedule {
+      meta_for (int v = 0; v < n; v++)
+        meta_for (int u = 0; u < 32; u++)
+          if (u == 0)
+            c[v] = c[v] * (float)(s - t);
+    }
+  }
+  meta_schedule {
+    meta_for (int v = 0; v < n; v++)
+      meta_for (int u = 0; u < 32; u++)
+        if (u == 0)
+          c[v] = c[v] * 2.0f;
+  }
+}
+";
+    let f = checked(src);
+    let names: Vec<&str> = f.derived.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["t", "s", "t_2", "s_2"]);
+    let last = f.schedules.last().unwrap();
+    assert!(f.derived_in_scope(last).is_empty(), "{:?}", f.derived_in_scope(last));
+    // The serial program at T = 4: the first loop's last step (t = 0) leaves c = a; the second
+    // loop (t = 4, 2) multiplies by s - t = 7 twice; the last schedule doubles: c = 98 a.
+    let out = common::run_serial(&f, &[("T", 4), ("n", 3)], &|_, i| Value::Float(i as f32));
+    let got: Vec<f32> = out["c"].data.iter().map(|v| match v {
+        Value::Float(x) => *x,
+        other => panic!("{other:?}"),
+    }).collect();
+    let want: Vec<f32> = (0..3).map(|i| 98.0 * i as f32).collect();
+    assert_eq!(got, want);
+    let (dir, out) = common::gen_and_verify("sibling_host_scalars", "twice.mf", src);
+    common::assert_nvcc_compiles(&dir, &common::cu_files(&out, ".cu"));
+}
+
 // ---- refusals, at the right line and column ----
 
 /// `src`'s first diagnostic is at the `$` marker (removed before checking) and says `message`.
