@@ -174,24 +174,52 @@ impl<'b> Collector<'b> {
     }
 
     /// `x` converted to the integer type `t` (a cast, or a declaration's initialiser): `x`
-    /// itself where that conversion cannot change it. A value that names an array element
-    /// (whose range is its type's, wider than `char` or `int` may hold: `(char)s[k]` of an
-    /// `int` is `s[k]` wrapped) is kept only where the context and `guards` prove it within
-    /// `t`'s range; otherwise the conversion is not modelled. Other values are kept as they
-    /// were before element values existed (the model assumes no overflow of its integers).
+    /// itself where that conversion cannot change it. A conversion to `char`, and one of a
+    /// value that names an array element (whose range is its type's, wider than `char` or
+    /// `int` may hold: `(char)s[k]` of an `int` is `s[k]` wrapped), is `x` only where the
+    /// context and `guards` prove it within `t`'s range, and `x` wrapped to `t`'s bits
+    /// otherwise. Other conversions to `int` keep `x`: the front end's range facts keep it
+    /// within `int` wherever a kernel runs.
     fn converted(&mut self, x: Poly, t: ScalarType, guards: &[Constraint]) -> Option<Poly> {
-        if t == ScalarType::Long || !x.vars().iter().any(|v| is_element_value(v.name())) {
+        // The front end's range facts keep a conversion to `int` of what is no data within
+        // `int`; a conversion to `char` has none (a program narrows to 8 bits to wrap), so it
+        // is the value itself only where that is proved to fit.
+        if t == ScalarType::Long || (t != ScalarType::Char && !x.vars().iter().any(|v| is_element_value(v.name()))) {
             return Some(x);
         }
         let (lo, hi) = integer_range(t);
         let mut ctx = self.context.clone();
         guards.iter().for_each(|g| ctx.add(g.clone()));
-        for fact in [Constraint::ge(&x, &lo), Constraint::le(&x, &hi)] {
-            if fact.truth_if_constant() != Some(true) && !matches!(self.backend.implies(&ctx, &fact), Implication::Proved) {
-                return None;
-            }
+        let fits = [Constraint::ge(&x, &lo), Constraint::le(&x, &hi)].iter().all(|fact| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, fact), Implication::Proved));
+        if fits {
+            return Some(x);
         }
-        Some(x)
+        // Two's complement, as nvcc and the host compilers convert: `lo + (x - lo) mod 2^bits`.
+        let (_, r, _) = self.floor_division(&x - &lo, &hi - &lo + Poly::one());
+        Some(r + lo)
+    }
+
+    /// The quotient and remainder of `x` by `d` (`d >= 1`) rounded down, as auxiliaries of
+    /// the context: `x == d*q + r`, `0 <= r < d`. Named by a hash of the division, so that
+    /// every collector names it alike; a different division with the same hash takes the
+    /// next key. The flag: whether this division is new to the context.
+    fn floor_division(&mut self, x: Poly, d: Poly) -> (Poly, Poly, bool) {
+        let mut key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        while self.aux_defs.get(&format!("{AUX_QUOTIENT}{key:x}")).is_some_and(|def| def.dividend != x || def.divisor != d) {
+            key = key.wrapping_add(1);
+        }
+        let (qn, rn) = (format!("{AUX_QUOTIENT}{key:x}"), format!("{AUX_REMAINDER}{key:x}"));
+        let q = self.aux(&qn);
+        let r = self.aux(&rn);
+        let new = !self.aux_defs.contains_key(&qn);
+        if new {
+            self.context.add(Constraint::eq(&x, &(&d * &q + &r)));
+            self.context.add(Constraint::ge(&r, &Poly::zero()));
+            self.context.add(Constraint::lt(&r, &d));
+            self.aux_defs.insert(qn, AuxDef { dividend: x.clone(), divisor: d.clone(), quotient: true });
+            self.aux_defs.insert(rn, AuxDef { dividend: x, divisor: d, quotient: false });
+        }
+        (q, r, new)
     }
 
     /// The auxiliary for the value of `array[indices]`, within `elem`'s range.
@@ -385,22 +413,10 @@ impl<'b> Collector<'b> {
                         return None;
                     }
                 }
-                // Named by a hash of the division, so that every collector names it alike; a
-                // different division with the same hash takes the next key.
-                let mut key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
-                while self.aux_defs.get(&format!("{AUX_QUOTIENT}{key:x}")).is_some_and(|def| def.dividend != x || def.divisor != d) {
-                    key = key.wrapping_add(1);
-                }
-                let (qn, rn) = (format!("{AUX_QUOTIENT}{key:x}"), format!("{AUX_REMAINDER}{key:x}"));
-                let q = self.aux(&qn);
-                let r = self.aux(&rn);
-                if !self.aux_defs.contains_key(&qn) {
-                    self.context.add(Constraint::eq(&x, &(&d * &q + &r)));
-                    self.context.add(Constraint::ge(&r, &Poly::zero()));
-                    self.context.add(Constraint::lt(&r, &d));
+                // With `x >= 0`, the quotient is too.
+                let (q, r, new) = self.floor_division(x, d);
+                if new {
                     self.context.add(Constraint::ge(&q, &Poly::zero()));
-                    self.aux_defs.insert(qn, AuxDef { dividend: x.clone(), divisor: d.clone(), quotient: true });
-                    self.aux_defs.insert(rn, AuxDef { dividend: x, divisor: d, quotient: false });
                 }
                 Some(if *op == BinOp::Div { q } else { r })
             }

@@ -237,9 +237,10 @@ impl Dispatcher {
     }
 
     fn check_facts(&self, params: &BTreeMap<String, i64>) -> Option<Selection> {
-        // The program's facts, then the scalars the launch computes, then the kernels' range
-        // facts (a kernel's `v * B + u` past `int` where `int d = ...` is itself undefined is
-        // refused for `d`), as the generated selection orders them.
+        // The program's facts, then what the launch computes (its scalars, then its grids),
+        // then the kernels' range facts (a kernel's `v * B + u` past `int` where `int d = ...`
+        // or the grid `(N * M + B - 1) / B` is itself undefined is refused for that), as the
+        // generated selection orders them.
         if let Some(f) = self.facts.first_failing_of(params, false) {
             return Some(match f.kind {
                 FactKind::Assert => Selection::AssertFails(f.text.clone()),
@@ -250,12 +251,13 @@ impl Dispatcher {
         if let Some(s) = self.scalars.iter().find(|s| s.code.eval(&slots).is_none()) {
             return Some(Selection::OutsideAssumptions(s.text.clone()));
         }
-        if let Some(f) = self.facts.first_failing_of(params, true) {
-            return Some(Selection::OutsideAssumptions(f.text.clone()));
-        }
         // A grid the launch cannot compute (`(N + B - 1) / B` past `int`) is the program's own
         // arithmetic undefined, not a grid too large for the device.
-        self.grids.iter().enumerate().find_map(|(k, extents)| extents.iter().flatten().find(|g| g.code.eval(&slots).is_none()).map(|g| Selection::OutsideAssumptions(grid_undefined(&g.expr, &self.kernels[k]))))
+        let grid = self.grids.iter().enumerate().find_map(|(k, extents)| extents.iter().flatten().find(|g| g.code.eval(&slots).is_none()).map(|g| Selection::OutsideAssumptions(grid_undefined(&g.expr, &self.kernels[k]))));
+        if grid.is_some() {
+            return grid;
+        }
+        self.facts.first_failing_of(params, true).map(|f| Selection::OutsideAssumptions(f.text.clone()))
     }
 
     /// The first grid dimension along which kernel `index` needs more blocks than `dev` allows

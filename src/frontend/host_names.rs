@@ -11,57 +11,47 @@
 //! so does the semantic check) is renamed `name_2`, `name_3`, ... (the first name no identifier
 //! of the file has), together with every use in the rest of its block; a host loop counter
 //! named as an earlier definition likewise, with the uses in its loop. Two host loops with one
-//! counter name stay as they are: each schedule has its own counters. Programs without such
-//! names are unchanged.
+//! counter name stay as they are: each schedule has its own counters. A name defined again
+//! while the first definition is still in scope is left for the semantic check to refuse.
+//! Programs without such names are unchanged.
 
 use super::ast::*;
 use std::collections::HashSet;
 
 /// Renames, in each function, the host definitions that repeat an earlier one's name.
 pub fn distinct(program: &mut Program) {
-    let mut taken = None;
-    for f in 0..program.functions.len() {
+    let mut taken = program_identifiers(program);
+    for f in &mut program.functions {
         let mut seen = Seen::default();
-        if !repeats(&program.functions[f].body, &mut seen) {
-            continue;
-        }
-        let taken = taken.get_or_insert_with(|| program_identifiers(program));
-        let mut seen = Seen::default();
-        block(&mut program.functions[f].body, &mut seen, taken);
+        seen.visible.push(f.params.iter().map(|p| p.name.name.clone()).collect());
+        block(&mut f.body, &mut seen, &mut taken);
     }
 }
 
-/// The names defined so far by the host code of one function.
+/// The names the host code of one function has defined so far, and those of its open blocks.
 #[derive(Default)]
 struct Seen {
     definitions: HashSet<String>,
     counters: HashSet<String>,
+    visible: Vec<HashSet<String>>,
 }
 
 impl Seen {
-    fn definition_repeats(&self, name: &str) -> bool {
-        self.definitions.contains(name) || self.counters.contains(name)
+    /// Whether `name` is defined in an open block: a second definition there is C's error
+    /// (or a shadowing the semantic check refuses), said there, so left as it is.
+    fn is_visible(&self, name: &str) -> bool {
+        self.visible.iter().any(|scope| scope.contains(name))
     }
-}
 
-/// Whether a walk of [`block`] would rename anything (most programs: no).
-fn repeats(stmts: &[Stmt], seen: &mut Seen) -> bool {
-    for s in stmts {
-        let found = match &s.kind {
-            StmtKind::Decl { vars, .. } => vars.iter().any(|d| seen.definition_repeats(&d.name.name) || !seen.definitions.insert(d.name.name.clone())),
-            StmtKind::Block(items) => repeats(items, seen),
-            StmtKind::For(l) => seen.definitions.contains(&l.var.name) || {
-                seen.counters.insert(l.var.name.clone());
-                repeats(std::slice::from_ref(&l.body), seen)
-            },
-            StmtKind::If { then_branch, else_branch, .. } => repeats(std::slice::from_ref(then_branch), seen) || else_branch.as_ref().is_some_and(|e| repeats(std::slice::from_ref(e), seen)),
-            _ => false,
-        };
-        if found {
-            return true;
-        }
+    fn define(&mut self, name: &str) {
+        self.visible.last_mut().expect("a block is open").insert(name.to_string());
     }
-    false
+
+    fn nested(&mut self, stmts: &mut [Stmt], taken: &mut HashSet<String>) {
+        self.visible.push(HashSet::new());
+        block(stmts, self, taken);
+        self.visible.pop();
+    }
 }
 
 fn fresh(name: &str, taken: &mut HashSet<String>) -> String {
@@ -82,31 +72,35 @@ fn block(stmts: &mut [Stmt], seen: &mut Seen, taken: &mut HashSet<String>) {
             StmtKind::Decl { vars, .. } => {
                 for j in 0..vars.len() {
                     let name = vars[j].name.name.clone();
-                    if !seen.definition_repeats(&name) {
-                        seen.definitions.insert(name);
+                    if seen.is_visible(&name) || !(seen.definitions.contains(&name) || seen.counters.contains(&name)) {
+                        seen.definitions.insert(name.clone());
+                        seen.define(&name);
                         continue;
                     }
                     let new = fresh(&name, taken);
                     vars[j].name.name = new.clone();
                     seen.definitions.insert(new.clone());
+                    seen.define(&new);
                     vars[j + 1..].iter_mut().for_each(|d| rename_expr(&mut d.init, &name, &new));
                     rest.iter_mut().for_each(|s| rename_stmt(s, &name, &new));
                 }
             }
-            StmtKind::Block(items) => block(items, seen, taken),
+            StmtKind::Block(items) => seen.nested(items, taken),
             StmtKind::For(l) => {
-                if seen.definitions.contains(&l.var.name) {
+                if seen.definitions.contains(&l.var.name) && !seen.is_visible(&l.var.name) {
                     let (name, new) = (l.var.name.clone(), fresh(&l.var.name, taken));
                     l.var.name = new.clone();
                     rename_stmt(&mut l.body, &name, &new);
                 }
                 seen.counters.insert(l.var.name.clone());
-                block(std::slice::from_mut(&mut l.body), seen, taken);
+                seen.visible.push(HashSet::from([l.var.name.clone()]));
+                seen.nested(std::slice::from_mut(&mut l.body), taken);
+                seen.visible.pop();
             }
             StmtKind::If { then_branch, else_branch, .. } => {
-                block(std::slice::from_mut(then_branch), seen, taken);
+                seen.nested(std::slice::from_mut(then_branch), taken);
                 if let Some(e) = else_branch {
-                    block(std::slice::from_mut(e), seen, taken);
+                    seen.nested(std::slice::from_mut(e), taken);
                 }
             }
             _ => {}

@@ -255,6 +255,30 @@ fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
     Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), Default::default())
 }
 
+/// The operation `x op= e` applies before its assignment.
+fn compound(op: AssignOp) -> Option<BinOp> {
+    match op {
+        AssignOp::Add | AssignOp::AtomicAdd => Some(BinOp::Add),
+        AssignOp::Sub => Some(BinOp::Sub),
+        AssignOp::Mul => Some(BinOp::Mul),
+        AssignOp::Div => Some(BinOp::Div),
+        AssignOp::Set => None,
+    }
+}
+
+/// `a op b` as written (no folding): an operation of the program, checked as such.
+fn binary_kept(op: BinOp, a: Expr, b: Expr) -> Expr {
+    Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), Default::default())
+}
+
+/// `f(a, b)`: `min` or `max`, which the dispatch code evaluates as C's integer functions.
+fn call2(f: &str, a: Expr, b: Expr) -> Expr {
+    if let (Some(x), Some(y)) = (constant(&a), constant(&b)) {
+        return int(if f == "min" { x.min(y) } else { x.max(y) });
+    }
+    Expr::new(ExprKind::Call(Ident { name: f.to_string(), span: Default::default() }, vec![a, b]), Default::default())
+}
+
 fn negated(a: Expr) -> Expr {
     match constant(&a).and_then(i64::checked_neg) {
         Some(v) => int(v),
@@ -264,6 +288,50 @@ fn negated(a: Expr) -> Expr {
 
 impl Ranges<'_> {
     fn schedule(&mut self, s: &Schedule) {
+        // The kernel runs only where each of its loops runs at least once.
+        let entered: Vec<_> = s.host_loops.iter().map(|l| (&l.lo, &l.hi, l.inclusive)).chain(s.grid.iter().chain(&s.block).map(|l| (&l.lo, &l.hi, false))).chain(s.between.iter().map(|l| (&l.lo, &l.hi, l.inclusive))).filter_map(|(lo, hi, inclusive)| self.entered(lo, hi, inclusive)).collect();
+        self.schedule_loops(s);
+        self.leave(entered);
+    }
+
+    /// Inside a loop `v < X` (`v <= X`) from `lo`, the name `X` is at least `lo + 1` (`lo`):
+    /// the loop runs, so its bound admits its first value. Returns what to restore on leaving.
+    fn entered(&mut self, lo: &Expr, hi: &Expr, inclusive: bool) -> Option<(String, Option<(i128, i128)>)> {
+        let ExprKind::Var(name) = &hi.kind else { return None };
+        if self.env.contains_key(name) || !self.types.declared(name).is_some_and(ScalarType::is_integer) {
+            return None;
+        }
+        let least = self.bounds(lo)?.0.checked_add(i128::from(!inclusive))?;
+        let old = self.limits.get(name).copied();
+        let (l, h) = old.unwrap_or((i128::MIN, i128::MAX));
+        if least <= l {
+            return None;
+        }
+        self.limits.insert(name.clone(), (least, h));
+        self.forget_derived();
+        Some((name.clone(), old))
+    }
+
+    fn leave(&mut self, entered: Vec<(String, Option<(i128, i128)>)>) {
+        if entered.is_empty() {
+            return;
+        }
+        for (name, old) in entered.into_iter().rev() {
+            match old {
+                Some(b) => self.limits.insert(name, b),
+                None => self.limits.remove(&name),
+            };
+        }
+        self.forget_derived();
+    }
+
+    /// The memoised bounds and ranges of derived scalars, computed under limits that changed.
+    fn forget_derived(&mut self) {
+        self.derived_bounds.borrow_mut().clear();
+        self.varying_ranges.borrow_mut().clear();
+    }
+
+    fn schedule_loops(&mut self, s: &Schedule) {
         // The host's loops and the grid's: their bounds are the host's arithmetic (the driver
         // and the launch check it); their counters range over them.
         for l in &s.host_loops {
@@ -323,19 +391,31 @@ impl Ranges<'_> {
                     if let Some(r) = &r {
                         self.conversion(&d.init, r, *ty);
                     }
-                    self.env.insert(d.name.name.clone(), r);
+                    self.env.insert(d.name.name.clone(), r.map(|r| self.narrowed(r, *ty)));
                 }
             }
-            StmtKind::Assign { target, value, .. } => {
-                self.operations(value);
-                match &target.kind {
-                    ExprKind::Index { indices, .. } => indices.iter().for_each(|i| self.operations(i)),
-                    ExprKind::Var(n) => {
-                        self.env.insert(n.clone(), None);
+            StmtKind::Assign { target, value, op } => match &target.kind {
+                // A scalar takes the value's range; `x op= e` computes `x op e` first.
+                ExprKind::Var(n) => {
+                    let computed = match compound(*op) {
+                        Some(op) => binary_kept(op, target.clone(), value.clone()),
+                        None => value.clone(),
+                    };
+                    self.operations(&computed);
+                    let ty = self.types.declared(n).filter(|t| t.is_integer());
+                    let r = ty.and_then(|_| self.range(&computed));
+                    if let (Some(t), Some(r)) = (ty, &r) {
+                        self.conversion(&computed, r, t);
                     }
-                    _ => {}
+                    let r = r.zip(ty).map(|(r, t)| self.narrowed(r, t));
+                    self.env.insert(n.clone(), r);
                 }
-            }
+                ExprKind::Index { indices, .. } => {
+                    self.operations(value);
+                    indices.iter().for_each(|i| self.operations(i));
+                }
+                _ => self.operations(value),
+            },
             StmtKind::If { cond, then_branch, else_branch } => {
                 self.operations(cond);
                 // A scalar either branch assigns is unknown after it.
@@ -363,21 +443,87 @@ impl Ranges<'_> {
                 self.operations(&l.hi);
                 self.last_step(&l.var.name, l.ty, &l.hi, l.inclusive, l.step);
                 let saved = self.env.clone();
-                // Scalars the body assigns vary by iteration.
+                let entered: Vec<_> = self.entered(&l.lo, &l.hi, l.inclusive).into_iter().collect();
+                let counter = self.counter_range(&l.lo, &l.hi, l.inclusive);
+                // Scalars the body assigns vary by iteration; a sum `x += e` (one per iteration)
+                // is bounded by the iterations before it.
+                let accumulated = self.accumulators(l, counter.clone());
                 for n in crate::access::assigned_scalars(&l.body) {
                     self.env.insert(n, None);
                 }
-                let r = self.counter_range(&l.lo, &l.hi, l.inclusive);
-                self.env.insert(l.var.name.clone(), r);
+                self.env.insert(l.var.name.clone(), counter);
+                for (n, during, _) in &accumulated {
+                    self.env.insert(n.clone(), Some(during.clone()));
+                }
                 self.stmt(&l.body);
+                self.leave(entered);
                 let assigned = crate::access::assigned_scalars(s);
                 self.env = saved;
                 for n in assigned {
                     self.env.insert(n, None);
                 }
+                for (n, _, after) in accumulated {
+                    self.env.insert(n, after);
+                }
             }
             _ => {}
         }
+    }
+
+    /// The scalars of `l`'s body assigned once, by `x += e` or `x -= e` with `e` reading
+    /// nothing the body assigns or defines: each with its range during the loop (before its
+    /// update: the start plus at most `trips - 1` steps of `e`) and after it (at most `trips`
+    /// steps, none where the loop does not run). `trips` is at most `hi - lo` (`+ 1` for `<=`).
+    fn accumulators(&mut self, l: &ForLoop, counter: Option<Range>) -> Vec<(String, Range, Option<Range>)> {
+        let mut updates: HashMap<String, Vec<(AssignOp, Expr)>> = HashMap::new();
+        let mut defined = BTreeSet::new();
+        crate::strategy::walk::walk_stmts(std::slice::from_ref(&*l.body), &mut |x| match &x.kind {
+            StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, op, value } => updates.entry(n.clone()).or_default().push((*op, value.clone())),
+            StmtKind::Decl { vars, .. } => defined.extend(vars.iter().map(|d| d.name.name.clone())),
+            _ => {}
+        });
+        let (Some(counter), Some(lo), Some(hi)) = (counter, self.range(&l.lo), self.range(&l.hi)) else { return Vec::new() };
+        let mut trips = binary(BinOp::Sub, hi.hi, lo.lo);
+        let mut trips_most = hi.bounds.zip(lo.bounds).and_then(|((_, h), (l0, _))| h.checked_sub(l0));
+        if l.inclusive {
+            trips = binary(BinOp::Add, trips, int(1));
+            trips_most = trips_most.and_then(|t| t.checked_add(1));
+        }
+        let mut out = Vec::new();
+        for (n, ups) in &updates {
+            let [(op @ (AssignOp::Add | AssignOp::Sub), e)] = ups.as_slice() else { continue };
+            let mut read = Vec::new();
+            e.names(&mut read);
+            if read.iter().any(|r| updates.contains_key(r) || defined.contains(r)) || !self.types.declared(n).is_some_and(ScalarType::is_integer) {
+                continue;
+            }
+            let Some(Some(start)) = self.env.get(n).cloned() else { continue };
+            let outer = self.env.insert(l.var.name.clone(), Some(counter.clone()));
+            let step = self.range(e);
+            match outer {
+                Some(r) => self.env.insert(l.var.name.clone(), r),
+                None => self.env.remove(&l.var.name),
+            };
+            let Some(step) = step else { continue };
+            let step = if *op == AssignOp::Sub { Range { lo: negated(step.hi), hi: negated(step.lo), bounds: step.bounds.map(|(a, b)| (-b, -a)) } } else { step };
+            // `k` steps of `e` lie in `[k * min(e, 0), k * max(e, 0)]` for `0 <= k <= most`.
+            let steps = |k: Expr, most: Option<i128>| {
+                let k = Range { lo: int(0), hi: k, bounds: most.map(|m| (0, m.max(0))) };
+                let down = Range { lo: call2("min", step.lo.clone(), int(0)), hi: int(0), bounds: step.bounds.map(|(a, _)| (a.min(0), 0)) };
+                let up = Range { lo: int(0), hi: call2("max", step.hi.clone(), int(0)), bounds: step.bounds.map(|(_, b)| (0, b.max(0))) };
+                let (low, high) = (mul_bounds(k.bounds, down.bounds), mul_bounds(k.bounds, up.bounds));
+                Range {
+                    lo: binary(BinOp::Add, start.lo.clone(), binary(BinOp::Mul, k.hi.clone(), down.lo)),
+                    hi: binary(BinOp::Add, start.hi.clone(), binary(BinOp::Mul, k.hi, up.hi)),
+                    bounds: add_bounds(start.bounds, low.zip(high).map(|((l0, _), (_, h1))| (l0, h1))),
+                }
+            };
+            let during = steps(binary(BinOp::Sub, trips.clone(), int(1)), trips_most.map(|t| t - 1));
+            let after = steps(call2("max", trips.clone(), int(0)), trips_most);
+            out.push((n.clone(), during, Some(after)));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// The counter's value after its last step, `hi - 1 + step` (`hi + step` for `<=`), stays
@@ -446,7 +592,15 @@ impl Ranges<'_> {
                 self.operation(b, false);
             }
             ExprKind::Index { indices, .. } => indices.iter().for_each(|i| self.operation(i, false)),
-            ExprKind::Call(_, args) => args.iter().for_each(|a| self.operation(a, false)),
+            ExprKind::Call(f, args) => {
+                // `abs` of the type's least value is past its greatest.
+                if f.name == "abs" {
+                    if let (Some(t), Some(r)) = (self.type_of(e).filter(|t| t.is_integer()), self.range(e)) {
+                        self.require_most(&format!("`{e}`"), &r, t);
+                    }
+                }
+                args.iter().for_each(|a| self.operation(a, false))
+            }
             ExprKind::Int(_) | ExprKind::Float { .. } | ExprKind::Var(_) | ExprKind::Builtin(_) => {}
         }
     }
@@ -456,7 +610,14 @@ impl Ranges<'_> {
     }
 
     /// `e`, of an integer type wider than `target`, converted to `target` keeps its value.
+    /// A conversion to `char` gets none: a program narrows to 8 bits to wrap (a byte of a
+    /// hash, a quantised value), and C defines the result; the range after it is all of
+    /// `char` wherever the value may not fit ([`Self::narrowed`]), and the verifier models it
+    /// as the value itself only where it proves the value fits.
     fn conversion(&mut self, e: &Expr, r: &Range, target: ScalarType) {
+        if target == ScalarType::Char {
+            return;
+        }
         let (Some(from), Some((least, most))) = (self.type_of(e).and_then(ScalarType::integer_range), target.integer_range()) else { return };
         if from.0 < least || from.1 > most {
             let what = format!("`({target})({e})`");
@@ -541,11 +702,7 @@ impl Ranges<'_> {
                 None if self.types.declared(n).is_some_and(ScalarType::is_integer) => Some(Range::point(e, self.bounds(e))),
                 None => None,
             },
-            ExprKind::Cast(t, a) if t.is_integer() => {
-                let r = self.range(a)?;
-                // Where the value may not fit, the conversion's own fact keeps it.
-                Some(Range { bounds: meet(r.bounds, t.integer_range().map(|(l, h)| (i128::from(l), i128::from(h)))), ..r })
-            }
+            ExprKind::Cast(t, a) if t.is_integer() => Some(self.narrowed(self.range(a)?, *t)),
             ExprKind::Unary(UnOp::Neg, a) => {
                 let r = self.range(a)?;
                 Some(Range { lo: negated(r.hi), hi: negated(r.lo), bounds: r.bounds.map(|(l, h)| (-h, -l)) })
@@ -556,12 +713,29 @@ impl Ranges<'_> {
                     BinOp::Add => Some(Range { bounds: add_bounds(ra.bounds, rb.bounds), lo: binary(BinOp::Add, ra.lo, rb.lo), hi: binary(BinOp::Add, ra.hi, rb.hi) }),
                     BinOp::Sub => Some(Range { bounds: sub_bounds(ra.bounds, rb.bounds), lo: binary(BinOp::Sub, ra.lo, rb.hi), hi: binary(BinOp::Sub, ra.hi, rb.lo) }),
                     BinOp::Mul => self.product(ra, rb),
-                    // A non-negative dividend by a positive divisor the host knows.
+                    // A dividend by a positive divisor the host knows. C truncates toward 0, so
+                    // where the dividend may be negative the quotient lies between `lo / d` and
+                    // 0 and between 0 and `hi / d`, and a remainder within `d - 1` of 0.
                     BinOp::Div | BinOp::Rem => {
-                        if !rb.is_point() || rb.sign() != Sign::Positive || ra.sign() == Sign::Unknown {
+                        if !rb.is_point() || rb.sign() != Sign::Positive {
                             return None;
                         }
                         let rem = *op == BinOp::Rem;
+                        if ra.sign() == Sign::Unknown {
+                            let bounds = ra.bounds.zip(rb.bounds).map(|((al, ah), (bl, bh))| {
+                                if rem {
+                                    (if al < 0 { 1 - bh } else { 0 }, if ah > 0 { bh - 1 } else { 0 })
+                                } else {
+                                    ((al / bl).min(0), (ah / bl).max(0))
+                                }
+                            });
+                            let d1 = binary(BinOp::Sub, rb.lo.clone(), int(1));
+                            return Some(if rem {
+                                Range { lo: negated(d1.clone()), hi: d1, bounds }
+                            } else {
+                                Range { lo: call2("min", binary(BinOp::Div, ra.lo, rb.lo.clone()), int(0)), hi: call2("max", binary(BinOp::Div, ra.hi, rb.lo), int(0)), bounds }
+                            });
+                        }
                         let bounds = div_bounds(ra.bounds, rb.bounds, rem);
                         Some(if rem {
                             Range { lo: int(0), hi: binary(BinOp::Sub, rb.lo, int(1)), bounds }
@@ -572,17 +746,59 @@ impl Ranges<'_> {
                     _ => None,
                 }
             }
+            // C's integer `min`, `max` and `abs`: monotone in each argument.
+            ExprKind::Call(f, args) if self.type_of(e).is_some_and(ScalarType::is_integer) => match (f.name.as_str(), args.as_slice()) {
+                (which @ ("min" | "max"), [a, b]) => {
+                    let (ra, rb) = (self.range(a)?, self.range(b)?);
+                    let pick = |x: i128, y: i128| if which == "min" { x.min(y) } else { x.max(y) };
+                    let bounds = ra.bounds.zip(rb.bounds).map(|((al, ah), (bl, bh))| (pick(al, bl), pick(ah, bh)));
+                    Some(Range { lo: call2(which, ra.lo, rb.lo), hi: call2(which, ra.hi, rb.hi), bounds })
+                }
+                ("abs", [a]) => {
+                    let ra = self.range(a)?;
+                    if ra.sign() >= Sign::NonNegative {
+                        return Some(ra);
+                    }
+                    let bounds = ra.bounds.map(|(l, h)| (if h < 0 { -h } else { 0 }, (-l).max(h)));
+                    Some(Range { lo: int(0), hi: call2("max", negated(ra.lo), ra.hi), bounds })
+                }
+                _ => None,
+            },
             _ => None,
         }
     }
 
-    /// `[a0, a1] * [b0, b1]` where the signs make it one product per end: both ranges
-    /// non-negative, or one a single non-negative value.
+    /// `r` converted to `t`: kept where it fits, or where a fact keeps it (a conversion to
+    /// `int` or `long`, [`Self::conversion`]); all of `char` where a conversion to `char`
+    /// may wrap.
+    fn narrowed(&self, r: Range, t: ScalarType) -> Range {
+        let Some((least, most)) = t.integer_range() else { return r };
+        let (least, most) = (i128::from(least), i128::from(most));
+        if t == ScalarType::Char && !r.bounds.is_some_and(|(l, h)| l >= least && h <= most) {
+            return Range { lo: int(least as i64), hi: int(most as i64), bounds: Some((least, most)) };
+        }
+        Range { bounds: meet(r.bounds, Some((least, most))), ..r }
+    }
+
+    /// `[a0, a1] * [b0, b1]`: one product per end where the signs make it so (both ranges
+    /// non-negative, or one a single non-negative value), else the least and greatest of the
+    /// four corners (`i * (m - i)`, whose second factor may be negative).
     fn product(&self, a: Range, b: Range) -> Option<Range> {
         let bounds = mul_bounds(a.bounds, b.bounds);
         let (sa, sb) = (a.sign(), b.sign());
         let one_each = (sa >= Sign::NonNegative && sb >= Sign::NonNegative) || (a.is_point() && sa >= Sign::NonNegative) || (b.is_point() && sb >= Sign::NonNegative);
-        one_each.then(|| Range { lo: binary(BinOp::Mul, a.lo, b.lo), hi: binary(BinOp::Mul, a.hi, b.hi), bounds })
+        if one_each {
+            return Some(Range { lo: binary(BinOp::Mul, a.lo, b.lo), hi: binary(BinOp::Mul, a.hi, b.hi), bounds });
+        }
+        let mut corners: Vec<Expr> = Vec::new();
+        for (x, y) in [(&a.lo, &b.lo), (&a.lo, &b.hi), (&a.hi, &b.lo), (&a.hi, &b.hi)] {
+            let c = binary(BinOp::Mul, x.clone(), y.clone());
+            if !corners.iter().any(|k| k.to_string() == c.to_string()) {
+                corners.push(c);
+            }
+        }
+        let fold = |f: &str| corners.iter().cloned().reduce(|x, y| call2(f, x, y)).expect("a corner");
+        Some(Range { lo: fold("min"), hi: fold("max"), bounds })
     }
 
     /// The greatest (`upper`) or least value of `e` (host names) as a polynomial in which
@@ -848,6 +1064,52 @@ mod tests {
         // product by the quotient, so the index keeps its fact.
         let f = facts(&src("s >= 0"));
         assert!(f.iter().any(|f| f.contains("stays within `int`")), "{f:?}");
+    }
+
+    /// A sweep's kernels whose `int` arithmetic wraps at sizes the dispatcher accepted: an
+    /// update `t += m; t *= 4`, a sum over a loop, `max(i, m) * 2`, `i * (m - i)` (a factor of
+    /// either sign), and `v * B + u` over a grid `(n + B - 1) / B` with `long n` and no
+    /// `assume` on `n` or `B`. Each now has its fact; the same kernels over values the types
+    /// bound have none.
+    #[test]
+    fn updates_sums_choices_and_products_of_either_sign_are_ranged() {
+        let kernel = |params: &str, assume: &str, body: &str| {
+            format!(
+                "void k({params}, float y[n]) {{
+  {assume}
+  meta_schedule {{
+    meta_for (int v = 0; v < (n + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {{
+        int i = v * B + u;
+        if (i < n) {{ {body} }}
+      }}
+  }}
+}}
+"
+            )
+        };
+        let ints = "int n, int m, int K, int B";
+        let positive = "assume(n >= 1 && m >= 1 && K >= 1 && B >= 1);";
+        for (body, fact) in [
+            ("int t = i; t += m; t *= 4; y[i] = (float)t;", "`t * 4` stays within `int`"),
+            ("int t = i; t = t + m; t = t * 4; y[i] = (float)t;", "`t * 4` stays within `int`"),
+            ("int acc = 0; for (int k = 0; k < K; k++) acc += i; y[i] = (float)acc;", "`acc + i` stays within `int`"),
+            ("int a = max(i, m) * 2; y[i] = (float)a;", "`max(i, m) * 2` stays within `int`"),
+            ("int a = min(i - m, 0) * 4; y[i] = (float)a;", "`min(i - m, 0) * 4` stays within `int`"),
+            ("int b = i * (m - i); y[i] = (float)b;", "`i * (m - i)` stays within `int`"),
+        ] {
+            let f = facts(&kernel(ints, positive, body));
+            assert!(f.iter().any(|x| x.contains(fact)), "{body}: {f:?}");
+        }
+        // Bounded by the types: `char` operands, a sum of at most 100 small steps.
+        for body in ["char c = (char)i; int t = c; t += 100; t *= 4; y[i] = (float)t;", "int acc = 0; for (int k = 0; k < 100; k++) acc += (i % 7); y[i] = (float)acc;"] {
+            let f = facts(&kernel(ints, positive, body));
+            assert!(f.iter().all(|x| !x.contains("`t ") && !x.contains("`acc")), "{body}: {f:?}");
+        }
+        // No `assume` at all: the block loop runs, so `B >= 1`; the grid's quotient of a `long`
+        // of either sign is at most `max((n + B - 1) / B, 0)`.
+        let f = facts(&kernel("long n, int B", "", "y[i] = 1.0f;"));
+        assert_eq!(f, ["(max((n + B - 1) / B, 0) - 1) * B + (B - 1) <= 2147483647 (`v * B + u` stays within `int`)"], "{f:?}");
     }
 
     #[test]

@@ -1041,3 +1041,37 @@ fn a_block_size_the_facts_make_divide_the_size_needs_no_guard() {
     let (f, tree) = tree_of(&src(""));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
+
+/// A byte of the index, `(char)(i % 256)`, wraps to -128..127 as C converts: `+ 128` stays
+/// inside `h[256]` and is proved; `+ 127` writes `h[-1]` at `i = 128`, caught and replayed.
+/// Before, the verifier took the conversion for the value itself (a false defect at `+ 128`)
+/// and the front end refused every size with the fact `255 <= 127`.
+#[test]
+fn a_conversion_to_char_wraps_in_the_proofs() {
+    let src = |offset: i32| {
+        format!(
+            "void bytes(int n, int B, int h[256], const float x[n]) {{
+  assume(n >= 1 && B >= 1);
+  meta_schedule {{
+    meta_for (int v = 0; v < (n + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {{
+        int i = v * B + u;
+        if (i < n)
+          h[(char)(i % 256) + {offset}] += 1;
+      }}
+  }}
+}}
+"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src(128));
+    assert!(f.facts.iter().all(|x| !x.condition.to_string().contains("127")), "{:?}", f.facts);
+    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
+    }
+    let (f, tree) = tree_of(&src(127));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
