@@ -686,6 +686,19 @@ impl Ranges<'_> {
 
     /// `e`'s range over the loop nest, in names the host knows for the whole call.
     fn range(&self, e: &Expr) -> Option<Range> {
+        let r = self.range_of(e)?;
+        // A range through a chain of definitions each reading the last twice (`a1 = a0 / 2 +
+        // a0 / 3; a2 = a1 / 2 + a1 / 3; ...`) doubles at each step: past the size a fact may
+        // have, it cannot be written, and is not kept.
+        let small = |x: &Expr| {
+            let mut nodes = 0usize;
+            walk_expr(x, &mut |_| nodes += 1);
+            nodes <= MAX_FACT_NODES
+        };
+        (small(&r.lo) && small(&r.hi)).then_some(r)
+    }
+
+    fn range_of(&self, e: &Expr) -> Option<Range> {
         match &e.kind {
             ExprKind::Int(v) => Some(Range::point(e, Some((i128::from(*v), i128::from(*v))))),
             ExprKind::Var(n) => match self.env.get(n) {

@@ -290,6 +290,17 @@ impl Checker<'_> {
         true
     }
 
+    /// A host scalar's definition, with the scalars it reads replaced by theirs, is at most
+    /// [`MAX_EXPANDED`] operations: the run-time checks (the driver's and the dispatcher's
+    /// `d = ...` is defined here) and the facts that read it are written so. A chain whose
+    /// every step reads the last twice (`d1 = d0 * 2 + d0 / B; d2 = d1 * 2 + d1 / B; ...`)
+    /// doubles at each step; 18 steps made a 192 MB header, 39 filled the memory.
+    fn not_too_large_once_expanded(&mut self, d: &Declarator) {
+        if self.expanded.get(&d.name.name).is_some_and(|n| *n > MAX_EXPANDED) {
+            self.err(d.init.span, format!("`{}` stands for more than {MAX_EXPANDED} operations once the scalars it reads are replaced by their definitions, as the run-time checks do; define it more directly (the definitions it reads each read the one before more than once)", d.name.name), "too large once expanded");
+        }
+    }
+
     /// Whether no scalar of the host code was defined as `id` before, in any block: the
     /// kernels take each host scalar as a parameter of its name, so two of one name in sibling
     /// blocks (two host loops each defining `s`), which C allows, would be one parameter here.
@@ -526,6 +537,7 @@ impl Checker<'_> {
                         continue;
                     }
                     self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
+                    self.not_too_large_once_expanded(d);
                     self.note_varying(&d.name.name, &d.init);
                     self.derived.insert(d.name.name.clone(), None);
                     items.derived.push(Derived { name: d.name.name.clone(), ty: *ty, value: d.init.clone(), poly: None });
@@ -544,6 +556,7 @@ impl Checker<'_> {
                         continue;
                     }
                     self.expanded.insert(d.name.name.clone(), expanded_size(&d.init, &self.expanded));
+                    self.not_too_large_once_expanded(d);
                     self.note_varying(&d.name.name, &d.init);
                     let poly = match try_to_poly(&d.init, &self.derived) {
                         Ok(p) => p,

@@ -433,3 +433,29 @@ fn an_array_larger_than_the_address_space() {
     refused("void f(int N, $float x[4294967296][4294967296], float y[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < 1; j++)\n        y[i] = x[0][i];\n  }\n}\n", "more bytes than a 64-bit address space");
     check_source("ok.mf", "void f(int N, const float x[2147483647], float y[N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < 1; j++)\n        y[i] = x[i];\n  }\n}\n").unwrap();
 }
+
+/// A chain of host scalars each reading the last twice doubles at each step once expanded,
+/// as the run-time checks expand it (18 steps made a 192 MB dispatch header, 39 filled the
+/// memory): refused where it passes 10,000 operations. The same chain of kernel locals is
+/// accepted at once (its range facts are not written past their size) and ranged no further.
+#[test]
+fn a_chain_of_definitions_that_doubles_is_refused_where_it_grows_too_large() {
+    let mut src = String::from("void chain(long n, int B, const float x[n], float y[n]) {\n  assume(n >= 1 && B >= 1);\n  long d0 = n;\n");
+    for k in 1..=39 {
+        if k == 11 {
+            src.push_str(&format!("  long d{k} = $d{} * 2 + d{} / B;\n", k - 1, k - 1));
+        } else {
+            src.push_str(&format!("  long d{k} = d{} * 2 + d{} / B;\n", k - 1, k - 1));
+        }
+    }
+    src.push_str("  meta_schedule {\n    meta_for (int v = 0; v < (d39 + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        long i = (long)v * B + u;\n        if (i < n) y[i] = x[i];\n      }\n  }\n}\n");
+    refused(&src, "`d11` stands for more than 10000 operations once the scalars it reads are replaced by their definitions");
+    let mut locals = String::from("void k(int n, int B, const float x[n], float y[n]) {\n  assume(n >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int v = 0; v < (n + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        long a0 = i;\n");
+    for k in 1..=40 {
+        locals.push_str(&format!("        long a{k} = a{} / 2 + a{} / 3;\n", k - 1, k - 1));
+    }
+    locals.push_str("        if (i < n) y[i] = x[i] + (float)a40;\n      }\n  }\n}\n");
+    // Before, this ran out of memory (2^40 nodes).
+    let program = check_source("locals.mf", &locals).unwrap_or_else(|e| panic!("{}", e.render(false)));
+    assert!(program.kernels[0].facts.iter().all(|f| f.condition.to_string().len() < 10_000));
+}
