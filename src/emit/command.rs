@@ -6,6 +6,7 @@
 use crate::command::{self, Failure};
 use crate::emit::dispatch::Wisdom;
 use crate::output::{manifest::{OutputKind, Provenance, SourceRef}, write_dir, DirFiles};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The source program's copy in an output directory.
@@ -241,6 +242,16 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let (files, trees, summary) = built.map_err(|e| Failure::of_work(format!("error: {e}")))?;
     let from = Provenance { output: OutputKind::Gen, source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
     write_dir(r.output, &files, from, crate::output::Foreign::forced(r.force)).map_err(|e| Failure::input(format!("error: {e}")))?;
+    // Names that differ only in case (functions `scale` and `Scale`) are two files here and
+    // one on a file system that ignores case (macOS's and Windows' defaults).
+    let pairs = case_only_pairs(files.keys());
+    if let Some((a, b)) = pairs.first() {
+        let more = match pairs.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more pair{})", if n == 1 { "" } else { "s" }),
+        };
+        crate::command::warn(&format!("{name}: warning: the output files `{a}` and `{b}`{more} differ only in case: on a file system that ignores case (macOS's and Windows' defaults) one would replace the other; rename one of the functions or schedules they come from"));
+    }
     // A `cache(...)` hint no kernel follows is said, as a compiler says of a hint it ignores,
     // at its schedule's `meta_schedule`.
     let source = crate::frontend::source::SourceFile::new(name.clone(), text.clone());
@@ -286,4 +297,19 @@ fn json_summary(output: &Path, trees: &[(&crate::frontend::model::KernelFunction
     let names: Vec<&String> = files.keys().collect();
     let record = serde_json::json!({"output": command::shown(output), "schedules": schedules, "files": names});
     serde_json::to_string_pretty(&record).map(|s| s + "\n").unwrap_or_else(|_| "{}\n".into())
+}
+
+/// The pairs of names of `names` that are equal ignoring ASCII case, each once, in order.
+fn case_only_pairs<'a>(names: impl Iterator<Item = &'a String>) -> Vec<(&'a str, &'a str)> {
+    let mut first: BTreeMap<String, &'a str> = BTreeMap::new();
+    let mut pairs = Vec::new();
+    for n in names {
+        match first.get(&n.to_ascii_lowercase()) {
+            Some(earlier) => pairs.push((*earlier, n.as_str())),
+            None => {
+                first.insert(n.to_ascii_lowercase(), n.as_str());
+            }
+        }
+    }
+    pairs
 }

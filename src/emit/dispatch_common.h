@@ -23,7 +23,7 @@ typedef struct metafork_device {
 /* Negative results of select and launch. */
 enum {
   METAFORK_ASSERT_FAILED = -1,       /* an assert() of the program is false; detail: the fact */
-  METAFORK_OUTSIDE_ASSUMPTIONS = -2, /* an assume() of the program is false: no kernel is valid there; detail: the fact */
+  METAFORK_OUTSIDE_ASSUMPTIONS = -2, /* an assume() of the program is false, or its arithmetic (a scalar, a grid, a kernel's integer operation) is undefined: no kernel is valid there; detail: the fact or the definition */
   METAFORK_NO_KERNEL = -3,           /* the tree has no kernel for this device and these parameters; detail: the counter */
   METAFORK_OVERFLOW = -4,            /* a constraint could not be evaluated in 128-bit integers */
   METAFORK_NO_LEAF = -5,             /* the compiled leaves need more registers than the device offers at this block size */
@@ -45,7 +45,7 @@ static inline int metafork_bucket(long long v) { int b = -1; while (v > 0) { v >
 static inline const char *metafork_status_string(int status) {
   switch (status) {
   case METAFORK_ASSERT_FAILED: return "an assert() of the program does not hold";
-  case METAFORK_OUTSIDE_ASSUMPTIONS: return "an assume() of the program does not hold, so no kernel is valid";
+  case METAFORK_OUTSIDE_ASSUMPTIONS: return "outside the program's assumptions: an assume() does not hold, or the program's own arithmetic is undefined there (the detail says which), so no kernel is valid";
   case METAFORK_NO_KERNEL: return "no kernel exists for this device and these parameters";
   case METAFORK_OVERFLOW: return "the parameters are too large to evaluate the constraints";
   case METAFORK_NO_LEAF: return "no compiled kernel fits this device at these parameters";

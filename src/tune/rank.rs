@@ -176,8 +176,8 @@ pub fn check_request(function: &KernelFunction, request: &Request) -> Result<(),
     // A value must fit the parameter's C type: the kernel computes with it in that type.
     for (name, value) in request.sizes.iter().map(|(n, v)| (n, *v)).chain(request.values.iter().flat_map(|(n, vs)| vs.iter().map(move |v| (n, *v)))) {
         let ty = function.params.iter().find(|p| &p.name == name).map_or(crate::frontend::ast::ScalarType::Long, |p| p.ty);
-        if ty == crate::frontend::ast::ScalarType::Int && i32::try_from(value).is_err() {
-            return Err(format!("`{name}` = {value} does not fit `int`, the type of `{name}` in `{}`", function.name));
+        if ty.integer_range().is_some_and(|(least, most)| value < least || value > most) {
+            return Err(format!("`{name}` = {value} does not fit `{ty}`, the type of `{name}` in `{}`", function.name));
         }
     }
     // The sizes alone may already make the program's own arithmetic undefined (`n * n * n` in

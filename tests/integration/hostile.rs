@@ -384,6 +384,14 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
     // Sizes beyond `int`.
     let o = metafork(&dir, &["tune", "s.mf", "--device", "h100", "--size", "N=3000000000"]);
     assert!(o.status.code() == Some(1) && text(&o).contains("does not fit `int`"), "{}", text(&o));
+    // And beyond `char`: a sweep found 200, -129 and 100000 ranked for a `char` size.
+    fs::write(dir.join("c.mf"), "void cs(int N, char c, int B, float y[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int v = 0; v < (N + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) y[i] = (float)c;\n      }\n  }\n}\n").unwrap();
+    for c in ["200", "-129", "100000"] {
+        let o = metafork(&dir, &["tune", "c.mf", "--device", "h100", "--size", "N=1024", "--size", &format!("c={c}")]);
+        assert!(o.status.code() == Some(1) && text(&o).contains(&format!("`c` = {c} does not fit `signed char`")), "{}", text(&o));
+    }
+    let o = metafork(&dir, &["tune", "c.mf", "--device", "h100", "--size", "N=1024", "--size", "c=-128"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // A full standard output is an error, not a panic.
     gen_into(&dir, "s.mf", "sx");
     let full = fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
@@ -537,4 +545,23 @@ fn a_guarded_division_adds_no_fact() {
     for unguarded in ["c[i] = a[i] / M;", "c[i] = M >= 0 ? a[i] / M : 0;", "c[i] = M != 1 ? a[i] / M : 0;", "if (M == 0) c[i] = a[i] / M;"] {
         assert!(defined(unguarded).iter().any(|f| f == "M != 0"), "{unguarded}: {:?}", defined(unguarded));
     }
+}
+
+/// Functions `scale` and `Scale`: their files differ only in case, one replaces the other on
+/// macOS's and Windows' default file systems. `gen` writes them (they are distinct here) and
+/// warns once, naming a pair; a program without such names gets no warning.
+#[test]
+fn output_files_that_differ_only_in_case_are_warned_of() {
+    let dir = scratch("case-only-names");
+    let lower = SAXPY.replace("saxpy", "scale");
+    fs::write(dir.join("c.mf"), format!("{lower}\n{}", SAXPY.replace("saxpy", "Scale"))).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "c.mf", "-o", "out"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(err.matches("differ only in case").count(), 1, "{err}");
+    assert!(err.contains("`metafork_run_Scale.cu` and `metafork_run_scale.cu` (and 5 more pairs)"), "{err}");
+    assert!(dir.join("out/scale_dispatch.cu").exists() && dir.join("out/Scale_dispatch.cu").exists());
+    fs::write(dir.join("d.mf"), lower).unwrap();
+    let o = metafork(&dir, &["gen", "--emit-cuda", "d.mf", "-o", "out2"]);
+    assert!(o.status.success() && !String::from_utf8_lossy(&o.stderr).contains("differ only in case"), "{}", text(&o));
 }
