@@ -380,7 +380,9 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     // The code that runs, as the tree's root counts it: `cache(...)` staged in
                     // shared memory where its safety checks pass (issue 24: the unstaged form
                     // reported 0 shared bytes for every cached schedule).
-                    let staged = crate::strategy::caching::stage(k, &kernel, &backend).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?.kernel;
+                    // The root's own choices too (CSE, prefetching) and what follows from them
+                    // (32-bit tile indices, promoted accumulators): the code `gen` writes.
+                    let staged = crate::tree::code_at_root(k, &kernel, &backend).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?;
                     rows.push(count_with_cuda(Some(k), &staged, &ptxas).map_err(|e| Failure::of_work(format!("error: {}: {e}", s.name)))?);
                     // The accesses of the same code: with `cache(...)` staged, the tiles' global
                     // loads and the shared accesses that replace the program's.

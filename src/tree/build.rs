@@ -221,33 +221,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
     // The root's candidates (as written, with CSE, prefetched) are compared as the code that
     // runs; only the one kept is counted (counting is most of a code's cost: 1-3 ms of LLVM
     // pipeline; mvt's trees counted two codes each only to drop them).
-    let made = b.made(&kernel)?;
-    let not_cached: Vec<(String, String)> = made.refused.iter().filter(|(a, _)| !made.cached.contains(a)).cloned().collect();
-    let mut applied = Vec::new();
-    let mut decisions = Vec::new();
-    if !made.cached.is_empty() {
-        applied.push(Strategy::CacheInSharedMemory);
-        decisions.push(format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), made.cached.join(", ")));
-    }
-    // CSE at the root, kept when it changes the code that runs.
-    let with_cse = Kernel { cse: CSE_LEVEL, ..kernel.clone() };
-    let made_cse = b.made(&with_cse)?;
-    let (kernel, made) = if made_cse.kernel.body != made.kernel.body {
-        applied.push(Strategy::EliminateCommonSubexpressions);
-        decisions.push(format!("apply {} (level {CSE_LEVEL})", Strategy::EliminateCommonSubexpressions.name()));
-        (with_cse, made_cse)
-    } else {
-        (kernel, made)
-    };
-    // Prefetching at the root, kept when it changes the code that runs.
-    let kernel = match prefetch(function, &kernel, backend) {
-        Some(p) if b.made(&p)?.kernel.body != made.kernel.body => {
-            applied.push(Strategy::Prefetch);
-            decisions.push(format!("apply {}", Strategy::Prefetch.name()));
-            p
-        }
-        _ => kernel,
-    };
+    let RootChoice { kernel, applied, decisions, not_cached } = root_choice(&mut b, &kernel)?;
     let ev = b.evaluate(&kernel)?;
     b.nodes.push(Node {
         id: 0,
@@ -351,7 +325,7 @@ impl Builder<'_> {
         // Staging does not depend on the flags that act on the staged code: stage once, then
         // apply them: unrolling and the register cap as flags, 32-bit indices, then CSE.
         let unrolled = unstaged_flags_cleared(kernel);
-        let mut staged = match self.staged.get(&unrolled) {
+        let staged = match self.staged.get(&unrolled) {
             Some(s) => s.clone(),
             None => {
                 let s = stage(self.function, &unrolled, self.backend)?;
@@ -359,36 +333,7 @@ impl Builder<'_> {
                 s
             }
         };
-        staged.kernel.no_unroll = kernel.no_unroll;
-        staged.kernel.max_registers = kernel.max_registers;
-        // Tile index arithmetic is 32-bit in every staged code (`strategy::narrow` says why it
-        // cannot overflow under any leaf's constraints), not a strategy the tree must choose.
-        staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
-        staged.kernel = eliminate(&staged.kernel, kernel.cse);
-        staged.kernel.cse = kernel.cse;
-        // Accumulators that stay in registers across the tile loop (`strategy::promote`).
-        if let Some(p) = crate::strategy::promote::promote(&staged.kernel) {
-            staged.kernel = p;
-        }
-        // Reductions summed in the block first (`strategy::block_reduce`), where they apply.
-        if kernel.block_reduce {
-            if let Some(r) = crate::strategy::block_reduce::block_reduce(&staged.kernel) {
-                // Its shared subscripts in 32 bits too, where no tile made the code narrow.
-                staged.kernel = narrow::narrow(&r).unwrap_or(r);
-            }
-            staged.kernel.block_reduce = true;
-        }
-        if let Some(condition) = &kernel.unroll {
-            if let Some(u) = unroll(self.function, &staged.kernel).filter(|u| u.trip_count == *condition) {
-                staged.kernel = u.kernel;
-            }
-            staged.kernel.unroll = kernel.unroll.clone();
-        }
-        if kernel.merged {
-            staged.kernel = merge(&staged.kernel).ok_or("iteration merging does not apply to this code")?;
-            staged.kernel.merged = true;
-        }
-        Ok(staged)
+        code_that_runs(self.function, staged, kernel)
     }
 
     /// `now` is about to be evaluated here and each code `next` yields after it is likely to be
@@ -785,6 +730,96 @@ pub fn strategy_variants(function: &KernelFunction, kernel: Kernel, backend: &Ba
     runs
 }
 
+/// The root's code and how it was chosen: the program's code, with `cache(...)` staged where
+/// its checks pass, then CSE and prefetching each kept where they change the code that runs.
+struct RootChoice {
+    kernel: Kernel,
+    applied: Vec<Strategy>,
+    decisions: Vec<String>,
+    /// The `cache(...)` arrays no code stages, with why.
+    not_cached: Vec<(String, String)>,
+}
+
+fn root_choice(b: &mut Builder, kernel: &Kernel) -> Result<RootChoice, String> {
+    let (function, backend) = (b.function, b.backend);
+    let kernel = kernel.clone();
+    let made = b.made(&kernel)?;
+    let not_cached: Vec<(String, String)> = made.refused.iter().filter(|(a, _)| !made.cached.contains(a)).cloned().collect();
+    let mut applied = Vec::new();
+    let mut decisions = Vec::new();
+    if !made.cached.is_empty() {
+        applied.push(Strategy::CacheInSharedMemory);
+        decisions.push(format!("apply {}: {}", Strategy::CacheInSharedMemory.name(), made.cached.join(", ")));
+    }
+    // CSE at the root, kept when it changes the code that runs.
+    let with_cse = Kernel { cse: CSE_LEVEL, ..kernel.clone() };
+    let made_cse = b.made(&with_cse)?;
+    let (kernel, made) = if made_cse.kernel.body != made.kernel.body {
+        applied.push(Strategy::EliminateCommonSubexpressions);
+        decisions.push(format!("apply {} (level {CSE_LEVEL})", Strategy::EliminateCommonSubexpressions.name()));
+        (with_cse, made_cse)
+    } else {
+        (kernel, made)
+    };
+    // Prefetching at the root, kept when it changes the code that runs.
+    let kernel = match prefetch(function, &kernel, backend) {
+        Some(p) if b.made(&p)?.kernel.body != made.kernel.body => {
+            applied.push(Strategy::Prefetch);
+            decisions.push(format!("apply {}", Strategy::Prefetch.name()));
+            p
+        }
+        _ => kernel,
+    };
+    Ok(RootChoice { kernel, applied, decisions, not_cached })
+}
+
+/// The code the root of `kernel`'s tree runs, as `gen` writes it: what `metafork counters`
+/// reports. Only the root's choice is made (no counter is evaluated, no fork built).
+pub fn code_at_root(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Kernel, String> {
+    let machine = MachineSymbols::avoiding(&program_symbols(function));
+    let root = root_constraints(function, &machine);
+    let mut b = Builder { function, backend, machine, nodes: Vec::new(), cache: Memo::default(), staged: Memo::default(), applied: Memo::default(), reduced: Memo::default(), blocked: Memo::default(), granularity: Memo::default(), root, conditions: Memo::default(), perf_levels: 0, speculated: Memo::default(), speculator: Default::default(), speculate: Speculate::Always };
+    let choice = root_choice(&mut b, kernel)?;
+    Ok(b.made(&choice.kernel)?.kernel)
+}
+
+/// What runs of `kernel` once staged (`staged`: its code staged in shared memory, flags aside):
+/// its flags applied in the order the tree applies them (unrolling and the register cap as
+/// flags, 32-bit tile indices, CSE, promoted accumulators, block reductions, the unrolled and
+/// merged forms).
+fn code_that_runs(function: &KernelFunction, mut staged: crate::strategy::caching::Staged, kernel: &Kernel) -> Result<crate::strategy::caching::Staged, String> {
+    staged.kernel.no_unroll = kernel.no_unroll;
+    staged.kernel.max_registers = kernel.max_registers;
+    // Tile index arithmetic is 32-bit in every staged code (`strategy::narrow` says why it
+    // cannot overflow under any leaf's constraints), not a strategy the tree must choose.
+    staged.kernel = narrow::narrow(&staged.kernel).unwrap_or(staged.kernel);
+    staged.kernel = eliminate(&staged.kernel, kernel.cse);
+    staged.kernel.cse = kernel.cse;
+    // Accumulators that stay in registers across the tile loop (`strategy::promote`).
+    if let Some(p) = crate::strategy::promote::promote(&staged.kernel) {
+        staged.kernel = p;
+    }
+    // Reductions summed in the block first (`strategy::block_reduce`), where they apply.
+    if kernel.block_reduce {
+        if let Some(r) = crate::strategy::block_reduce::block_reduce(&staged.kernel) {
+            // Its shared subscripts in 32 bits too, where no tile made the code narrow.
+            staged.kernel = narrow::narrow(&r).unwrap_or(r);
+        }
+        staged.kernel.block_reduce = true;
+    }
+    if let Some(condition) = &kernel.unroll {
+        if let Some(u) = unroll(function, &staged.kernel).filter(|u| u.trip_count == *condition) {
+            staged.kernel = u.kernel;
+        }
+        staged.kernel.unroll = kernel.unroll.clone();
+    }
+    if kernel.merged {
+        staged.kernel = merge(&staged.kernel).ok_or("iteration merging does not apply to this code")?;
+        staged.kernel.merged = true;
+    }
+    Ok(staged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,3 +852,4 @@ mod tests {
         }
     }
 }
+

@@ -394,6 +394,7 @@ impl Tree {
 }
 
 mod build;
+pub use build::code_at_root;
 mod collapse;
 mod same_choice;
 mod contention;

@@ -493,3 +493,22 @@ fn the_counters_pipeline_gives_the_estimates_default_o2_gives() {
     }
     assert!(compared > 50, "only {compared} codes were compared");
 }
+
+/// `metafork counters` reports the code the tree's root runs, as `gen` writes it: staged, with
+/// the root's CSE and prefetching, 32-bit tile indices and promoted accumulators. A sweep found it compiling
+/// the staged code alone (64-bit tile arithmetic): nvcc gave 56 registers where `gen`'s root
+/// leaf takes 32.
+#[test]
+fn counters_reports_the_code_the_root_runs() {
+    let backend = constraints::solver::Backend::default();
+    for example in ["matmul.mf", "blur.mf", "transpose.mf"] {
+        let path = format!("{}/examples/{example}", env!("CARGO_MANIFEST_DIR"));
+        for (f, tree) in common::trees_of(&path, &std::fs::read_to_string(&path).unwrap(), &backend) {
+            let schedule = f.schedules.iter().find(|s| s.name == tree.schedule).unwrap();
+            let kernel = Kernel::from_schedule(&f, schedule).unwrap();
+            let runs = metafork::tree::code_at_root(&f, &kernel, &backend).unwrap();
+            assert_eq!(format!("{:?}", runs), format!("{:?}", *tree.nodes[0].staged), "{example}: {}", tree.schedule);
+            assert!(runs.shared.is_empty() || runs.narrow_index, "{example}: tiles indexed in 32 bits");
+        }
+    }
+}
