@@ -419,8 +419,11 @@ impl Ranges<'_> {
             StmtKind::If { cond, then_branch, else_branch } => {
                 self.operations(cond);
                 // A scalar either branch assigns is unknown after it.
-                for branch in std::iter::once(then_branch).chain(else_branch) {
+                for (k, branch) in std::iter::once(then_branch).chain(else_branch).enumerate() {
                     let saved = self.env.clone();
+                    if k == 0 {
+                        self.refine(cond);
+                    }
                     self.stmt(branch);
                     let assigned: Vec<String> = crate::access::assigned_scalars(branch);
                     self.env = saved;
@@ -468,6 +471,48 @@ impl Ranges<'_> {
             }
             _ => {}
         }
+    }
+
+    /// Where `cond` holds: each local of a conjunct `x < e` (`<=`, `>`, `>=`, either way
+    /// round) with `e` one value of the host's (a parameter, `n * m`) bounded by `e` instead:
+    /// under `if (i < n && j < m)`, `i * m + j` is at most `(n - 1) * m + (m - 1)`, where the
+    /// rounded-up grid alone would allow more (a safe `n * m` just below 2^31 was refused).
+    fn refine(&mut self, cond: &Expr) {
+        let ExprKind::Binary(op, a, b) = &cond.kind else { return };
+        if *op == BinOp::And {
+            self.refine(a);
+            self.refine(b);
+            return;
+        }
+        let local = |e: &Expr| match &e.kind {
+            ExprKind::Var(x) if matches!(self.env.get(x), Some(Some(_))) => Some(x.clone()),
+            _ => None,
+        };
+        let (x, bound, op) = match (local(a), local(b)) {
+            (Some(x), _) => (x, b, *op),
+            (None, Some(x)) => (x, a, flip(*op)),
+            _ => return,
+        };
+        let (Some(Some(r)), Some(g)) = (self.env.get(&x).cloned(), self.range(bound)) else { return };
+        if !g.is_point() {
+            return;
+        }
+        let shift = |e: Expr, by: i64| if by < 0 { binary(BinOp::Sub, e, int(-by)) } else { binary(BinOp::Add, e, int(by)) };
+        let at = |b: Option<(i128, i128)>, by: i128| b.and_then(|(l, h)| Some((l.checked_add(by)?, h.checked_add(by)?)));
+        let refined = match op {
+            BinOp::Lt | BinOp::Le => {
+                let by = if op == BinOp::Lt { -1 } else { 0 };
+                let most = at(g.bounds, by).map(|(_, h)| h);
+                Range { hi: shift(g.hi, by as i64), bounds: r.bounds.map(|(l, h)| (l, most.map_or(h, |m| h.min(m)))), lo: r.lo }
+            }
+            BinOp::Gt | BinOp::Ge => {
+                let by = if op == BinOp::Gt { 1 } else { 0 };
+                let least = at(g.bounds, by).map(|(l, _)| l);
+                Range { lo: shift(g.lo, by as i64), bounds: r.bounds.map(|(l, h)| (least.map_or(l, |m| l.max(m)), h)), hi: r.hi }
+            }
+            _ => return,
+        };
+        self.env.insert(x, Some(refined));
     }
 
     /// The scalars of `l`'s body assigned once, by `x += e` or `x -= e` with `e` reading
@@ -1123,6 +1168,36 @@ mod tests {
         // of either sign is at most `max((n + B - 1) / B, 0)`.
         let f = facts(&kernel("long n, int B", "", "y[i] = 1.0f;"));
         assert_eq!(f, ["(max((n + B - 1) / B, 0) - 1) * B + (B - 1) <= 2147483647 (`v * B + u` stays within `int`)"], "{f:?}");
+    }
+
+    /// Under `if (i < n && j < m)`, `i * m + j` is at most `n * m - 1`, which the extent's own
+    /// fact `n * m <= 2147483647` keeps: no fact of its own (a sweep found `n = 42949, m =
+    /// 50000` refused for the rounded-up grid). Without the guard on `j`, the grid bounds it.
+    #[test]
+    fn a_guard_bounds_the_locals_it_compares() {
+        let src = |guard: &str| {
+            format!(
+                "void flat2(int n, int m, int B0, int B1, const float a[n*m], float c[n*m]) {{
+  assume(n >= 1 && m >= 1 && B0 >= 1 && B1 >= 1);
+  meta_schedule {{
+    meta_for (int v = 0; v < (n + B0 - 1) / B0; v++)
+      meta_for (int w = 0; w < (m + B1 - 1) / B1; w++)
+        meta_for (int u = 0; u < B0; u++)
+          meta_for (int q = 0; q < B1; q++) {{
+            int i = v * B0 + u;
+            int j = w * B1 + q;
+            if ({guard})
+              c[i * m + j] = 2.0f * a[i * m + j];
+          }}
+  }}
+}}
+"
+            )
+        };
+        let f = facts(&src("i < n && j < m"));
+        assert!(f.iter().any(|x| x.starts_with("n * m <= 2147483647")) && f.iter().all(|x| !x.contains("`i * m")), "{f:?}");
+        let f = facts(&src("i < n && j >= 0"));
+        assert!(f.iter().any(|x| x.contains("`i * m + j` stays within `int`")), "{f:?}");
     }
 
     #[test]
