@@ -142,17 +142,25 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
                 let subscripts = |xs: &[i64]| xs.iter().map(|x| format!("[{x}]")).collect::<String>();
                 let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true, step_budget: Some(AS_WRITTEN_STEPS), kernel_only: true }) {
                     Outcome::Fault(Fault::Race { array, element, first, second }) => {
-                        let Some(at) = source_span(&schedule.body, &second.1).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
-                        crate::frontend::Diagnostic::new(
+                        // A sum across iterations (`tot[0] += ...`, an atomic add) that the same
+                        // schedule also reads or writes otherwise: that other access is the one
+                        // to move, and the note says so (both print as `tot[0]`).
+                        let conflict = reduction_conflict(&schedule.body, &array);
+                        let Some(at) = conflict.as_ref().map(|c| c.0).or_else(|| source_span(&schedule.body, &second.1)).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
+                        let d = crate::frontend::Diagnostic::new(
                             at,
                             format!("schedule `{}` races as written: `{}` by {} and `{}` by {} touch `{array}{}` with nothing ordering them, at {}", schedule.name, first.1, first.0, second.1, second.0, subscripts(&element), values.join(", ")),
-                            "one of the two accesses",
-                        )
-                        .with_note(if summed(&schedule.body, &first.1) && first.1 == second.1 {
+                            if conflict.is_some() { "an access beside the sum" } else { "one of the two accesses" },
+                        );
+                        if let Some((_, sum)) = &conflict {
+                            d.with_note(&format!("`{sum} += ...` is a sum across the `meta_for` iterations (a reduction: an atomic add), complete only when the schedule ends, and this access reads or writes `{array}` while other iterations still add to it; read the sum after the `meta_schedule`, in a later schedule"))
+                        } else {
+                            d.with_note(if summed(&schedule.body, &first.1) && first.1 == second.1 {
                             "this `+=` was taken as each iteration's own element, since its subscripts name every `meta_for` counter, but the counters cancel and the iterations meet: write the subscript without them (as `s[0]`) and it is a sum across iterations (a reduction)"
                         } else {
                             "different iterations of the `meta_for` loops reach one element and one of them writes it: a dependence carried by a `meta_for`; make the loop that carries it a serial `for`, or, for a sum, write `+=` (a reduction)"
-                        })
+                            })
+                        }
                     }
                     Outcome::Fault(Fault::OutOfBounds { array, site, index, extents, who }) => {
                         let Some(at) = source_span(&schedule.body, &site) else { continue };
@@ -171,6 +179,49 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
         }
     }
     Ok(())
+}
+
+/// Where `body` both sums into `array` across iterations (an update marked a reduction) and
+/// reads or writes it otherwise: that other access's span, and the sum's target as written.
+fn reduction_conflict(body: &[crate::frontend::ast::Stmt], array: &str) -> Option<(crate::frontend::source::Span, String)> {
+    use crate::frontend::ast::{AssignOp, ExprKind, StmtKind};
+    let (mut sum, mut other) = (None, None);
+    let is_array = |e: &crate::frontend::ast::Expr| matches!(&e.kind, ExprKind::Index { array: a, .. } if a.name == array);
+    crate::strategy::walk::walk_stmts(body, &mut |s| {
+        let (target, value, atomic) = match &s.kind {
+            StmtKind::Assign { target, value, op } => (Some(target), Some(value), *op == AssignOp::AtomicAdd),
+            _ => (None, None, false),
+        };
+        if let Some(t) = target.filter(|t| is_array(t)) {
+            if atomic {
+                sum.get_or_insert_with(|| t.to_string());
+            } else {
+                other.get_or_insert(t.span);
+            }
+        }
+        // Reads: in the value, in subscripts, in conditions and bounds.
+        let mut reads = |e: &crate::frontend::ast::Expr| crate::frontend::ast::walk_expr(e, &mut |x| {
+            if is_array(x) && other.is_none() {
+                other = Some(x.span);
+            }
+        });
+        match &s.kind {
+            StmtKind::Assign { target, .. } => {
+                if let ExprKind::Index { indices, .. } = &target.kind {
+                    indices.iter().for_each(&mut reads);
+                }
+                value.into_iter().for_each(&mut reads);
+            }
+            StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| reads(&d.init)),
+            StmtKind::If { cond, .. } => reads(cond),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => {
+                reads(&l.lo);
+                reads(&l.hi);
+            }
+            _ => {}
+        }
+    });
+    Some((other?, sum?))
 }
 
 /// Whether `site` is the target of a `+=` or `-=` in `body`.

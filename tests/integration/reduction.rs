@@ -423,3 +423,19 @@ fn a_subscript_that_folds_its_counters_is_a_reduction() {
     assert!(err.contains("cancel.mf:9:11: schedule `fold` races as written") && err.contains("the counters cancel"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A sum read back in its own schedule (`tot[0] += a[i]; out[i] = tot[0];`): refused as a race
+/// (other iterations are still adding), located at the read, with a note that says the sum is
+/// complete only after the schedule. A sweep found it located at the `+=` and advised writing
+/// `+=`, which the line already did.
+#[test]
+fn a_sum_read_in_its_own_schedule_is_refused_at_the_read() {
+    let dir = scratch("reduction-read-back");
+    let source = dir.join("redread.mf");
+    std::fs::write(&source, "void redread(int n, int B, const float a[n], float tot[1], float out[n]) {\n  assume(n >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int g = 0; g < (n + B - 1) / B; g++)\n      meta_for (int t = 0; t < B; t++) {\n        int i = g * B + t;\n        if (i < n) {\n          tot[0] += a[i];\n          out[i] = tot[0];\n        }\n      }\n  }\n}\n").unwrap();
+    let g = metafork(&["gen", "--color", "never", source.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    assert_eq!(g.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&g.stderr);
+    assert!(err.contains("redread.mf:9:20: schedule `redread` races as written") && err.contains("`tot[0] += ...` is a sum across the `meta_for` iterations") && !err.contains("write `+=`"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
