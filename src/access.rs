@@ -98,12 +98,15 @@ pub fn is_element_value(name: &str) -> bool {
     name.starts_with(AUX_VALUE)
 }
 
-/// A `min`/`max` auxiliary's definition: the larger (`max`) or smaller of `a` and `b`.
+/// A `min`/`max` auxiliary's definition: the larger (`max`) or smaller of `a` and `b`; or,
+/// with `when`, a `c ? a : b`: `a` where the first constraints (what `c` implies) hold, `b`
+/// where the second (what `!c` implies) do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChoiceDef {
     pub a: Poly,
     pub b: Poly,
     pub max: bool,
+    pub when: Option<(Vec<Constraint>, Vec<Constraint>)>,
 }
 
 /// The most cases one access is split into by its `min`/`max` choices; beyond, the subscripts
@@ -255,9 +258,12 @@ impl<'b> Collector<'b> {
 
     /// The auxiliary for the larger (`max`) or smaller of `a` and `b`, with its facts.
     fn choice(&mut self, a: Poly, b: Poly, max: bool) -> Option<Poly> {
+        self.chosen(ChoiceDef { a, b, max, when: None })
+    }
+
+    fn chosen(&mut self, def: ChoiceDef) -> Option<Poly> {
         let choices = self.choices.as_mut()?;
-        let def = ChoiceDef { a, b, max };
-        let mut key = format!("{}|{}|{}", def.max, def.a, def.b).bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        let mut key = format!("{}|{}|{}|{:?}", def.max, def.a, def.b, def.when).bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
         while choices.get(&format!("{AUX_CHOICE}{key:x}")).is_some_and(|d| *d != def) {
             key = key.wrapping_add(1);
         }
@@ -265,8 +271,10 @@ impl<'b> Collector<'b> {
         if !choices.contains_key(&name) {
             choices.insert(name.clone(), def.clone());
             let m = self.aux(&name);
-            for side in [&def.a, &def.b] {
-                self.context.add(if def.max { Constraint::ge(&m, side) } else { Constraint::le(&m, side) });
+            if def.when.is_none() {
+                for side in [&def.a, &def.b] {
+                    self.context.add(if def.max { Constraint::ge(&m, side) } else { Constraint::le(&m, side) });
+                }
             }
         }
         Some(Poly::var(&name))
@@ -295,6 +303,16 @@ impl<'b> Collector<'b> {
             }
             let def = &choices[v.name()];
             let m = Poly::var(v.name());
+            if let Some((then, otherwise)) = &def.when {
+                for (chosen, holding) in [(&def.a, then), (&def.b, otherwise)] {
+                    let mut case = a.clone();
+                    case.indices = a.indices.iter().map(|p| p.as_ref().map(|p| p.substitute(&v, chosen))).collect();
+                    case.guards.extend(holding.iter().cloned());
+                    case.guards.push(Constraint::eq(&m, chosen));
+                    todo.push(case);
+                }
+                continue;
+            }
             for (chosen, other, strict) in [(&def.a, &def.b, false), (&def.b, &def.a, true)] {
                 let mut case = a.clone();
                 case.indices = a.indices.iter().map(|p| p.as_ref().map(|p| p.substitute(&v, chosen))).collect();
@@ -435,6 +453,17 @@ impl<'b> Collector<'b> {
                 Some(self.element_value(&array.name, elem, indices))
             }
             // Integer operands only: a float expression has no polynomial, so `None` already.
+            // `c ? a : b`: a choice of `a` where `c` holds and of `b` where it does not, each
+            // case of an access guarded by what the condition implies there (a clamp
+            // `v < 0 ? 0 : (v > 255 ? 255 : v)` is in `[0, 255]`).
+            ExprKind::Cond(c, a, b) if self.choices.is_some() => {
+                let then = self.condition(c, true, env, guards);
+                let otherwise = self.condition(c, false, env, guards);
+                let under = |extra: &[Constraint]| guards.iter().chain(extra).cloned().collect::<Vec<_>>();
+                let x = self.poly(a, env, &under(&then))?;
+                let y = self.poly(b, env, &under(&otherwise))?;
+                self.chosen(ChoiceDef { a: x, b: y, max: false, when: Some((then, otherwise)) })
+            }
             ExprKind::Call(f, args) if self.choices.is_some() => match (f.name.as_str(), args.as_slice()) {
                 ("min" | "max", [a, b]) => {
                     let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);

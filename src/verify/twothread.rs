@@ -205,7 +205,8 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
             }
         }
         for (name, def) in col.choices.iter().flatten() {
-            if def.a.vars().iter().chain(def.b.vars().iter()).all(|v| shared_vars.contains(v.name())) {
+            let conditions = def.when.iter().flat_map(|(t, e)| t.iter().chain(e)).flat_map(|c| c.vars());
+            if def.a.vars().into_iter().chain(def.b.vars()).chain(conditions).all(|v| shared_vars.contains(v.name())) {
                 shared_vars.insert(name.clone());
             }
         }
