@@ -86,6 +86,9 @@ pub fn builtin_var(b: Builtin) -> String {
 /// names that no user name can be ([`crate::names`]).
 pub const AUX_QUOTIENT: &str = "$aux_q";
 pub const AUX_REMAINDER: &str = "$aux_r";
+/// The prefixes of a division of a dividend of either sign, truncated toward 0 as C does.
+pub const AUX_TRUNCATED_QUOTIENT: &str = "$aux_tq";
+pub const AUX_TRUNCATED_REMAINDER: &str = "$aux_tr";
 /// Prefix of the quotient `q` of a program's fact `A % d == 0`, stated `A == d*q` in a context.
 pub const FACT_QUOTIENT: &str = "$fact_q";
 /// The prefix of a `min`/`max`/`abs` auxiliary.
@@ -136,6 +139,8 @@ pub struct Collector<'b> {
     pub accesses: Vec<Access>,
     /// The auxiliary integers introduced for `/` and `%`, by name.
     pub aux_defs: BTreeMap<String, AuxDef>,
+    /// The divisions truncated toward 0 (a dividend of either sign), by key: (dividend, divisor).
+    truncated: BTreeMap<u64, (Poly, Poly)>,
     /// The barrier count so far: starts at 0, +1 per barrier; `None` from the point where the
     /// count is not a polynomial (branches with different counts, a barrier loop whose trip
     /// count is not modelled or whose step is not 1). Within a loop whose body passes `K`
@@ -160,7 +165,7 @@ pub struct Collector<'b> {
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
     }
 
     /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
@@ -200,6 +205,28 @@ impl<'b> Collector<'b> {
         // Two's complement, as nvcc and the host compilers convert: `lo + (x - lo) mod 2^bits`.
         let (_, r, _) = self.floor_division(&x - &lo, &hi - &lo + Poly::one());
         Some(r + lo)
+    }
+
+    /// The quotient and remainder of `x` by `d` (`d >= 1`) as C computes them, truncated toward
+    /// 0, for a dividend of either sign: `x == d*q + r`, `-d < r < d`, and `r*x >= 0` (the
+    /// remainder has the dividend's sign; at `x == 0` both are 0), auxiliaries of the context
+    /// named as [`Self::floor_division`] names its own. `(i - 3) / 2 + 1` is `0` at `i = 0`.
+    fn truncated_division(&mut self, x: Poly, d: Poly) -> (Poly, Poly) {
+        let key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        let mut key = key;
+        while self.truncated.get(&key).is_some_and(|(dx, dd)| *dx != x || *dd != d) {
+            key = key.wrapping_add(1);
+        }
+        let q = self.aux(&format!("{AUX_TRUNCATED_QUOTIENT}{key:x}"));
+        let r = self.aux(&format!("{AUX_TRUNCATED_REMAINDER}{key:x}"));
+        if !self.truncated.contains_key(&key) {
+            self.context.add(Constraint::eq(&x, &(&d * &q + &r)));
+            self.context.add(Constraint::lt(&r, &d));
+            self.context.add(Constraint::lt(&(-d.clone()), &r));
+            self.context.add(Constraint::ge(&(&r * &x), &Poly::zero()));
+            self.truncated.insert(key, (x, d));
+        }
+        (q, r)
     }
 
     /// The quotient and remainder of `x` by `d` (`d >= 1`) rounded down, as auxiliaries of
@@ -425,11 +452,14 @@ impl<'b> Collector<'b> {
                 if let Some((q, r)) = self.divided_by_fact(&x, &d, &ctx) {
                     return Some(if *op == BinOp::Div { q } else { r });
                 }
-                for fact in [Constraint::ge(&x, &Poly::zero()), Constraint::ge(&d, &Poly::one())] {
-                    let trivially = fact.truth_if_constant() == Some(true);
-                    if !trivially && !matches!(self.backend.implies(&ctx, &fact), Implication::Proved) {
-                        return None;
-                    }
+                let proved = |fact: Constraint| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, &fact), Implication::Proved);
+                if !proved(Constraint::ge(&d, &Poly::one())) {
+                    return None;
+                }
+                if !proved(Constraint::ge(&x, &Poly::zero())) {
+                    // A dividend that may be negative: C's truncation toward 0.
+                    let (q, r) = self.truncated_division(x, d);
+                    return Some(if *op == BinOp::Div { q } else { r });
                 }
                 // With `x >= 0`, the quotient is too.
                 let (q, r, new) = self.floor_division(x, d);

@@ -1094,3 +1094,22 @@ fn a_subscript_chosen_by_a_condition_is_modelled_case_by_case() {
     let (f, tree) = tree_of(&src("i + 1 <= n"));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
+
+/// C truncates a quotient toward 0: `(i - 1) / 2` is 0 at `i = 0` (in bounds; rounding down
+/// would give -1), `(i - 3) / 2` is -1 there (out of bounds, caught and replayed). A dividend
+/// that may be negative was "not modelled" before.
+#[test]
+fn a_quotient_of_a_dividend_of_either_sign_truncates_toward_zero() {
+    let src = |j: &str| format!("void negdiv(int n, int B, const float a[n], float out[n]) {{\n  assume(n >= 4 && B >= 1);\n  meta_schedule {{\n    meta_for (int g = 0; g < (n + B - 1) / B; g++)\n      meta_for (int t = 0; t < B; t++) {{\n        int i = g * B + t;\n        if (i < n) {{\n          int j = {j};\n          out[i] = a[j];\n        }}\n      }}\n  }}\n}}\n");
+    let b = backend();
+    for j in ["(i - 1) / 2", "(i - 3) / 2 + 1", "(i - 3) % 2 + 1"] {
+        let (f, tree) = tree_of(&src(j));
+        let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
+        assert!(!reports.is_empty());
+        for r in &reports {
+            assert_eq!(r.status(), Status::Proved, "{j}: leaf {}", r.leaf);
+        }
+    }
+    let (f, tree) = tree_of(&src("(i - 3) / 2"));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
