@@ -307,6 +307,14 @@ impl<'b> Collector<'b> {
         Some(Poly::var(&name))
     }
 
+    /// Whether `p` names a choice made by a condition (`c ? a : b`): its value is tied to `c`
+    /// only where an access's subscript is split into its cases ([`Self::record`]); anywhere
+    /// else (a guard, a loop bound) it is either value, and what reads it is not exact.
+    fn names_conditional_choice(&self, p: &Poly) -> bool {
+        let Some(choices) = &self.choices else { return false };
+        p.vars().iter().any(|v| choices.get(v.name()).is_some_and(|d| d.when.is_some()))
+    }
+
     /// Record an access: once, or once per case of the `min`/`max` choices its subscripts
     /// name (more than [`MAX_CHOICE_CASES`]: the subscripts naming them are not modelled).
     fn record(&mut self, access: Access) {
@@ -529,7 +537,7 @@ impl<'b> Collector<'b> {
             ExprKind::Unary(UnOp::Not, a) => self.condition(a, !positive, env, guards),
             ExprKind::Binary(op, a, b) if op.is_comparison() => {
                 let comparison = match (self.poly(a, env, guards), self.poly(b, env, guards)) {
-                    (Some(x), Some(y)) => crate::frontend::polyexpr::comparison(*op, &x, &y),
+                    (Some(x), Some(y)) if !self.names_conditional_choice(&x) && !self.names_conditional_choice(&y) => crate::frontend::polyexpr::comparison(*op, &x, &y),
                     _ => None,
                 };
                 match comparison {
@@ -538,7 +546,7 @@ impl<'b> Collector<'b> {
                 }
             }
             ExprKind::Binary(BinOp::And | BinOp::Or, ..) => self.dropped(),
-            _ => match self.poly(e, env, guards) {
+            _ => match self.poly(e, env, guards).filter(|x| !self.names_conditional_choice(x)) {
                 // A scalar condition: true means "not zero".
                 Some(x) => {
                     let c = Constraint::ne(&x, &Poly::zero());
@@ -690,17 +698,24 @@ impl<'b> Collector<'b> {
                 inner.insert(l.var.name.clone(), Some(counter.clone()));
                 let mut g = guards.to_vec();
                 self.context.set_domain(Var::new(&l.var.name), Domain::integer());
-                if let Some(lo) = self.poly(&l.lo, env, guards) {
-                    g.push(Constraint::ge(&counter, &lo));
+                // A bound chosen by a condition (`c ? a : b`) is either value here, whatever
+                // `c`: the body's guards are then not exact.
+                let mut exact = true;
+                match self.poly(&l.lo, env, guards) {
+                    Some(lo) if !self.names_conditional_choice(&lo) => g.push(Constraint::ge(&counter, &lo)),
+                    Some(_) => exact = false,
+                    None => {}
                 }
-                if let Some(hi) = self.poly(&l.hi, env, guards) {
-                    g.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
+                match self.poly(&l.hi, env, guards) {
+                    Some(hi) if !self.names_conditional_choice(&hi) => g.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) }),
+                    Some(_) => exact = false,
+                    None => {}
                 }
                 let per_iteration = barrier_count(&l.body);
                 if per_iteration.as_ref().is_some_and(|k| k.is_zero()) {
-                    self.stmt(&l.body, &mut inner, &g);
+                    self.under(exact, |me| me.stmt(&l.body, &mut inner, &g));
                 } else {
-                    self.barrier_loop(l, env, guards, &g, &mut inner, per_iteration);
+                    self.under(exact, |me| me.barrier_loop(l, env, guards, &g, &mut inner, per_iteration));
                 }
                 for n in assigned {
                     if env.contains_key(&n) {
