@@ -76,7 +76,7 @@ fn mul_bounds(a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> Option<(i128,
 /// A non-negative dividend by a positive divisor (C's truncation is the floor there).
 fn div_bounds(a: Option<(i128, i128)>, b: Option<(i128, i128)>, rem: bool) -> Option<(i128, i128)> {
     let ((al, ah), (bl, bh)) = (a?, b?);
-    if al < 0 || bl < 1 {
+    if al < 0 || bl < 1 || bh < bl {
         return None;
     }
     Some(if rem { (0, ah.min(bh - 1)) } else { (al / bh, ah / bl) })
@@ -304,7 +304,8 @@ impl Ranges<'_> {
         let least = self.bounds(lo)?.0.checked_add(i128::from(!inclusive))?;
         let old = self.limits.get(name).copied();
         let (l, h) = old.unwrap_or((i128::MIN, i128::MAX));
-        if least <= l {
+        // Already known, or a loop that never runs (its facts hold vacuously).
+        if least <= l || least > h {
             return None;
         }
         self.limits.insert(name.clone(), (least, h));
@@ -512,6 +513,10 @@ impl Ranges<'_> {
             }
             _ => return,
         };
+        // A guard that no value passes leaves the branch dead: nothing to bound.
+        if refined.bounds.is_some_and(|(l, h)| l > h) {
+            return;
+        }
         self.env.insert(x, Some(refined));
     }
 
@@ -1035,8 +1040,10 @@ impl Ranges<'_> {
                         let p = [al.checked_mul(bl)?, al.checked_mul(bh)?, ah.checked_mul(bl)?, ah.checked_mul(bh)?];
                         Some((*p.iter().min()?, *p.iter().max()?))
                     }
-                    BinOp::Div if bl >= 1 && al >= 0 => Some((al / bh, ah / bl)),
-                    BinOp::Rem if bl >= 1 && al >= 0 => Some((0, ah.min(bh - 1))),
+                    // (An empty range, `bh < bl`, where a guard or a loop's entry leaves no
+                    // value: no bounds.)
+                    BinOp::Div if bl >= 1 && al >= 0 && bh >= bl => Some((al / bh, ah / bl)),
+                    BinOp::Rem if bl >= 1 && al >= 0 && bh >= bl => Some((0, ah.min(bh - 1))),
                     _ => None,
                 }
             }
