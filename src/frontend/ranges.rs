@@ -247,6 +247,7 @@ fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
         }
     }
     match (op, constant(&a), constant(&b)) {
+        (BinOp::Sub, Some(0), _) => return negated(b),
         (BinOp::Add, Some(0), _) | (BinOp::Mul, Some(1), _) => return b,
         (BinOp::Add | BinOp::Sub, _, Some(0)) | (BinOp::Mul | BinOp::Div, _, Some(1)) => return a,
         (BinOp::Mul, Some(0), _) | (BinOp::Mul, _, Some(0)) => return int(0),
@@ -809,6 +810,12 @@ impl Ranges<'_> {
                     _ => None,
                 }
             }
+            // `c ? a : b` is one of its two values.
+            ExprKind::Cond(_, a, b) if self.type_of(e).is_some_and(ScalarType::is_integer) => {
+                let (ra, rb) = (self.range(a)?, self.range(b)?);
+                let bounds = ra.bounds.zip(rb.bounds).map(|((al, ah), (bl, bh))| (al.min(bl), ah.max(bh)));
+                Some(Range { lo: call2("min", ra.lo, rb.lo), hi: call2("max", ra.hi, rb.hi), bounds })
+            }
             // C's integer `min`, `max` and `abs`: monotone in each argument.
             ExprKind::Call(f, args) if self.type_of(e).is_some_and(ScalarType::is_integer) => match (f.name.as_str(), args.as_slice()) {
                 (which @ ("min" | "max"), [a, b]) => {
@@ -1162,6 +1169,7 @@ mod tests {
             ("int a = max(i, m) * 2; y[i] = (float)a;", "`max(i, m) * 2` stays within `int`"),
             ("int a = min(i - m, 0) * 4; y[i] = (float)a;", "`min(i - m, 0) * 4` stays within `int`"),
             ("int b = i * (m - i); y[i] = (float)b;", "`i * (m - i)` stays within `int`"),
+            ("int c = (i < m ? i : m) * 4; y[i] = (float)c;", "`(i < m ? i : m) * 4` stays within `int`"),
         ] {
             let f = facts(&kernel(ints, positive, body));
             assert!(f.iter().any(|x| x.contains(fact)), "{body}: {f:?}");
