@@ -150,22 +150,13 @@ fn rename_init(init: &mut Init, from: &str, to: &str) {
 }
 
 fn rename_expr(e: &mut Expr, from: &str, to: &str) {
-    match &mut e.kind {
-        ExprKind::Var(v) if v == from => *v = to.to_string(),
-        ExprKind::Index { indices, .. } => indices.iter_mut().for_each(|i| rename_expr(i, from, to)),
-        ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => rename_expr(a, from, to),
-        ExprKind::Binary(_, a, b) => {
-            rename_expr(a, from, to);
-            rename_expr(b, from, to);
+    crate::strategy::walk::map_expr(e, &mut |x| {
+        if let ExprKind::Var(v) = &mut x.kind {
+            if v == from {
+                *v = to.to_string();
+            }
         }
-        ExprKind::Cond(c, a, b) => {
-            rename_expr(c, from, to);
-            rename_expr(a, from, to);
-            rename_expr(b, from, to);
-        }
-        ExprKind::Call(_, args) => args.iter_mut().for_each(|a| rename_expr(a, from, to)),
-        _ => {}
-    }
+    });
 }
 
 #[cfg(test)]
