@@ -528,11 +528,24 @@ impl Ranges<'_> {
     fn accumulators(&mut self, l: &ForLoop, counter: Option<Range>) -> Vec<(String, Range, Option<Range>)> {
         let mut updates: HashMap<String, Vec<(AssignOp, Expr)>> = HashMap::new();
         let mut defined = BTreeSet::new();
-        crate::strategy::walk::walk_stmts(std::slice::from_ref(&*l.body), &mut |x| match &x.kind {
-            StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, op, value } => updates.entry(n.clone()).or_default().push((*op, value.clone())),
-            StmtKind::Decl { vars, .. } => defined.extend(vars.iter().map(|d| d.name.name.clone())),
-            _ => {}
-        });
+        // An update inside a loop of the body runs many times an iteration: not one step.
+        fn collect(s: &Stmt, inner: bool, updates: &mut HashMap<String, Vec<(AssignOp, Expr)>>, defined: &mut BTreeSet<String>) {
+            match &s.kind {
+                StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, op, value } => {
+                    let op = if inner { AssignOp::Set } else { *op };
+                    updates.entry(n.clone()).or_default().push((op, value.clone()));
+                }
+                StmtKind::Decl { vars, .. } => defined.extend(vars.iter().map(|d| d.name.name.clone())),
+                StmtKind::Block(items) => items.iter().for_each(|x| collect(x, inner, updates, defined)),
+                StmtKind::If { then_branch, else_branch, .. } => {
+                    collect(then_branch, inner, updates, defined);
+                    else_branch.iter().for_each(|x| collect(x, inner, updates, defined));
+                }
+                StmtKind::For(l) | StmtKind::MetaFor(l) => collect(&l.body, true, updates, defined),
+                _ => {}
+            }
+        }
+        collect(&l.body, false, &mut updates, &mut defined);
         let (Some(counter), Some(lo), Some(hi)) = (counter, self.range(&l.lo), self.range(&l.hi)) else { return Vec::new() };
         let mut trips = binary(BinOp::Sub, hi.hi, lo.lo);
         let mut trips_most = hi.bounds.zip(lo.bounds).and_then(|((_, h), (l0, _))| h.checked_sub(l0));
@@ -1174,6 +1187,10 @@ mod tests {
             let f = facts(&kernel(ints, positive, body));
             assert!(f.iter().any(|x| x.contains(fact)), "{body}: {f:?}");
         }
+        // A sum in a loop nested in the loop is `K * K` steps, not one per outer iteration: no
+        // fact is written for it (a first form bounded it by `2 * K` steps, too few).
+        let f = facts(&kernel(ints, positive, "int acc = 0; for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += i; y[i] = (float)acc;"));
+        assert!(f.iter().all(|x| !x.contains("`acc + i`")), "{f:?}");
         // Bounded by the types: `char` operands, a sum of at most 100 small steps.
         for body in ["char c = (char)i; int t = c; t += 100; t *= 4; y[i] = (float)t;", "int acc = 0; for (int k = 0; k < 100; k++) acc += (i % 7); y[i] = (float)acc;"] {
             let f = facts(&kernel(ints, positive, body));
