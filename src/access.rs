@@ -96,6 +96,12 @@ pub const AUX_CHOICE: &str = "$aux_c";
 /// The prefix of an array element's value auxiliary.
 pub const AUX_VALUE: &str = "$aux_v";
 
+/// The hash an auxiliary is named by (FNV-style, over `text`): every collector names one
+/// definition alike; a different definition with the same hash takes the next key.
+fn name_hash(text: &str) -> u64 {
+    text.bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64))
+}
+
 /// Whether a model variable is an array element's value ([`Collector::with_element_values`]).
 pub fn is_element_value(name: &str) -> bool {
     name.starts_with(AUX_VALUE)
@@ -212,8 +218,7 @@ impl<'b> Collector<'b> {
     /// remainder has the dividend's sign; at `x == 0` both are 0), auxiliaries of the context
     /// named as [`Self::floor_division`] names its own. `(i - 3) / 2 + 1` is `0` at `i = 0`.
     fn truncated_division(&mut self, x: Poly, d: Poly) -> (Poly, Poly) {
-        let key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
-        let mut key = key;
+        let mut key = name_hash(&format!("{x}|{d}"));
         while self.truncated.get(&key).is_some_and(|(dx, dd)| *dx != x || *dd != d) {
             key = key.wrapping_add(1);
         }
@@ -234,7 +239,7 @@ impl<'b> Collector<'b> {
     /// every collector names it alike; a different division with the same hash takes the
     /// next key. The flag: whether this division is new to the context.
     fn floor_division(&mut self, x: Poly, d: Poly) -> (Poly, Poly, bool) {
-        let mut key = format!("{x}|{d}").bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        let mut key = name_hash(&format!("{x}|{d}"));
         while self.aux_defs.get(&format!("{AUX_QUOTIENT}{key:x}")).is_some_and(|def| def.dividend != x || def.divisor != d) {
             key = key.wrapping_add(1);
         }
@@ -255,7 +260,7 @@ impl<'b> Collector<'b> {
     /// The auxiliary for the value of `array[indices]`, within `elem`'s range.
     fn element_value(&mut self, array: &str, elem: ScalarType, indices: Vec<Poly>) -> Poly {
         let text = format!("{array}|{}", indices.iter().map(ToString::to_string).collect::<Vec<_>>().join("|"));
-        let mut key = text.bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        let mut key = name_hash(&text);
         while self.value_defs.get(&format!("{AUX_VALUE}{key:x}")).is_some_and(|(a, i)| a != array || *i != indices) {
             key = key.wrapping_add(1);
         }
@@ -290,7 +295,7 @@ impl<'b> Collector<'b> {
 
     fn chosen(&mut self, def: ChoiceDef) -> Option<Poly> {
         let choices = self.choices.as_mut()?;
-        let mut key = format!("{}|{}|{}|{:?}", def.max, def.a, def.b, def.when).bytes().fold(0u64, |h, b| h.wrapping_mul(1099511628211).wrapping_add(b as u64));
+        let mut key = name_hash(&format!("{}|{}|{}|{:?}", def.max, def.a, def.b, def.when));
         while choices.get(&format!("{AUX_CHOICE}{key:x}")).is_some_and(|d| *d != def) {
             key = key.wrapping_add(1);
         }

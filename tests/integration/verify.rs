@@ -1013,6 +1013,15 @@ fn a_parameter_a_fact_defines_is_solved_for() {
     }
 }
 
+/// Every leaf of `tree` proved at two points (`what` names the case in a failure).
+fn every_leaf_proved(f: &KernelFunction, tree: &Tree, b: &Backend, what: &str) {
+    let reports = verify_tree(f, tree, b, Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r.status(), Status::Proved, "{what}: leaf {}", r.leaf);
+    }
+}
+
 /// A block size the program assumes divides the size (`N % B == 0`) and no guard: each leaf is
 /// in bounds only where the fact holds, and the dispatcher launches none where it does not. A
 /// sweep found every leaf reported out of bounds at `B = 16, N = 24`, which no launch reaches.
@@ -1036,11 +1045,7 @@ fn a_block_size_the_facts_make_divide_the_size_needs_no_guard() {
     };
     let b = backend();
     let (f, tree) = tree_of(&src(" && N % B == 0"));
-    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-    assert!(!reports.is_empty());
-    for r in &reports {
-        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
-    }
+    every_leaf_proved(&f, &tree, &b, "");
     let (f, tree) = tree_of(&src(""));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
@@ -1070,11 +1075,7 @@ fn a_conversion_to_char_wraps_in_the_proofs() {
     let b = backend();
     let (f, tree) = tree_of(&src(128));
     assert!(f.facts.iter().all(|x| !x.condition.to_string().contains("127")), "{:?}", f.facts);
-    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-    assert!(!reports.is_empty());
-    for r in &reports {
-        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
-    }
+    every_leaf_proved(&f, &tree, &b, "");
     let (f, tree) = tree_of(&src(127));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
@@ -1086,11 +1087,7 @@ fn a_subscript_chosen_by_a_condition_is_modelled_case_by_case() {
     let src = |c: &str| format!("void nb(int n, int B, const float x[n], float y[n]) {{\n  assume(n >= 1 && B >= 1);\n  meta_schedule {{\n    meta_for (int g = 0; g < (n + B - 1) / B; g++)\n      meta_for (int t = 0; t < B; t++) {{\n        int i = g * B + t;\n        if (i < n) y[i] = x[{c} ? i + 1 : i];\n      }}\n  }}\n}}\n");
     let b = backend();
     let (f, tree) = tree_of(&src("i + 1 < n"));
-    let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-    assert!(!reports.is_empty());
-    for r in &reports {
-        assert_eq!(r.status(), Status::Proved, "leaf {}", r.leaf);
-    }
+    every_leaf_proved(&f, &tree, &b, "");
     let (f, tree) = tree_of(&src("i + 1 <= n"));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
@@ -1104,11 +1101,7 @@ fn a_quotient_of_a_dividend_of_either_sign_truncates_toward_zero() {
     let b = backend();
     for j in ["(i - 1) / 2", "(i - 3) / 2 + 1", "(i - 3) % 2 + 1"] {
         let (f, tree) = tree_of(&src(j));
-        let reports = verify_tree(&f, &tree, &b, Options { points: 2, ..Options::default() }).unwrap();
-        assert!(!reports.is_empty());
-        for r in &reports {
-            assert_eq!(r.status(), Status::Proved, "{j}: leaf {}", r.leaf);
-        }
+        every_leaf_proved(&f, &tree, &b, j);
     }
     let (f, tree) = tree_of(&src("(i - 3) / 2"));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
