@@ -8,6 +8,7 @@ pub mod command;
 mod data_flow;
 pub mod differential;
 pub mod machine;
+mod quotients;
 pub mod radix;
 pub mod sample;
 pub mod value;

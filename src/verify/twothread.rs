@@ -20,6 +20,7 @@
 //! the access's conditions only weaken), sat is *unverified*, as is Z3's unknown.
 
 use super::machine::Who;
+use super::quotients;
 use super::radix::{self, Side};
 use crate::access::{Access, Collector, Env};
 use crate::frontend::ast::Builtin;
@@ -589,6 +590,7 @@ impl Checker<'_, '_> {
         let proved = fails.into_iter().all(|bad| {
             let mut sys = self.m.system(guards, None);
             sys.add(bad);
+            self.quotient_lemmas(&sys).into_iter().for_each(|l| sys.add(l));
             self.product_lemmas(digit, &sys).into_iter().for_each(|l| sys.add(l));
             self.unsat(&sys)
         });
@@ -633,6 +635,62 @@ impl Checker<'_, '_> {
         lemmas
     }
 
+    /// Bounds on quotients that the context implies and Z3's nonlinear search is slow to find
+    /// (im2col's `oy = col / OW` under `col < OH*OW`): for each division `a = d*q + r` (`r >= 0`)
+    /// of the query, one thread's or the other's, with `d >= 1` proved, and each bound
+    /// `a < U` of the context (`k*a + e < 0` or `<= 0`, `k > 0`, `e` free of thread-local
+    /// variables) whose `U`, as written or with up to two of the context's defining equalities
+    /// substituted (`total == OH*OW`, `n == m*q'` from `n % m == 0`), is `d*P` exactly: `q < P`
+    /// (`d*q <= a < d*P`). Being implied, they change no answer, only its speed; with them a
+    /// bound such as `oy + ki < H` needs only linear reasoning.
+    fn quotient_lemmas(&mut self, query: &System) -> Vec<Constraint> {
+        let context = self.m.complete(query);
+        let present = context.vars();
+        let definitions = quotients::defining_equalities(&context, &|v| self.m.thread_local(v));
+        let mut lemmas = Vec::new();
+        let divisions: Vec<(Var, Poly, Poly)> = self
+            .m
+            .divisions
+            .iter()
+            .flat_map(|(q, _, a, d)| {
+                let second = (Var::new(&second(q.name())), self.m.rename_poly(a), self.m.rename_poly(d));
+                [(q.clone(), a.clone(), d.clone()), second]
+            })
+            .filter(|(q, _, _)| present.contains(q))
+            .collect();
+        for (q, a, d) in divisions {
+            let Some((lead, lead_c)) = a.terms().next().map(|(m, c)| (m.clone(), c.clone())) else { continue };
+            if !self.nonnegative(&(&d - &Poly::one())) {
+                continue;
+            }
+            for bound in context.constraints() {
+                let p = bound.poly();
+                let Some(k) = p.terms().find(|(m, _)| **m == lead).map(|(_, c)| c / &lead_c) else { continue };
+                if k <= constraints::Rational::from_integer(0.into()) {
+                    continue;
+                }
+                // `p == k*a + e`, so `a < U` with `U = -e/k` (`<`) or `-e/k + 1` (`<=`: `a` is an integer).
+                let e = p - &a.scale(&k);
+                if e.vars().iter().any(|v| self.m.thread_local(v)) {
+                    continue;
+                }
+                let mut upper = e.scale(&(-k.recip()));
+                match bound.rel() {
+                    constraints::Rel::Lt => {}
+                    constraints::Rel::Le => upper = upper + Poly::one(),
+                    _ => continue,
+                }
+                if let Some(p) = quotients::exact_quotient(&upper, &d, &definitions, 2) {
+                    let lemma = quotients::below(&q, &p);
+                    if !lemmas.contains(&lemma) {
+                        lemmas.push(lemma);
+                    }
+                }
+            }
+        }
+        lemmas
+    }
+
     /// Whether a product of parameters is never negative under the launch facts (remembered).
     fn nonnegative(&mut self, p: &Poly) -> bool {
         let key = p.to_string();
@@ -660,6 +718,9 @@ impl Checker<'_, '_> {
                 for (upper, bad) in [(false, Constraint::lt(&lo_f, &lo_e)), (true, Constraint::ge(&hi_f, &hi_e))] {
                     let mut sys = self.m.system(&a.guards, None);
                     sys.add(bad);
+                    // Quotient bounds first: the product lemmas multiply them too (a block
+                    // start `(i/m)*m` under `i < n == m*q'`).
+                    self.quotient_lemmas(&sys).into_iter().for_each(|l| sys.add(l));
                     self.product_lemmas(if upper { &hi_f } else { &lo_f }, &sys).into_iter().for_each(|l| sys.add(l));
                     if let Answer::Sat(m) = self.ask(&sys)? {
                         let detail = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);

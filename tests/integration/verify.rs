@@ -1050,6 +1050,73 @@ fn a_block_size_the_facts_make_divide_the_size_needs_no_guard() {
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
 
+/// im2col: a row of the column matrix per `(c, ki, kj)`, a column per output pixel, each
+/// thread reading `img[c][col / OW + r / KW][col % OW + r % KW]`. That the row stays below `H`
+/// needs `col / OW < OH` from `col < OH*OW` and `r / KW < KH` from `r < KH*KW`, which Z3's
+/// nonlinear search did not find within its limit (a sweep: every leaf unverified, "max.
+/// resource limit exceeded"); the quotient lemmas give them. The same kernel reading one row
+/// further is caught, with its witness replayed.
+#[test]
+fn quotients_bounded_by_their_dividends_bounds_prove_im2col() {
+    let src = |extra: &str| {
+        format!(
+            "void im2col_k(int C, int H, int W, int KH, int KW, int OH, int OW, int blk,
+              const float img[C][H][W], float cols[C * KH * KW][OH * OW]) {{
+  assume(C >= 1 && KH >= 1 && KW >= 1 && H >= KH && W >= KW && blk >= 1);
+  assume(OH == H - KH + 1 && OW == W - KW + 1);
+  int total = OH * OW;
+  int nbl = (total + blk - 1) / blk;
+  meta_schedule {{
+    meta_for (int row = 0; row < C * KH * KW; row++)
+      meta_for (int b = 0; b < nbl; b++)
+        meta_for (int t = 0; t < blk; t++) {{
+          int col = b * blk + t;
+          if (col < total) {{
+            int c = row / (KH * KW);
+            int r = row % (KH * KW);
+            int oy = col / OW;
+            int ox = col % OW;
+            cols[row][col] = img[c][oy + r / KW{extra}][ox + r % KW];
+          }}
+        }}
+  }}
+}}"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src(""));
+    every_leaf_proved(&f, &tree, &b, "im2col");
+    let (f, tree) = tree_of(&src(" + 1"));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
+
+/// A butterfly stage reads the last element of its thread's block of `m`: `(i / m) * m + m - 1`
+/// under `i < n` is below `n` where `n % m == 0` (`i / m < n / m`, times `m`), and Z3 left it
+/// unknown. Without the fact the read passes the end (`n = 3, m = 2`), and is caught.
+#[test]
+fn a_block_start_below_a_multiple_of_its_size_is_proved() {
+    let src = |fact: &str| {
+        format!(
+            "void bfly(int n, int m, int B1, const float src[n], float dst[n]) {{
+  assume(n >= 2 && m >= 1 && B1 >= 1{fact});
+  meta_schedule {{
+    meta_for (int g = 0; g < (n + B1 - 1) / B1; g++)
+      meta_for (int t = 0; t < B1; t++) {{
+        int i = g * B1 + t;
+        if (i < n)
+          dst[i] = src[(i / m) * m + m - 1];
+      }}
+  }}
+}}"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src(" && n % m == 0"));
+    every_leaf_proved(&f, &tree, &b, "butterfly");
+    let (f, tree) = tree_of(&src(""));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
+
 /// A byte of the index, `(char)(i % 256)`, wraps to -128..127 as C converts: `+ 128` stays
 /// inside `h[256]` and is proved; `+ 127` writes `h[-1]` at `i = 128`, caught and replayed.
 /// Before, the verifier took the conversion for the value itself (a false defect at `+ 128`)
