@@ -298,9 +298,6 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
         Ok(p) => (p, None),
         Err(e) => (Vec::new(), Some(e)),
     };
-    // A region with no point may be empty once the facts Z3 was not given are: then the
-    // leaf never runs, and there is nothing to verify.
-    let unreachable = points.is_empty() && sample::unreachable(function, &leaf.correctness_constraints(&tree.machine), backend);
     let mut run = 0;
     let mut failure = None;
     let mut unusable: Option<String> = None;
@@ -325,6 +322,10 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
             }
         }
     }
+    // A region with no point, or none the schedule runs at, may be empty once the facts Z3 was
+    // not given, and the host loops around the schedule, are: then the leaf never runs, and
+    // there is nothing to verify.
+    let unreachable = (points.is_empty() || (run == 0 && failure.is_none() && unusable.is_some())) && sample::unreachable(function, &leaf.correctness_constraints(&tree.machine), &leaf.staged.host_loops, backend);
     // Points some of which could not be run (the schedule never launched there): said, with
     // the first reason, so that fewer matches than points is never silent.
     let skipped = match (&failure, &unusable) {
@@ -406,7 +407,7 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], backend: &Backend, f: impl Fn(&Ba
 }
 
 /// What an unreachable leaf's line says.
-const UNREACHABLE: &str = "no parameter values satisfy the program's facts and the leaf's constraints (Z3), so the dispatcher never selects it";
+const UNREACHABLE: &str = "no parameter values satisfy the program's facts, the leaf's constraints and the bounds of the host loops around its schedule (Z3), so the leaf never runs";
 
 /// The exit status for a set of reports: 0 all proved, 1 a defect, 2 something unverified.
 pub fn exit_code(reports: &[LeafReport]) -> i32 {

@@ -14,14 +14,15 @@
 //! `WIDE_DATA` in absolute value, bounded below by the facts only, so an offset the facts make
 //! zero or negative is found; made smaller a few times); in the wide round a size that facts make a multiple
 //! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
-//! gets instead a round with both small bounds doubled. A parameter a fact defines from others
+//! gets instead a round with both small bounds doubled, whose values past the small bounds are
+//! then made smaller where the region allows. A parameter a fact defines from others
 //! (`Lp == (Lout - 3) / 2 + 1`) is set from its definition on every candidate. A point of the wide round is then made
 //! smaller where the region allows ([`shrink`]): the region forces some values large, not the
 //! others, and a run's cost grows with every size.
 
 use super::differential::SplitMix;
 use crate::dispatch::facts::FactSet;
-use crate::frontend::model::KernelFunction;
+use crate::frontend::model::{KernelFunction, SerialLoop};
 use constraints::solver::{Backend, CheckResult};
 use constraints::{Constraint, Poly, System};
 use std::collections::BTreeMap;
@@ -128,7 +129,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             }
             solve(&mut directed, &equations);
             if fits && !seen.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
-                let directed = if wide { shrink(directed, system, backend, &facts, &program, &data, &divisors) } else { directed };
+                let directed = smaller(directed, wide, topping_up, system, backend, &facts, &program, &data, &divisors);
                 if seen.insert(directed.clone()) {
                     out.push(directed);
                 }
@@ -151,7 +152,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         }
         solve(&mut point, &equations);
         if !seen.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
-            let point = if wide { shrink(point, system, backend, &facts, &program, &data, &divisors) } else { point };
+            let point = smaller(point, wide, topping_up, system, backend, &facts, &program, &data, &divisors);
             if seen.insert(point.clone()) {
                 out.push(point);
             }
@@ -214,9 +215,32 @@ fn solve(point: &mut BTreeMap<String, i64>, equations: &[(String, crate::cexpr::
     }
 }
 
+/// A point of a round past the small one made smaller where the region allows ([`shrink`]):
+/// in the wide round every parameter; in the round with the small bounds doubled, those past
+/// their small bound (a convolution's point at `C = 40, F = 36, H = 48, K = 12` ran out of the
+/// time budget in the engine: the run's cost is the product of the sizes), so that the
+/// values within the small bounds keep their variety.
+#[allow(clippy::too_many_arguments)]
+fn smaller(point: BTreeMap<String, i64>, wide: bool, topping_up: bool, system: &System, backend: &Backend, facts: &FactSet, program: &[String], data: &[String], divisors: &[(String, Divisor)]) -> BTreeMap<String, i64> {
+    if wide {
+        return shrink(point, system, backend, facts, program, data, divisors);
+    }
+    if !topping_up {
+        return point;
+    }
+    let past = |names: &[String], bound: i64| -> Vec<String> { names.iter().filter(|n| point.get(*n).is_some_and(|v| *v > bound)).cloned().collect() };
+    let (program, data) = (past(program, MAX_PROGRAM), past(data, MAX_DATA));
+    if program.is_empty() && data.is_empty() {
+        return point;
+    }
+    shrink(point, system, backend, facts, &program, &data, divisors)
+}
+
 /// A wide round's point made smaller where the region allows: each program parameter halved
-/// once, then each data parameter brought to the smallest multiple of what the facts make it a
-/// multiple of, else halved to one. The region decides the values it forces (`32 <= B`), and
+/// while it stays in the region, then each data parameter brought to the smallest multiple of
+/// what the facts make it a multiple of, else halved while it stays (a leaf of a convolution
+/// sampled at `C = 40, F = 36, H = 48, K = 12` ran out of time in the engine, where its region
+/// forces only `TH*(W - K + 1) >= 64`). The region decides the values it forces (`32 <= B`), and
 /// what it leaves free costs nothing: an attention program's sampled `heads = 85` multiplied
 /// every run's work by 85 (the sweep of 2026-12-02: leaves left unverified when time ran out).
 /// Each try is one Z3 query; the point stays in the facts and the leaf's system.
@@ -230,25 +254,40 @@ fn shrink(mut point: BTreeMap<String, i64>, system: &System, backend: &Backend, 
         }
         ok
     };
-    for p in program {
-        let v = point[p];
-        if v >= 2 {
-            accept(&mut point, p, v / 2);
+    // Rounds over every parameter until none moves: a value the region ties to another (`K <=
+    // H`) may move only once the other has.
+    for _ in 0..SHRINK_ROUNDS {
+        let before = point.clone();
+        for p in program {
+            while let Some(half) = Some(point[p] / 2).filter(|h| *h >= 1) {
+                if !accept(&mut point, p, half) {
+                    break;
+                }
+            }
         }
-    }
-    for d in data {
-        let v = point[d];
-        let step = divisors.iter().filter(|(name, _)| name == d).try_fold(1i64, |l, (_, e)| lcm(l, e.eval(&point).filter(|v| *v >= 1)?)).unwrap_or(1);
-        if step >= 1 && step < v && accept(&mut point, d, step) {
-            continue;
+        for d in data {
+            let v = point[d];
+            let step = divisors.iter().filter(|(name, _)| name == d).try_fold(1i64, |l, (_, e)| lcm(l, e.eval(&point).filter(|v| *v >= 1)?)).unwrap_or(1);
+            if step >= 1 && step < v && accept(&mut point, d, step) {
+                continue;
+            }
+            loop {
+                let v = point[d];
+                let half = v / 2 / step * step;
+                if !(half >= 1 && half < v && accept(&mut point, d, half)) {
+                    break;
+                }
+            }
         }
-        let half = v / 2 / step * step;
-        if half >= 1 && half < v {
-            accept(&mut point, d, half);
+        if point == before {
+            break;
         }
     }
     point
 }
+
+/// The most rounds [`shrink`] makes over the parameters (each halving is one Z3 query).
+const SHRINK_ROUNDS: usize = 3;
 
 /// The least common multiple of two positive values; `None` on overflow.
 fn lcm(a: i64, b: i64) -> Option<i64> {
@@ -337,11 +376,25 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 }
 
 /// Whether no parameter values satisfy `system` together with the program's facts, those with
-/// a polynomial modulus included ([`with_facts`]), which the tree's systems do not carry: Z3 `unsat` (never `unknown`) proves that no point of the leaf's
-/// region runs, so the dispatcher never selects it (a region such as `k == 1 && T % 4 == 0`
-/// under the fact `k % T == 0`).
-pub fn unreachable(function: &KernelFunction, system: &System, backend: &Backend) -> bool {
-    matches!(backend.check(&with_facts(function, system)), CheckResult::Unsat)
+/// a polynomial modulus included ([`with_facts`]), which the tree's systems do not carry, and
+/// with an iteration of each of `host_loops` (the serial host loops around the schedule,
+/// outermost first: `lo <= c < hi` for an integer counter `c` of each, a loop whose bounds
+/// are not polynomials left out): Z3 `unsat` (never `unknown`) proves that no point of the
+/// leaf's region runs, so the dispatcher never selects it (a region such as `k == 1 && T % 4
+/// == 0` under the fact `k % T == 0`; `n == 1` for a schedule inside `for (d = 1; d < n;
+/// d++)`, which never launches).
+pub fn unreachable(function: &KernelFunction, system: &System, host_loops: &[SerialLoop], backend: &Backend) -> bool {
+    let mut sys = with_facts(function, system);
+    let derived = function.derived_polys();
+    for l in host_loops.iter().filter(|l| l.step > 0) {
+        use crate::frontend::polyexpr::to_poly;
+        let (Some(lo), Some(hi)) = (to_poly(&l.lo, &derived), to_poly(&l.hi, &derived)) else { continue };
+        let counter = Poly::var(&l.var);
+        sys.set_domain(constraints::Var::new(&l.var), constraints::Domain::integer());
+        sys.add(Constraint::le(&lo, &counter));
+        sys.add(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
+    }
+    matches!(backend.check(&sys), CheckResult::Unsat)
 }
 
 /// `system` with the program's facts, those with a polynomial modulus as `k == T*q` (`q` a

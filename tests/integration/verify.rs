@@ -743,6 +743,54 @@ fn parameters_are_bounded_by_their_c_types() {
     assert!(w.params["N"] > i64::from(i32::MAX), "{w}");
 }
 
+/// A wavefront whose schedule runs inside `for (d = 1; d < n; d++)`, as PolyBench's nussinov:
+/// a leaf whose region is `n == 1` never launches (the loop does not iterate), so no point of
+/// it can run, and `verify` called it unverified ("the schedule does not run at this point").
+/// With the loop's bounds in the proof it is unreachable, and the run exits 0. A leaf at
+/// `n == 2` (one iteration) is run and proved, not called unreachable; nor is a leaf at
+/// `n == 1` of the same schedule outside any loop.
+#[test]
+fn a_leaf_whose_host_loop_never_iterates_is_unreachable() {
+    let src = |looped: bool| {
+        let (open, close, d) = if looped { ("for (int d = 1; d < n; d++) {", "}", "d") } else { ("", "", "1") };
+        format!(
+            "void wave(int n, int B, float a[n]) {{
+  assume(n >= 1 && B >= 1);
+  int g = (n + B - 1) / B;
+  {open}
+    meta_schedule {{
+      meta_for (int v = 0; v < g; v++)
+        meta_for (int u = 0; u < B; u++) {{
+          int i = v * B + u;
+          if (i + {d} < n)
+            a[i] = a[i] + a[i + {d}];
+        }}
+    }}
+  {close}
+}}"
+        )
+    };
+    let b = backend();
+    let region = |tree: &Tree, n: i64| {
+        let mut tree = tree.clone();
+        let id = kernel_leaves(&tree)[0].id;
+        tree.nodes[id].constraints.add(constraints::Constraint::eq(&constraints::Poly::var("n"), &constraints::Poly::int(n)));
+        (tree, id)
+    };
+    let (f, looped) = tree_of(&src(true));
+    for (n, expected) in [(1, Status::Unreachable), (2, Status::Proved)] {
+        let (tree, id) = region(&looped, n);
+        let reports = metafork::verify::verify_leaves(&f, &tree, &b, Options { points: 2, ..Options::default() }, &|l| l == id, &|| {}).unwrap();
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].status(), expected, "n == {n}: {}", metafork::verify::render(&reports));
+        assert_eq!(metafork::verify::exit_code(&reports), 0);
+    }
+    let (f, plain) = tree_of(&src(false));
+    let (tree, id) = region(&plain, 1);
+    let reports = metafork::verify::verify_leaves(&f, &tree, &b, Options { points: 2, ..Options::default() }, &|l| l == id, &|| {}).unwrap();
+    assert_eq!(reports[0].status(), Status::Proved, "{}", metafork::verify::render(&reports));
+}
+
 /// A row dot product with hostile names (`new`, `class`, `template`), a cached vector whose tile
 /// spans a tile loop bounded by a derived quotient (`tiles = k / T`), and divisibility facts by
 /// products of parameters. Before: `gen` failed (the shared-memory counter named `tiles`, which
@@ -790,7 +838,7 @@ fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
     tree.nodes[large].constraints.add(constraints::Constraint::le(&constraints::Poly::int(32), &constraints::Poly::var("B")));
     let (empty, large) = (&tree.nodes[empty], &tree.nodes[large]);
     let system = empty.correctness_constraints(&tree.machine);
-    assert!(metafork::verify::sample::unreachable(&f, &system, &b));
+    assert!(metafork::verify::sample::unreachable(&f, &system, &empty.staged.host_loops, &b));
     let reports = metafork::verify::verify_leaves(&f, &tree, &b, Options { points: 1, ..Options::default() }, &|id| id == empty.id || id == large.id, &|| {}).unwrap();
     assert_eq!(reports.len(), 2);
     let report = reports.iter().find(|r| r.leaf == empty.id).unwrap();
@@ -798,7 +846,7 @@ fn derived_tile_sizes_unreachable_leaves_and_large_sizes() {
     assert_eq!(metafork::verify::exit_code(&reports), 0, "{}", metafork::verify::render(&reports));
     // A region whose sizes start at 256 gets its point, and is not called unreachable.
     let system = large.correctness_constraints(&tree.machine);
-    assert!(!metafork::verify::sample::unreachable(&f, &system, &b));
+    assert!(!metafork::verify::sample::unreachable(&f, &system, &large.staged.host_loops, &b));
     let r = reports.iter().find(|r| r.leaf == large.id).unwrap();
     assert_eq!(r.status(), Status::Proved);
     let points = metafork::verify::sample::points(&f, &system, &b, 1, 48, 7).unwrap();
