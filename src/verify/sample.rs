@@ -129,7 +129,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             }
             solve(&mut directed, &equations);
             if fits && !seen.contains(&directed) && facts.holds(&directed) && admits(system, backend, &directed) {
-                let directed = smaller(directed, wide, topping_up, system, backend, &facts, &program, &data, &divisors);
+                let directed = smaller(directed, wide, topping_up, &seen, system, backend, &facts, &program, &data, &divisors);
                 if seen.insert(directed.clone()) {
                     out.push(directed);
                 }
@@ -152,7 +152,7 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
         }
         solve(&mut point, &equations);
         if !seen.contains(&point) && facts.holds(&point) && admits(system, backend, &point) {
-            let point = smaller(point, wide, topping_up, system, backend, &facts, &program, &data, &divisors);
+            let point = smaller(point, wide, topping_up, &seen, system, backend, &facts, &program, &data, &divisors);
             if seen.insert(point.clone()) {
                 out.push(point);
             }
@@ -221,9 +221,12 @@ fn solve(point: &mut BTreeMap<String, i64>, equations: &[(String, crate::cexpr::
 /// time budget in the engine: the run's cost is the product of the sizes), so that the
 /// values within the small bounds keep their variety.
 #[allow(clippy::too_many_arguments)]
-fn smaller(point: BTreeMap<String, i64>, wide: bool, topping_up: bool, system: &System, backend: &Backend, facts: &FactSet, program: &[String], data: &[String], divisors: &[(String, Divisor)]) -> BTreeMap<String, i64> {
+fn smaller(point: BTreeMap<String, i64>, wide: bool, topping_up: bool, seen: &Seen, system: &System, backend: &Backend, facts: &FactSet, program: &[String], data: &[String], divisors: &[(String, Divisor)]) -> BTreeMap<String, i64> {
+    // The wide round's points are made as small as the region allows, a duplicate then
+    // dropped: its values are the region's, not a draw's. The doubled round's stop short of
+    // the points taken, so that it still finds as many as asked.
     if wide {
-        return shrink(point, system, backend, facts, program, data, divisors);
+        return shrink(point, &Seen::new(), system, backend, facts, program, data, divisors);
     }
     if !topping_up {
         return point;
@@ -233,8 +236,11 @@ fn smaller(point: BTreeMap<String, i64>, wide: bool, topping_up: bool, system: &
     if program.is_empty() && data.is_empty() {
         return point;
     }
-    shrink(point, system, backend, facts, &program, &data, divisors)
+    shrink(point, seen, system, backend, facts, &program, &data, divisors)
 }
+
+/// The points already taken, which a shrunk point must stay apart from.
+type Seen = std::collections::BTreeSet<BTreeMap<String, i64>>;
 
 /// A wide round's point made smaller where the region allows: each program parameter halved
 /// while it stays in the region, then each data parameter brought to the smallest multiple of
@@ -243,12 +249,15 @@ fn smaller(point: BTreeMap<String, i64>, wide: bool, topping_up: bool, system: &
 /// forces only `TH*(W - K + 1) >= 64`). The region decides the values it forces (`32 <= B`), and
 /// what it leaves free costs nothing: an attention program's sampled `heads = 85` multiplied
 /// every run's work by 85 (the sweep of 2026-12-02: leaves left unverified when time ran out).
-/// Each try is one Z3 query; the point stays in the facts and the leaf's system.
-fn shrink(mut point: BTreeMap<String, i64>, system: &System, backend: &Backend, facts: &FactSet, program: &[String], data: &[String], divisors: &[(String, Divisor)]) -> BTreeMap<String, i64> {
+/// Each try is one Z3 query; the point stays in the facts and the leaf's system, and apart
+/// from the points in `seen`.
+#[allow(clippy::too_many_arguments)]
+fn shrink(mut point: BTreeMap<String, i64>, seen: &Seen, system: &System, backend: &Backend, facts: &FactSet, program: &[String], data: &[String], divisors: &[(String, Divisor)]) -> BTreeMap<String, i64> {
     let accept = |point: &mut BTreeMap<String, i64>, name: &str, value: i64| {
         let mut candidate = point.clone();
         candidate.insert(name.to_string(), value);
-        let ok = facts.holds(&candidate) && admits(system, backend, &candidate);
+        // A point already taken is no new point: the shrinking stops short of it.
+        let ok = !seen.contains(&candidate) && facts.holds(&candidate) && admits(system, backend, &candidate);
         if ok {
             *point = candidate;
         }
