@@ -384,6 +384,9 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
     found
 }
 
+/// The prefix of the host loop counters' names in [`unreachable`]'s system.
+const HOST_COUNTER: &str = "$host_counter";
+
 /// Whether no parameter values satisfy `system` together with the program's facts, those with
 /// a polynomial modulus included ([`with_facts`]), which the tree's systems do not carry, and
 /// with an iteration of each of `host_loops` (the serial host loops around the schedule,
@@ -395,13 +398,21 @@ fn bounded_models(system: &System, program: &[String], data: &[String], backend:
 pub fn unreachable(function: &KernelFunction, system: &System, host_loops: &[SerialLoop], backend: &Backend) -> bool {
     let mut sys = with_facts(function, system);
     let derived = function.derived_polys();
-    for l in host_loops.iter().filter(|l| l.step > 0) {
+    // Each counter gets an internal name (`$host_counter0`, ...; never a C identifier): a user's
+    // counter may be spelled as a machine symbol (`for (int R = 0; ...)` beside the registers
+    // per thread `R`), and the two must not be one variable.
+    let mut counters: Vec<(constraints::Var, Poly)> = Vec::new();
+    for (k, l) in host_loops.iter().enumerate() {
         use crate::frontend::polyexpr::to_poly;
-        let (Some(lo), Some(hi)) = (to_poly(&l.lo, &derived), to_poly(&l.hi, &derived)) else { continue };
-        let counter = Poly::var(&l.var);
-        sys.set_domain(constraints::Var::new(&l.var), constraints::Domain::integer());
-        sys.add(Constraint::le(&lo, &counter));
-        sys.add(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
+        let fresh = format!("{HOST_COUNTER}{k}");
+        let renamed = |p: Poly| counters.iter().fold(p, |p, (v, c)| p.substitute(v, c));
+        if let (true, Some(lo), Some(hi)) = (l.step > 0, to_poly(&l.lo, &derived), to_poly(&l.hi, &derived)) {
+            let (lo, hi, counter) = (renamed(lo), renamed(hi), Poly::var(&fresh));
+            sys.set_domain(constraints::Var::new(&fresh), constraints::Domain::integer());
+            sys.add(Constraint::le(&lo, &counter));
+            sys.add(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
+        }
+        counters.push((constraints::Var::new(&l.var), Poly::var(&fresh)));
     }
     matches!(backend.check(&sys), CheckResult::Unsat)
 }

@@ -789,6 +789,14 @@ fn a_leaf_whose_host_loop_never_iterates_is_unreachable() {
     let (tree, id) = region(&plain, 1);
     let reports = metafork::verify::verify_leaves(&f, &tree, &b, Options { points: 2, ..Options::default() }, &|l| l == id, &|| {}).unwrap();
     assert_eq!(reports[0].status(), Status::Proved, "{}", metafork::verify::render(&reports));
+    // A counter spelled as a machine symbol (`R`, the registers per thread) is another variable:
+    // `for (int R = 0; R < 1; R++)` iterates once whatever the device's `32 <= R`.
+    let (f, named) = tree_of(&src(true).replace("for (int d = 1; d < n; d++)", "for (int R = 0; R < 1; R++)").replace("i + d", "i + 1"));
+    let leaf = kernel_leaves(&named)[0];
+    assert_eq!(leaf.staged.host_loops[0].var, "R");
+    let mut system = leaf.correctness_constraints(&named.machine);
+    system.add(constraints::Constraint::le(&constraints::Poly::int(32), &constraints::Poly::var(&named.machine.registers_per_thread)));
+    assert!(!metafork::verify::sample::unreachable(&f, &system, &leaf.staged.host_loops, &b), "the counter `R` is not the machine's `R`");
 }
 
 /// A row dot product with hostile names (`new`, `class`, `template`), a cached vector whose tile
