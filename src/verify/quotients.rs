@@ -36,17 +36,39 @@ pub fn defining_equalities(context: &System, thread_local: &dyn Fn(&Var) -> bool
 /// `P` with `upper == divisor * P` exactly, trying `upper` as written, then with up to `depth`
 /// of `definitions` substituted one after another (each only where its variable occurs).
 pub fn exact_quotient(upper: &Poly, divisor: &Poly, definitions: &[(Var, Poly)], depth: usize) -> Option<Poly> {
+    quotient_such_that(upper, divisor, definitions, depth, &|_| true)
+}
+
+/// As [`exact_quotient`], the first `P` found that `accept` also takes.
+fn quotient_such_that(upper: &Poly, divisor: &Poly, definitions: &[(Var, Poly)], depth: usize, accept: &dyn Fn(&Poly) -> bool) -> Option<Poly> {
     if divisor.is_zero() {
         return None;
     }
-    if let Some(p) = upper.divide_exact(divisor) {
+    if let Some(p) = upper.divide_exact(divisor).filter(|p| accept(p)) {
         return Some(p);
     }
     if depth == 0 {
         return None;
     }
     let vars = upper.vars();
-    definitions.iter().filter(|(v, _)| vars.contains(v)).find_map(|(v, e)| exact_quotient(&upper.substitute(v, e), divisor, definitions, depth - 1))
+    definitions.iter().filter(|(v, _)| vars.contains(v)).find_map(|(v, e)| quotient_such_that(&upper.substitute(v, e), divisor, definitions, depth - 1, accept))
+}
+
+/// For each division `a = d*q + r` of `divisions` (quotient, remainder, dividend, divisor)
+/// whose dividend, as written or with up to two of `definitions` substituted, is `d*P`
+/// exactly, with `P` integer-valued (integer coefficients, every variable in `integer`): the
+/// facts `q == P` and `r == 0`. Sound for any `d != 0`, since `d` then divides `a` and C's
+/// quotient is exact (`half = n / 2` under `n % (2*m) == 0` is `m*q'`, a multiple of `m`).
+pub fn exact_divisions(divisions: &[(Var, Var, Poly, Poly)], definitions: &[(Var, Poly)], integer: &dyn Fn(&Var) -> bool) -> Vec<Constraint> {
+    let mut facts = Vec::new();
+    for (q, r, a, d) in divisions {
+        let integral = |p: &Poly| p.terms().all(|(_, c)| c.is_integer()) && p.vars().iter().all(integer) && !p.vars().contains(q) && !p.vars().contains(r);
+        if let Some(p) = quotient_such_that(a, d, definitions, 2, &integral) {
+            facts.push(Constraint::eq(&Poly::from_var(q.clone()), &p));
+            facts.push(Constraint::eq(&Poly::from_var(r.clone()), &Poly::zero()));
+        }
+    }
+    facts
 }
 
 /// The lemma `q < P` for a quotient `q` whose dividend is below `divisor * P`.
@@ -79,6 +101,23 @@ mod tests {
         assert_eq!(exact_quotient(&total, &Poly::var("KH"), &defs, 2), None);
         // Depth 0: only the bound as written.
         assert_eq!(exact_quotient(&total, &ow, &defs, 0), None);
+    }
+
+    #[test]
+    fn a_division_is_exact_only_with_an_integer_quotient() {
+        let (q, r) = (Var::new("q"), Var::new("r"));
+        let division = [(q.clone(), r.clone(), Poly::var("n"), Poly::constant(constraints::Rational::from_integer(2.into())))];
+        let integer = |_: &Var| true;
+        // `n == 2*m*k`: `n / 2 == m*k`, remainder 0.
+        let defs = defining_equalities(&sys(&["n == 2*m*k"]), &|_| false);
+        let facts = exact_divisions(&division, &defs, &integer);
+        assert_eq!(facts, [Constraint::eq(&Poly::var("q"), &(Poly::var("m") * Poly::var("k"))), Constraint::eq(&Poly::var("r"), &Poly::zero())]);
+        // `n == m*k` (`n % m == 0`): `n / 2` is `m*k/2`, not an integer polynomial: no fact.
+        let defs = defining_equalities(&sys(&["n == m*k"]), &|_| false);
+        assert!(exact_divisions(&division, &defs, &integer).is_empty());
+        // Nor where a variable of the quotient is not an integer.
+        let defs = defining_equalities(&sys(&["n == 2*m*k"]), &|_| false);
+        assert!(exact_divisions(&division, &defs, &|v: &Var| v.name() != "k").is_empty());
     }
 
     #[test]

@@ -242,6 +242,15 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
             m.divisions.push((Var::new(name), Var::new(&format!("{}{rest}", crate::access::AUX_REMAINDER)), def.dividend.clone(), def.divisor.clone()));
         }
     }
+    // Exact divisions of shared values (`half = n / 2` under `n % (2*m) == 0`) as equalities,
+    // found once per kernel from the launch facts' definitions: a quotient lemma can then see
+    // through `half` to `m*q'`.
+    let mut launch_context = System::new();
+    m.col.context.constraints()[..launch_facts].iter().for_each(|c| launch_context.add(c.clone()));
+    let definitions = quotients::defining_equalities(&launch_context, &|v| m.thread_local(v));
+    let shared_divisions: Vec<_> = m.divisions.iter().filter(|(q, ..)| m.shared_vars.contains(q.name())).cloned().collect();
+    let exact = quotients::exact_divisions(&shared_divisions, &definitions, &|v| m.col.context.domain(v).is_integer());
+    m.launch.extend(exact);
     // Each fact for the first thread, and renamed for the second when it names its variables.
     let both: Vec<(usize, Constraint)> = m
         .col

@@ -1173,6 +1173,44 @@ fn a_block_start_below_a_multiple_of_its_size_is_proved() {
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
 
+/// One radix-2 stage of an FFT: `half = n / 2` and `hi = (i / m) * 2 * m + i % m + m < n`
+/// for `i < half`. The bound needs `half == m*q'` exactly, from `n % (2*m) == 0`
+/// (`n == 2*m*q'`): the parity of `n / 2`'s remainder, which Z3's nonlinear search left
+/// unknown on every leaf. Under `n % m == 0` alone the stage writes past the end (`n = 6,
+/// m = 2`: `i = 2` makes `hi = 6`), and is caught.
+#[test]
+fn a_half_size_that_is_an_exact_multiple_is_proved() {
+    let src = |fact: &str| {
+        format!(
+            "void fft_stage(int R, int n, int m, int B1, const float tw[n], const float src[R][n], float dst[R][n]) {{
+  assume(R >= 1 && n >= 2 && m >= 1 && B1 >= 1 && n % {fact} == 0);
+  int half = n / 2;
+  meta_schedule {{
+    meta_for (int r = 0; r < R; r++)
+      meta_for (int g = 0; g < (half + B1 - 1) / B1; g++)
+        meta_for (int t = 0; t < B1; t++) {{
+          int i = g * B1 + t;
+          if (i < half) {{
+            int lo = (i / m) * 2 * m + i % m;
+            int hi = lo + m;
+            float w = tw[i % m];
+            float a = src[r][lo];
+            float b = src[r][hi] * w;
+            dst[r][lo] = a + b;
+            dst[r][hi] = a - b;
+          }}
+        }}
+  }}
+}}"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src("(2 * m)"));
+    every_leaf_proved(&f, &tree, &b, "");
+    let (f, tree) = tree_of(&src("m"));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
+
 /// A byte of the index, `(char)(i % 256)`, wraps to -128..127 as C converts: `+ 128` stays
 /// inside `h[256]` and is proved; `+ 127` writes `h[-1]` at `i = 128`, caught and replayed.
 /// Before, the verifier took the conversion for the value itself (a false defect at `+ 128`)
