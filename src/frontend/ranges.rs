@@ -107,6 +107,16 @@ enum Sign {
     Positive,
 }
 
+/// A sum `x += e` that a loop bounds ([`Ranges::accumulators`]): its range during the loop
+/// and after it, and, for an update inside a nested loop, the ranges before an update and
+/// anywhere in the nest.
+struct Accumulator {
+    name: String,
+    during: Range,
+    after: Option<Range>,
+    nest: Option<(Range, Range)>,
+}
+
 struct Ranges<'f> {
     function: &'f KernelFunction,
     types: DeclaredTypes,
@@ -129,6 +139,10 @@ struct Ranges<'f> {
     derived_bounds: std::cell::RefCell<HashMap<String, Option<(i128, i128)>>>,
     /// Each varying scalar's range, once computed (for the same reason).
     varying_ranges: std::cell::RefCell<HashMap<String, Option<Range>>>,
+    /// Sums updated inside loops nested in a loop that bounded them for its whole nest
+    /// ([`Ranges::accumulators`]): each with its range before an update and at any point of
+    /// the nest, which an assignment inside the nest leaves in place of "unknown".
+    nest_sums: HashMap<String, (Range, Range)>,
 }
 
 /// The most nodes a fact's condition may have: past it (a range through long chains of
@@ -147,7 +161,7 @@ struct Made {
 pub fn overflow_facts(function: &KernelFunction) -> Vec<Fact> {
     let host_counters: BTreeSet<String> = function.schedules.iter().flat_map(|s| s.host_loops.iter().map(|l| l.var.clone())).collect();
     let varying = function.derived.iter().filter(|d| function.names_read([d.name.clone()]).iter().any(|n| host_counters.contains(n))).map(|d| d.name.clone()).collect();
-    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), elems: function.arrays.iter().map(|a| (a.name.clone(), a.elem)).collect(), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new(), derived_bounds: Default::default(), varying_ranges: Default::default() };
+    let mut r = Ranges { function, types: DeclaredTypes::of_function(function), elems: function.arrays.iter().map(|a| (a.name.clone(), a.elem)).collect(), limits: limits(function), env: HashMap::new(), varying, facts: Vec::new(), seen: BTreeSet::new(), made: Vec::new(), derived_bounds: Default::default(), varying_ranges: Default::default(), nest_sums: HashMap::new() };
     // An array's extents are the host's arithmetic in C's types too (the driver checks them):
     // `float a[2 * N]` bounds `N` for the kernels' facts.
     for a in &function.arrays {
@@ -273,6 +287,11 @@ fn binary_kept(op: BinOp, a: Expr, b: Expr) -> Expr {
 }
 
 /// `f(a, b)`: `min` or `max`, which the dispatch code evaluates as C's integer functions.
+/// Whether `e` is the literal 1.
+fn is_one(e: &Expr) -> bool {
+    e.to_string() == "1"
+}
+
 fn call2(f: &str, a: Expr, b: Expr) -> Expr {
     if let (Some(x), Some(y)) = (constant(&a), constant(&b)) {
         return int(if f == "min" { x.min(y) } else { x.max(y) });
@@ -403,6 +422,12 @@ impl Ranges<'_> {
                         Some(op) => binary_kept(op, target.clone(), value.clone()),
                         None => value.clone(),
                     };
+                    // A sum a loop bounded for its whole nest: before its update, one step
+                    // short of the nest's last; after it, within the nest's range.
+                    let nest = self.nest_sums.get(n).cloned();
+                    if let Some((before, _)) = &nest {
+                        self.env.insert(n.clone(), Some(before.clone()));
+                    }
                     self.operations(&computed);
                     let ty = self.types.declared(n).filter(|t| t.is_integer());
                     let r = ty.and_then(|_| self.range(&computed));
@@ -410,7 +435,7 @@ impl Ranges<'_> {
                         self.conversion(&computed, r, t);
                     }
                     let r = r.zip(ty).map(|(r, t)| self.narrowed(r, t));
-                    self.env.insert(n.clone(), r);
+                    self.env.insert(n.clone(), if let Some((_, any)) = nest { Some(any) } else { r });
                 }
                 ExprKind::Index { indices, .. } => {
                     self.operations(value);
@@ -430,7 +455,7 @@ impl Ranges<'_> {
                     let assigned: Vec<String> = crate::access::assigned_scalars(branch);
                     self.env = saved;
                     for n in assigned {
-                        self.env.insert(n, None);
+                        self.unknown(n);
                     }
                 }
             }
@@ -440,7 +465,7 @@ impl Ranges<'_> {
                 let assigned = crate::access::assigned_scalars(s);
                 self.env = saved;
                 for n in assigned {
-                    self.env.insert(n, None);
+                    self.unknown(n);
                 }
             }
             StmtKind::For(l) => {
@@ -453,22 +478,29 @@ impl Ranges<'_> {
                 // Scalars the body assigns vary by iteration; a sum `x += e` (one per iteration)
                 // is bounded by the iterations before it.
                 let accumulated = self.accumulators(l, counter.clone());
+                let outer_nest = self.nest_sums.clone();
+                for a in &accumulated {
+                    if let Some(nest) = &a.nest {
+                        self.nest_sums.insert(a.name.clone(), nest.clone());
+                    }
+                }
                 for n in crate::access::assigned_scalars(&l.body) {
-                    self.env.insert(n, None);
+                    self.unknown(n);
                 }
                 self.env.insert(l.var.name.clone(), counter);
-                for (n, during, _) in &accumulated {
-                    self.env.insert(n.clone(), Some(during.clone()));
+                for a in &accumulated {
+                    self.env.insert(a.name.clone(), Some(a.during.clone()));
                 }
                 self.stmt(&l.body);
                 self.leave(entered);
+                self.nest_sums = outer_nest;
                 let assigned = crate::access::assigned_scalars(s);
                 self.env = saved;
                 for n in assigned {
-                    self.env.insert(n, None);
+                    self.unknown(n);
                 }
-                for (n, _, after) in accumulated {
-                    self.env.insert(n, after);
+                for a in accumulated {
+                    self.env.insert(a.name, a.after);
                 }
             }
             _ => {}
@@ -525,27 +557,39 @@ impl Ranges<'_> {
     /// nothing the body assigns or defines: each with its range during the loop (before its
     /// update: the start plus at most `trips - 1` steps of `e`) and after it (at most `trips`
     /// steps, none where the loop does not run). `trips` is at most `hi - lo` (`+ 1` for `<=`).
-    fn accumulators(&mut self, l: &ForLoop, counter: Option<Range>) -> Vec<(String, Range, Option<Range>)> {
-        let mut updates: HashMap<String, Vec<(AssignOp, Expr)>> = HashMap::new();
+    fn accumulators(&mut self, l: &ForLoop, counter: Option<Range>) -> Vec<Accumulator> {
+        let mut updates: HashMap<String, Vec<(AssignOp, Expr, Vec<&ForLoop>)>> = HashMap::new();
         let mut defined = BTreeSet::new();
-        // An update inside a loop of the body runs many times an iteration: not one step.
-        fn collect(s: &Stmt, inner: bool, updates: &mut HashMap<String, Vec<(AssignOp, Expr)>>, defined: &mut BTreeSet<String>) {
+        // An update inside a loop of the body runs once per iteration of that loop: `path`
+        // holds the loops around it, whose trip counts multiply its steps.
+        fn collect<'a>(s: &'a Stmt, path: &mut Vec<&'a ForLoop>, updates: &mut HashMap<String, Vec<(AssignOp, Expr, Vec<&'a ForLoop>)>>, defined: &mut BTreeSet<String>) {
             match &s.kind {
                 StmtKind::Assign { target: Expr { kind: ExprKind::Var(n), .. }, op, value } => {
-                    let op = if inner { AssignOp::Set } else { *op };
-                    updates.entry(n.clone()).or_default().push((op, value.clone()));
+                    updates.entry(n.clone()).or_default().push((*op, value.clone(), path.clone()));
                 }
                 StmtKind::Decl { vars, .. } => defined.extend(vars.iter().map(|d| d.name.name.clone())),
-                StmtKind::Block(items) => items.iter().for_each(|x| collect(x, inner, updates, defined)),
+                StmtKind::Block(items) => items.iter().for_each(|x| collect(x, path, updates, defined)),
                 StmtKind::If { then_branch, else_branch, .. } => {
-                    collect(then_branch, inner, updates, defined);
-                    else_branch.iter().for_each(|x| collect(x, inner, updates, defined));
+                    collect(then_branch, path, updates, defined);
+                    else_branch.iter().for_each(|x| collect(x, path, updates, defined));
                 }
-                StmtKind::For(l) | StmtKind::MetaFor(l) => collect(&l.body, true, updates, defined),
+                StmtKind::For(inner) => {
+                    path.push(inner);
+                    collect(&inner.body, path, updates, defined);
+                    path.pop();
+                }
+                // A `meta_for` runs its iterations side by side: not a count of steps.
+                StmtKind::MetaFor(inner) => {
+                    let mut inside = HashMap::new();
+                    collect(&inner.body, path, &mut inside, defined);
+                    for (n, ups) in inside {
+                        updates.entry(n).or_default().extend(ups.into_iter().map(|(_, e, p)| (AssignOp::Set, e, p)));
+                    }
+                }
                 _ => {}
             }
         }
-        collect(&l.body, false, &mut updates, &mut defined);
+        collect(&l.body, &mut Vec::new(), &mut updates, &mut defined);
         let (Some(counter), Some(lo), Some(hi)) = (counter, self.range(&l.lo), self.range(&l.hi)) else { return Vec::new() };
         let mut trips = binary(BinOp::Sub, hi.hi, lo.lo);
         let mut trips_most = hi.bounds.zip(lo.bounds).and_then(|((_, h), (l0, _))| h.checked_sub(l0));
@@ -555,20 +599,53 @@ impl Ranges<'_> {
         }
         let mut out = Vec::new();
         for (n, ups) in &updates {
-            let [(op @ (AssignOp::Add | AssignOp::Sub), e)] = ups.as_slice() else { continue };
+            let [(op @ (AssignOp::Add | AssignOp::Sub), e, path)] = ups.as_slice() else { continue };
+            // Read by the step or by a nested loop's bounds: nothing the body assigns or defines.
             let mut read = Vec::new();
             e.names(&mut read);
-            if read.iter().any(|r| updates.contains_key(r) || defined.contains(r)) || !self.types.declared(n).is_some_and(ScalarType::is_integer) {
+            path.iter().for_each(|inner| {
+                inner.lo.names(&mut read);
+                inner.hi.names(&mut read);
+            });
+            let nested = !path.is_empty();
+            if read.iter().any(|r| updates.contains_key(r) || defined.contains(r)) || !self.types.declared(n).is_some_and(ScalarType::is_integer) || self.nest_sums.contains_key(n) || (nested && defined.contains(n)) {
                 continue;
             }
             let Some(Some(start)) = self.env.get(n).cloned() else { continue };
-            let outer = self.env.insert(l.var.name.clone(), Some(counter.clone()));
-            let step = self.range(e);
-            match outer {
-                Some(r) => self.env.insert(l.var.name.clone(), r),
-                None => self.env.remove(&l.var.name),
-            };
-            let Some(step) = step else { continue };
+            // The counters in scope at the update, for its step and the nested loops' bounds.
+            let saved: Vec<(String, Option<Option<Range>>)> = std::iter::once(&l.var.name).chain(path.iter().map(|inner| &inner.var.name)).map(|v| (v.clone(), self.env.get(v).cloned())).collect();
+            self.env.insert(l.var.name.clone(), Some(counter.clone()));
+            // Each nested loop's trip count, at most `max(hi - lo (+ 1), 0)` over the counters
+            // around it.
+            let mut per_outer: Option<(Expr, Option<i128>)> = Some((int(1), Some(1)));
+            for inner in path {
+                let (Some(lo), Some(hi)) = (self.range(&inner.lo), self.range(&inner.hi)) else {
+                    per_outer = None;
+                    break;
+                };
+                let mut t = binary(BinOp::Sub, hi.hi.clone(), lo.lo.clone());
+                let mut most = hi.bounds.zip(lo.bounds).and_then(|((_, h), (l0, _))| h.checked_sub(l0));
+                if inner.inclusive {
+                    t = binary(BinOp::Add, t, int(1));
+                    most = most.and_then(|m| m.checked_add(1));
+                }
+                // `max(t, 0)` where the loop may run no iteration at all.
+                let least = hi.bounds.zip(lo.bounds).and_then(|((h, _), (_, l1))| h.checked_sub(l1)).map(|t| t + i128::from(inner.inclusive));
+                if !least.is_some_and(|t| t >= 0) {
+                    t = call2("max", t, int(0));
+                }
+                let counter = self.counter_range(&inner.lo, &inner.hi, inner.inclusive);
+                self.env.insert(inner.var.name.clone(), counter);
+                per_outer = per_outer.map(|(p, pm)| (if is_one(&p) { t } else { binary(BinOp::Mul, p, t) }, pm.zip(most).and_then(|(a, b)| a.checked_mul(b.max(0)))));
+            }
+            let step = per_outer.is_some().then(|| self.range(e)).flatten();
+            for (v, r) in saved {
+                match r {
+                    Some(r) => self.env.insert(v, r),
+                    None => self.env.remove(&v),
+                };
+            }
+            let (Some(step), Some((per_outer, per_outer_most))) = (step, per_outer) else { continue };
             let step = if *op == AssignOp::Sub { Range { lo: negated(step.hi), hi: negated(step.lo), bounds: step.bounds.map(|(a, b)| (-b, -a)) } } else { step };
             // `k` steps of `e` lie in `[k * min(e, 0), k * max(e, 0)]` for `0 <= k <= most`.
             let steps = |k: Expr, most: Option<i128>| {
@@ -582,12 +659,32 @@ impl Ranges<'_> {
                     bounds: add_bounds(start.bounds, low.zip(high).map(|((l0, _), (_, h1))| (l0, h1))),
                 }
             };
-            let during = steps(binary(BinOp::Sub, trips.clone(), int(1)), trips_most.map(|t| t - 1));
-            let after = steps(call2("max", trips.clone(), int(0)), trips_most);
-            out.push((n.clone(), during, Some(after)));
+            if !nested {
+                let during = steps(binary(BinOp::Sub, trips.clone(), int(1)), trips_most.map(|t| t - 1));
+                let after = steps(call2("max", trips.clone(), int(0)), trips_most);
+                out.push(Accumulator { name: n.clone(), during, after: Some(after), nest: None });
+                continue;
+            }
+            // Nested: the whole nest makes at most `trips * per_outer` updates, so the sum
+            // before an update is at most one step short of that, and anywhere in the nest
+            // (after a nested loop) at most that.
+            let trips_least = hi.bounds.zip(lo.bounds).and_then(|((h, _), (_, l1))| h.checked_sub(l1)).map(|t| t + i128::from(l.inclusive));
+            let outer_trips = if trips_least.is_some_and(|t| t >= 0) { trips.clone() } else { call2("max", trips.clone(), int(0)) };
+            let total = binary(BinOp::Mul, outer_trips, per_outer);
+            let total_most = trips_most.zip(per_outer_most).and_then(|(t, p)| t.max(0).checked_mul(p));
+            let before = steps(binary(BinOp::Sub, total.clone(), int(1)), total_most.map(|t| t - 1));
+            let any = steps(total, total_most);
+            out.push(Accumulator { name: n.clone(), during: any.clone(), after: Some(any.clone()), nest: Some((before, any)) });
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         out
+    }
+
+    /// A scalar assigned somewhere it cannot be followed: unknown, or the range a loop
+    /// around gave it for the whole nest.
+    fn unknown(&mut self, n: String) {
+        let r = self.nest_sums.get(&n).map(|(_, any)| any.clone());
+        self.env.insert(n, r);
     }
 
     /// The counter's value after its last step, `hi - 1 + step` (`hi + step` for `<=`), stays
@@ -1187,10 +1284,27 @@ mod tests {
             let f = facts(&kernel(ints, positive, body));
             assert!(f.iter().any(|x| x.contains(fact)), "{body}: {f:?}");
         }
-        // A sum in a loop nested in the loop is `K * K` steps, not one per outer iteration: no
-        // fact is written for it (a first form bounded it by `2 * K` steps, too few).
-        let f = facts(&kernel(ints, positive, "int acc = 0; for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += i; y[i] = (float)acc;"));
-        assert!(f.iter().all(|x| !x.contains("`acc + i`")), "{f:?}");
+        // A sum in a loop nested in the loop is `K * K` steps, not one per outer iteration (a
+        // first form bounded it by `2 * K` steps, too few); a nested loop's bounds may name
+        // the counters around it (`j < k`: at most `K - 1` steps), its step too (`acc += j`).
+        // Before its update the sum has made at most all but one of them; read after it (`t`),
+        // all of them.
+        for (body, fact) in [
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += i;", "(K * K - 1) * max(n - 1, 0) + (n - 1) <= 2147483647 (`acc + i` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < k; j++) acc += i;", "(K * (K - 1) - 1) * max(n - 1, 0) + (n - 1) <= 2147483647 (`acc + i` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += j;", "(K * K - 1) * max(K - 1, 0) + (K - 1) <= 2147483647 (`acc + j` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) for (int l = 0; l <= 3; l++) acc -= i;", "(K * (K * 4) - 1) * min(-(n - 1), 0) - (n - 1) >= -2147483648 (`acc - i` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) { if (j < i) acc += 3; int t = acc * 2; y[i] = (float)t; }", "K * K * 3 * 2 <= 2147483647 (`acc * 2` stays within `int`)"),
+        ] {
+            let f = facts(&kernel(ints, positive, &format!("int acc = 0; {body} y[i] = (float)acc;")));
+            assert!(f.iter().any(|x| x == fact), "{body}: {f:?}");
+        }
+        // Two updates, or a nested loop bounded by a scalar the body assigns (its count is not
+        // known before the loop): no bound is written.
+        for body in ["for (int k = 0; k < K; k++) { acc += 1; for (int j = 0; j < K; j++) acc += i; }", "int m2 = 0; for (int k = 0; k < K; k++) { m2 = m2 + i; for (int j = 0; j < m2; j++) acc += 1; }"] {
+            let f = facts(&kernel(ints, positive, &format!("int acc = 0; {body} y[i] = (float)acc;")));
+            assert!(f.iter().all(|x| !x.contains("`acc + ")), "{body}: {f:?}");
+        }
         // Bounded by the types: `char` operands, a sum of at most 100 small steps.
         for body in ["char c = (char)i; int t = c; t += 100; t *= 4; y[i] = (float)t;", "int acc = 0; for (int k = 0; k < 100; k++) acc += (i % 7); y[i] = (float)acc;"] {
             let f = facts(&kernel(ints, positive, body));
