@@ -6,7 +6,9 @@
 //! The relaxation reads each non-constant monomial as a column of its own (`N_SM*W_SM` is one
 //! unknown), keeps `<`, `<=` and `==` (and the integer domains' bounds), reads a divisibility
 //! `p % m == 0` of an integer polynomial as `p - m*q == 0` with a new integer column `q`
-//! (so `n == 1` beside `n % 4 == 0` is refuted by the gcd), drops `!=` and non-divisibility,
+//! (so `n == 1` beside `n % 4 == 0` is refuted by the gcd), drops `!=` and non-divisibility
+//! (a non-divisibility is first checked against the divisibilities: `s*B1 % 2 != 0` beside
+//! `s % 4 == 0` is refuted exactly, where Z3's nonlinear integer search answered unknown),
 //! and adds what products of bounded variables must satisfy (McCormick's
 //! inequalities `(x - lx)*(y - ly) >= 0` and the like, and `x1^e1*...*xk^ek >= l1^e1*...*lk^ek`
 //! for lower bounds `li >= 0`). Fourier–Motzkin elimination then looks for a contradiction.
@@ -27,7 +29,7 @@ use crate::constraint::{Constraint, Rel};
 use crate::poly::Monomial;
 use crate::system::{Domain, System};
 use num_integer::Integer;
-use num_traits::{Signed, ToPrimitive};
+use num_traits::{Signed, ToPrimitive, Zero};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Past this many rows in one elimination step the refutation gives up (answers `false`).
@@ -48,9 +50,34 @@ pub fn refutes(system: &System, extra: Option<&Constraint>) -> bool {
     if constraints.iter().any(|c| c.truth_if_constant() == Some(false)) {
         return true;
     }
+    if divisibility_conflict(system, &constraints) {
+        return true;
+    }
     let Some(mut relaxation) = Relaxation::of(system, &constraints) else { return false };
     relaxation.add_product_bounds();
     relaxation.eliminate()
+}
+
+/// Whether a non-divisibility `q % m2 != 0` contradicts a divisibility `p % m1 == 0` of the
+/// same integer variables: `m2` divides `m1` and `q == p*r` for a polynomial `r` with integer
+/// coefficients over integer variables (`s % 4 == 0` beside `s*B1 % 2 != 0`), so `m2` divides
+/// `q` at every point; or `m2` divides each coefficient of `q`. The relaxation drops
+/// non-divisibility, and Z3's nonlinear integer search leaves such systems unknown.
+fn divisibility_conflict(system: &System, constraints: &[&Constraint]) -> bool {
+    let integer = |p: &crate::poly::Poly| p.terms().all(|(m, k)| k.is_integer() && m.factors().iter().all(|(v, _)| system.domain(v).is_integer()));
+    let dvd: Vec<(&crate::poly::Poly, u32)> = constraints.iter().filter_map(|c| if let Rel::Dvd(m) = c.rel() { Some((c.poly(), m)) } else { None }).filter(|(p, _)| integer(p)).collect();
+    constraints.iter().any(|c| {
+        let Rel::NotDvd(m2) = c.rel() else { return false };
+        let q = c.poly();
+        if !integer(q) || m2 == 0 {
+            return false;
+        }
+        let m2_big = num_bigint::BigInt::from(m2);
+        if q.terms().all(|(_, k)| (k.to_integer() % &m2_big).is_zero()) {
+            return true;
+        }
+        dvd.iter().any(|(p, m1)| m1 % m2 == 0 && q.divide_exact(p).is_some_and(|r| integer(&r)))
+    })
 }
 
 struct Relaxation {
@@ -343,4 +370,31 @@ pub fn candidates(system: &System) -> Vec<BTreeMap<crate::var::Var, crate::Ratio
         out.push(point);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_multiple_of_a_multiple_is_no_non_multiple() {
+        use crate::poly::Poly;
+        let (s_, b1) = (Poly::var("s"), Poly::var("B1"));
+        let with = |cs: Vec<Constraint>| {
+            let mut t = System::new();
+            for v in ["s", "B1"] {
+                t.set_domain(crate::var::Var::new(v), Domain::integer());
+            }
+            cs.into_iter().for_each(|c| t.add(c));
+            refutes(&t, None)
+        };
+        let six_s_4 = s_.scale(&crate::Rational::from_integer(6.into())) + Poly::constant(crate::Rational::from_integer(4.into()));
+        // `s % 4 == 0` makes `s*B1` even; `6*s + 4` is even whatever `s` is.
+        assert!(with(vec![Constraint::divides(4, &s_), Constraint::not_divides(2, &(&s_ * &b1))]));
+        assert!(with(vec![Constraint::not_divides(2, &six_s_4)]));
+        // Not where the moduli do not divide, nor where the quotient is no integer polynomial.
+        assert!(!with(vec![Constraint::divides(2, &s_), Constraint::not_divides(4, &(&s_ * &b1))]));
+        assert!(!with(vec![Constraint::divides(4, &s_.scale(&crate::Rational::from_integer(2.into()))), Constraint::not_divides(4, &s_)]));
+        assert!(!with(vec![Constraint::divides(4, &s_), Constraint::not_divides(2, &(&s_ + &b1))]));
+    }
 }
