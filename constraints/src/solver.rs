@@ -172,9 +172,18 @@ fn linear_repair(system: &System, witness: &BTreeMap<Var, Rational>) -> Option<B
             return Some(point);
         }
         let mut best: Option<(usize, Var, Rational)> = None;
+        let mut tried = 0;
         for (i, c) in constraints.iter().enumerate() {
             if c.rel().modulus().is_some() || holds[i] != Ok(false) {
                 continue;
+            }
+            // Each failing constraint's moves re-evaluate every constraint reading the moved
+            // variable: a system of thousands of facts on one size made this quadratic (seconds
+            // per query, deaf to --time-limit and Ctrl-C). The first few failing constraints
+            // are tried, and the budget is asked between them.
+            tried += 1;
+            if tried > REPAIR_TRIES || crate::budget::expired() {
+                break;
             }
             for (v, candidate) in boundary_moves(system, c, &point) {
                 let touched = readers.get(&v).unwrap_or(&none);
@@ -243,6 +252,9 @@ fn repaired(system: &System) -> Option<CheckResult> {
 
 /// Rounds of [`linear_repair`].
 const REPAIR_ROUNDS: usize = 4;
+
+/// The failing constraints whose moves one round of [`linear_repair`] tries, in order.
+const REPAIR_TRIES: usize = 64;
 
 /// The values next to `c`'s boundary for each variable `c` is linear in, at `point`.
 fn boundary_moves(system: &System, c: &Constraint, point: &BTreeMap<Var, Rational>) -> Vec<(Var, Rational)> {
