@@ -71,6 +71,16 @@ pub fn shown(path: &Path) -> String {
     }
 }
 
+/// How generated files name the program they come from: its file name alone, so that the
+/// output does not depend on how the path was spelt or where the command ran (and does not
+/// carry the user's directories); the path as given where there is no file name.
+pub fn generated_name(path: &Path) -> String {
+    match path.file_name() {
+        Some(n) => shown(Path::new(n)),
+        None => shown(path),
+    }
+}
+
 /// The largest source, wisdom or tuning-space file read (bytes): well beyond any kernel or
 /// settings, far below memory.
 pub const MAX_SOURCE_BYTES: u64 = 16 << 20;

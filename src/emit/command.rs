@@ -253,6 +253,7 @@ fn source_span(body: &[crate::frontend::ast::Stmt], site: &str) -> Option<crate:
 /// in-process callers use [`files`]).
 pub fn run(r: &Request) -> Result<(), Failure> {
     let name = command::shown(r.file);
+    let generated = command::generated_name(r.file);
     let text = command::read_source(r.file)?;
     let program = command::check(&name, &text, r.color)?;
     // Each file parsed on its own (messages name its lines); the copy joins them as YAML documents.
@@ -281,7 +282,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     let points = as_written_points(&program);
     let (checked, built) = std::thread::scope(|scope| {
         let check = std::thread::Builder::new().stack_size(CHECK_STACK_BYTES).spawn_scoped(scope, || carried_dependence(&name, &text, &program, &points, r.color));
-        let built = files(&name, &text, &program, r.emit_cuda, &extras);
+        let built = files(&generated, &text, &program, r.emit_cuda, &extras);
         let checked = match check {
             Ok(handle) => handle.join().unwrap_or_else(|_| Err(Failure { message: "error: internal failure in the check of the schedules as written (a bug in metafork); please report it with the input".into(), code: command::exit::INTERNAL })),
             // No second thread: the check runs here, after the build.
@@ -291,7 +292,7 @@ pub fn run(r: &Request) -> Result<(), Failure> {
     });
     checked?;
     let (files, trees, summary) = built.map_err(|e| Failure::of_work(format!("error: {e}")))?;
-    let from = Provenance { output: OutputKind::Gen, source: Some(SourceRef { name: name.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
+    let from = Provenance { output: OutputKind::Gen, source: Some(SourceRef { name: generated.clone(), file: SOURCE_COPY.into() }), wisdom: with_wisdom.is_some().then(|| WISDOM_COPY.to_string()), ptxas };
     write_dir(r.output, &files, from, crate::output::Foreign::forced(r.force)).map_err(|e| Failure::input(format!("error: {e}")))?;
     // Names that differ only in case (functions `scale` and `Scale`) are two files here and
     // one on a file system that ignores case (macOS's and Windows' defaults).

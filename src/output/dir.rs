@@ -96,6 +96,15 @@ pub fn write_dir(target: &Path, files: &DirFiles, from: Provenance, foreign: For
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(err(target, e)),
     };
+    // The directory is replaced whole: where the command runs in it (`-o "$PWD"`, `-o ../out`
+    // from `out`), the caller's working directory would be deleted under it.
+    if exists.is_some() {
+        if let (Ok(dir), Ok(here)) = (fs::canonicalize(target), std::env::current_dir().and_then(fs::canonicalize)) {
+            if here.starts_with(&dir) {
+                return Err(err(target, "it is the working directory, or holds it; the output directory is replaced whole, which would delete the directory this command runs in (give another directory, or run from elsewhere)"));
+            }
+        }
+    }
     let prefix = format!("{STAGING_PREFIX}{}-", &super::manifest::sha256_hex(name.as_bytes())[..12]);
     recover(&parent, &prefix, target).map_err(|e| err(target, format!("cannot clean up an interrupted run: {e}")))?;
     // The old manifest, read once: what it lists unchanged is metafork's to replace or drop.

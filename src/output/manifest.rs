@@ -37,7 +37,9 @@ pub struct Manifest {
     /// `verify` compiles again to re-derive them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ptxas: Vec<String>,
-    /// Every file metafork wrote (the manifest aside), with its SHA-256 in hex.
+    /// Every file metafork wrote (the manifest aside), with its SHA-256 in hex; a name listed
+    /// twice is refused, as a field given twice is.
+    #[serde(deserialize_with = "constraints::input::unique_keys")]
     pub files: BTreeMap<String, String>,
 }
 

@@ -181,7 +181,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
         // compute capability nvcc does not know builds for the GPU of the machine building it.
         let arch = crate::compiled::arch_of(&device).unwrap_or_else(|| "native".into());
         for (function, tree, tuned) in &results {
-            let build = super::harness::files(&crate::command::shown(file), function, tree, tuned, options.top, &arch, &mut files)?;
+            let build = super::harness::files(&crate::command::generated_name(file), function, tree, tuned, options.top, &arch, &mut files)?;
             harnesses += &format!("harness for `{}` in {}: {build}\n", tuned.schedule, crate::command::shown(dir));
         }
         crate::output::write_dir(dir, &files, crate::output::manifest::Provenance { output: crate::output::manifest::OutputKind::Harness, ..Default::default() }, crate::output::Foreign::forced(options.force))?;
