@@ -71,9 +71,9 @@ pub struct WisdomChoice {
     pub leaf: String,
     #[serde(deserialize_with = "constraints::input::unique_keys")]
     pub parameters: std::collections::BTreeMap<String, i64>,
-    /// The harness's measurement and the model's rank of this choice (unused here).
+    /// The harness's measurement (checked to be a time) and the model's rank of this choice
+    /// (unused here).
     #[serde(default)]
-    #[allow(dead_code)]
     median_ms: Option<f64>,
     #[serde(default)]
     #[allow(dead_code)]
@@ -142,13 +142,17 @@ impl Wisdom {
     /// it sets, and the program's facts at them.
     fn check_values(&self, function: &KernelFunction, schedule: &str, facts: &crate::dispatch::facts::FactSet) -> Result<(), String> {
         let best = self.best_choice(schedule)?;
-        if self.device.trim().is_empty() || self.device.len() > 256 {
-            return Err(self.at(&["device"], "the device name must be 1 to 256 characters (the CUDA runtime's `cudaDeviceProp::name`)".into()));
+        // `cudaDeviceProp::name` is `char[256]` with its terminating NUL: 255 bytes at most.
+        if self.device.trim().is_empty() || self.device.len() > 255 {
+            return Err(self.at(&["device"], format!("the device name must be 1 to 255 bytes of UTF-8 (the CUDA runtime's `cudaDeviceProp::name` is `char[256]`); this one has {} bytes", self.device.len())));
         }
         // `cudaDeviceProp::name` is a C string: a NUL would end it early, and no device name
         // holds a control character.
         if self.device.chars().any(char::is_control) {
             return Err(self.at(&["device"], format!("the device name `{}` holds a control character; a device's name (`cudaDeviceProp::name`) never does", self.device.escape_debug())));
+        }
+        if let Some(ms) = best.median_ms.filter(|ms| !(ms.is_finite() && *ms > 0.0)) {
+            return Err(self.at(&["best", "median_ms"], format!("`median_ms: {ms}` is not a time (a positive number of milliseconds)")));
         }
         let program = function.program_parameters();
         let data = function.data_parameters();

@@ -536,6 +536,8 @@ static int metafork_read_cache(const char *path, const char *device, std::vector
     int v = -1;
     for (int k = 1; k <= METAFORK_FAILED; k++) if (strcmp(verdict, metafork_verdicts[k]) == 0) v = k;
     if (v < 0) continue;
+    /* A time that is not one (a hand-edited or damaged cache: nan, inf, negative) is measured again. */
+    if (v == METAFORK_MATCHES && !(std::isfinite(ms) && ms > 0)) continue;
     for (int c = 0; c < METAFORK_CANDIDATES; c++)
       if (keys[c] == key && results[c].verdict == METAFORK_UNTIMED) { results[c].verdict = v; results[c].median_ms = ms; results[c].difference = d; results[c].detail = "(cached)"; restored++; }
   }

@@ -230,11 +230,17 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
             let (lo, hi) = (first[p].min(other[p]), first[p].max(other[p]));
             assert!(!rows.iter().any(|r| { let v = values(r)[p]; lo < v && v < hi }), "{name}: {line} skips a value of {p}");
         }
-        // The cache: one line for candidate 2 on the device, one for another device, and one cut short.
-        let all: Vec<String> = ranked[1]["parameters"].as_object().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let fixed: Vec<String> = ranked[1]["parameters"].as_object().unwrap().iter().filter(|(k, _)| !enumerated.contains(k)).map(|(k, v)| format!("{k}: {v}")).collect();
-        let key = |device: &str| format!("{device}\t{name}\t{}\t{}", fixed.join(", "), all.join(" "));
-        std::fs::write(h.join("c.tsv"), format!("{}\tmatches\t0.125000\t1.000e-07\t\n{}\tmatches\t0.5\t0\t\n{}\tMISMATCH\t0.1", key("NVIDIA H100 80GB HBM3"), key("Other GPU"), key("NVIDIA H100 80GB HBM3"))).unwrap();
+        // The cache: one line for candidate 2 on the device, one for another device, one cut
+        // short, and times that are none (candidate 1 `nan`, candidate 3 `-5`: a damaged or
+        // hand-edited cache), which are measured again, not restored.
+        let key_of = |rank: usize, device: &str| {
+            let all: Vec<String> = ranked[rank]["parameters"].as_object().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let fixed: Vec<String> = ranked[rank]["parameters"].as_object().unwrap().iter().filter(|(k, _)| !enumerated.contains(k)).map(|(k, v)| format!("{k}: {v}")).collect();
+            format!("{device}\t{name}\t{}\t{}", fixed.join(", "), all.join(" "))
+        };
+        let key = |device: &str| key_of(1, device);
+        let bad_times = format!("{}\tmatches\tnan\t0\t\n{}\tmatches\t-5.0\t0\t\n", key_of(0, "NVIDIA H100 80GB HBM3"), key_of(ranked.len().min(3) - 1, "NVIDIA H100 80GB HBM3"));
+        std::fs::write(h.join("c.tsv"), format!("{bad_times}{}\tmatches\t0.125000\t1.000e-07\t\n{}\tmatches\t0.5\t0\t\n{}\tMISMATCH\t0.1", key("NVIDIA H100 80GB HBM3"), key("Other GPU"), key("NVIDIA H100 80GB HBM3"))).unwrap();
         let restored = String::from_utf8(harness(&["--cache", "c.tsv", "--restored", "NVIDIA H100 80GB HBM3"]).stdout).unwrap();
         assert_eq!(restored, "2\tmatches\t0.125000\n", "{name}");
         assert_eq!(harness(&["--top", "0"]).status.code(), Some(64));
@@ -372,6 +378,21 @@ int main() {
     let block = entry("A", 64, 8, 1, 32).replace("device: \"A\"\n", "device: \"A\"\ndevice: \"B\"\n");
     let e = metafork::emit::dispatch::Wisdom::parse(&block, "block.yaml").unwrap_err();
     assert!(e.starts_with("block.yaml:3:1: not a wisdom document: duplicate field `device`"), "{e}");
+    // `cudaDeviceProp::name` is `char[256]`: 255 bytes of name at most, counted in bytes (200
+    // three-byte characters are 600).
+    std::fs::write(dir.join("long.yaml"), entry(&"A".repeat(255), 4096, 16, 2, 32)).unwrap();
+    assert_eq!(early(&["long.yaml"]), Ok(()));
+    for (name, bytes) in ["A".repeat(256), "\u{2713}".repeat(200)].iter().zip([256, 600]) {
+        std::fs::write(dir.join("long.yaml"), entry(name, 4096, 16, 2, 32)).unwrap();
+        let e = early(&["long.yaml"]).unwrap_err();
+        assert!(e.contains(&format!("long.yaml:2: the device name must be 1 to 255 bytes of UTF-8 (the CUDA runtime's `cudaDeviceProp::name` is `char[256]`); this one has {bytes} bytes")), "{e}");
+    }
+    // A median that is no time (a damaged or hand-edited harness output) is refused.
+    for ms in ["-5.0", ".nan", "0.0", ".inf"] {
+        std::fs::write(dir.join("ms.yaml"), entry("NVIDIA H200", 4096, 16, 2, 32).replace("median_ms: 1.5", &format!("median_ms: {ms}"))).unwrap();
+        let e = early(&["ms.yaml"]).unwrap_err();
+        assert!(e.contains("ms.yaml:5: `median_ms: ") && e.contains("is not a time"), "{ms}: {e}");
+    }
     std::fs::write(dir.join("nul.yaml"), entry("NVIDIA\\0H200", 4096, 16, 2, 32)).unwrap();
     let e = early(&["nul.yaml"]).unwrap_err();
     assert!(e.contains("nul.yaml:2: the device name `NVIDIA\\0H200` holds a control character"), "{e}");
