@@ -32,7 +32,10 @@ impl Diagnostic {
         let name = file.name.as_str();
         let (line, col) = file.line_col(self.span.start);
         let (text, at) = windowed(&file.text, self.span.start);
-        let text = visible(&text);
+        // A byte-order mark is not shown (it has no width, so the caret would sit one column off).
+        let bom = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+        let (text, at) = (&text[bom..], at.saturating_sub(bom));
+        let text = visible(text);
         let range = label_range(&text, at);
         let mut report = Report::build(ReportKind::Error, (name, range.clone()))
             .with_config(Config::default().with_color(color).with_index_type(IndexType::Byte))

@@ -29,7 +29,8 @@ pub struct SourceFile {
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> SourceFile {
         let text = text.into();
-        let mut line_starts = vec![0];
+        // A byte-order mark is no column of the first line (the lexer skips it too).
+        let mut line_starts = vec![if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 }];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         SourceFile { name: name.into(), text, line_starts }
     }
@@ -37,9 +38,9 @@ impl SourceFile {
     /// 1-based line and column (in characters) of a byte offset.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
-        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let line = self.line_starts.partition_point(|&s| s <= offset).saturating_sub(1);
         let start = self.line_starts[line];
-        let col = self.text.get(start..offset).map_or(offset - start, |s| s.chars().count());
+        let col = self.text.get(start.min(offset)..offset).map_or(offset.saturating_sub(start), |s| s.chars().count());
         (line + 1, col + 1)
     }
 
@@ -68,5 +69,15 @@ mod tests {
         assert_eq!(f.line_col(7), (4, 1));
         assert_eq!(f.line_text(2), "cd");
         assert_eq!(f.line_col(100), (4, 3));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_no_column() {
+        let f = SourceFile::new("x.mf", "\u{feff}ab\ncd");
+        assert_eq!(f.line_col(3), (1, 1));
+        assert_eq!(f.line_col(4), (1, 2));
+        assert_eq!(f.line_col(0), (1, 1));
+        assert_eq!(f.line_text(1), "ab");
+        assert_eq!(f.line_col(6), (2, 1));
     }
 }
