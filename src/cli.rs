@@ -125,7 +125,9 @@ pub enum Command {
         /// reports (registers, static shared memory, spills) beside each leaf's estimate in
         /// tree.yaml and in the picture; `verify` compiles again to check them. With
         /// METAFORK_CACHE_DIR set to a directory, nvcc's reports are kept there and a repeated
-        /// compile (same nvcc, architecture and source) is answered from it.
+        /// compile (same nvcc, architecture and source), `verify`'s included, is answered from
+        /// it (its entries are trusted as your own files; one that cannot be ptxas's report is
+        /// compiled again); unset it for `verify` to compile everything.
         #[arg(long = "ptxas", value_name = "ARCH", value_parser = crate::compiled::ARCHS)]
         ptxas: Vec<String>,
         /// After writing the files, verify every kernel leaf as `metafork verify` does; the exit

@@ -10,7 +10,9 @@
 //! corrupted or foreign entry) is a miss and is never followed or read further. Entries are written whole (a temporary with an
 //! unpredictable name in the same directory, then renamed) and never over anything but a
 //! regular file. The directory is the user's: its entries are trusted as the user's own
-//! files are (what a hit reports is what was written there), and it may be deleted at any time.
+//! files are (what a hit reports is what was written there), and it may be deleted at any time;
+//! a hit that cannot be ptxas's report of the source (a count past 255, a kernel the source
+//! does not define: `ptxas::plausible`) is compiled again.
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

@@ -187,13 +187,31 @@ pub fn compile_cuda(nvcc: &Path, source: &str, arch: &str) -> Result<Vec<PtxasRe
     let args = ["-cubin".to_string(), format!("-arch={arch}"), "-O3".into(), "-Xptxas".into(), "-v".into()];
     let cached = crate::compile_cache::dir().and_then(|dir| crate::compile_cache::key(nvcc, &args, source).map(|key| (dir, key)));
     if let Some(log) = cached.as_ref().and_then(|(dir, key)| crate::compile_cache::load(dir, key)) {
-        return Ok(parse_report(&log, arch));
+        let reports = parse_report(&log, arch);
+        // An entry is the user's file, but not taken on faith where it cannot be ptxas's own
+        // report of this source: it is then compiled again (and the entry replaced).
+        if plausible(&log, source, &reports) {
+            return Ok(reports);
+        }
     }
     let log = run_in_temp(nvcc, "kernel.cu", source, &args, arch)?;
     if let Some((dir, key)) = &cached {
         crate::compile_cache::store(dir, key, &log);
     }
     Ok(parse_report(&log, arch))
+}
+
+/// Whether a cached log reads as ptxas's report of `source`: at least one kernel, each named in
+/// the source, and each `Used N registers` a plain decimal of at most 255 (the most any
+/// architecture gives a thread); a count written `-5` or past `u32`, or a kernel the source
+/// does not define, is not.
+fn plausible(log: &str, source: &str, reports: &[PtxasReport]) -> bool {
+    let counts_ok = log.lines().filter(|l| l.contains("Used ") && l.contains(" registers")).all(|line| {
+        let Some(after) = line.split("Used ").nth(1) else { return false };
+        let Some(number) = after.split(" registers").next() else { return false };
+        !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && number.parse::<u32>().is_ok_and(|n| n <= 255)
+    });
+    counts_ok && !reports.is_empty() && reports.iter().all(|r| !r.kernel.is_empty() && source.contains(&r.kernel) && r.registers <= 255)
 }
 
 /// Assemble PTX for `arch` and read the per-kernel resource report.
@@ -234,6 +252,23 @@ pub fn parse_report(log: &str, arch: &str) -> Vec<PtxasReport> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_cached_report_that_ptxas_could_not_have_written_is_not_taken() {
+        let source = "__global__ void k(float *x) {}";
+        let log = |used: &str, name: &str| format!("ptxas info    : Compiling entry function '{name}' for 'sm_90'\nptxas info    : Used {used} registers, 380 bytes cmem[0]\n");
+        let ok = |used: &str, name: &str| {
+            let l = log(used, name);
+            plausible(&l, source, &parse_report(&l, "sm_90"))
+        };
+        assert!(ok("37", "k"));
+        assert!(ok("255", "k"));
+        for used in ["256", "4294967295", "-5", "99999999999999999999999", ""] {
+            assert!(!ok(used, "k"), "{used}");
+        }
+        assert!(!ok("37", "other"), "a kernel the source does not define");
+        assert!(!plausible("", source, &[]), "no kernel at all");
+    }
 
     #[test]
     fn folders_of_killed_runs_are_removed_and_live_ones_kept() {
