@@ -629,11 +629,14 @@ impl Ranges<'_> {
                     t = binary(BinOp::Add, t, int(1));
                     most = most.and_then(|m| m.checked_add(1));
                 }
-                // `max(t, 0)` where the loop may run no iteration at all.
-                let least = hi.bounds.zip(lo.bounds).and_then(|((h, _), (_, l1))| h.checked_sub(l1)).map(|t| t + i128::from(inner.inclusive));
-                if !least.is_some_and(|t| t >= 0) {
-                    t = call2("max", t, int(0));
-                }
+                // `max(t, 0)`: the bounds' expressions range over counters whose own ranges may
+                // be empty at some sizes (`j` from `-k` to `k` is `2*K - 2` steps at `K = 0`),
+                // so the numeric bounds cannot drop it.
+                t = match (hi.bounds, lo.bounds) {
+                    // A count the bounds fix (`l <= 3`: 4) is written as the number.
+                    (Some((h0, h1)), Some((l0, l1))) if h0 == h1 && l0 == l1 => int(i64::try_from((h1 - l0 + i128::from(inner.inclusive)).max(0)).unwrap_or(i64::MAX)),
+                    _ => call2("max", t, int(0)),
+                };
                 let counter = self.counter_range(&inner.lo, &inner.hi, inner.inclusive);
                 self.env.insert(inner.var.name.clone(), counter);
                 per_outer = per_outer.map(|(p, pm)| (if is_one(&p) { t } else { binary(BinOp::Mul, p, t) }, pm.zip(most).and_then(|(a, b)| a.checked_mul(b.max(0)))));
@@ -668,9 +671,7 @@ impl Ranges<'_> {
             // Nested: the whole nest makes at most `trips * per_outer` updates, so the sum
             // before an update is at most one step short of that, and anywhere in the nest
             // (after a nested loop) at most that.
-            let trips_least = hi.bounds.zip(lo.bounds).and_then(|((h, _), (_, l1))| h.checked_sub(l1)).map(|t| t + i128::from(l.inclusive));
-            let outer_trips = if trips_least.is_some_and(|t| t >= 0) { trips.clone() } else { call2("max", trips.clone(), int(0)) };
-            let total = binary(BinOp::Mul, outer_trips, per_outer);
+            let total = binary(BinOp::Mul, call2("max", trips.clone(), int(0)), per_outer);
             let total_most = trips_most.zip(per_outer_most).and_then(|(t, p)| t.max(0).checked_mul(p));
             let before = steps(binary(BinOp::Sub, total.clone(), int(1)), total_most.map(|t| t - 1));
             let any = steps(total, total_most);
@@ -1290,15 +1291,20 @@ mod tests {
         // Before its update the sum has made at most all but one of them; read after it (`t`),
         // all of them.
         for (body, fact) in [
-            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += i;", "(K * K - 1) * max(n - 1, 0) + (n - 1) <= 2147483647 (`acc + i` stays within `int`)"),
-            ("for (int k = 0; k < K; k++) for (int j = 0; j < k; j++) acc += i;", "(K * (K - 1) - 1) * max(n - 1, 0) + (n - 1) <= 2147483647 (`acc + i` stays within `int`)"),
-            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += j;", "(K * K - 1) * max(K - 1, 0) + (K - 1) <= 2147483647 (`acc + j` stays within `int`)"),
-            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) for (int l = 0; l <= 3; l++) acc -= i;", "(K * (K * 4) - 1) * min(-(n - 1), 0) - (n - 1) >= -2147483648 (`acc - i` stays within `int`)"),
-            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) { if (j < i) acc += 3; int t = acc * 2; y[i] = (float)t; }", "K * K * 3 * 2 <= 2147483647 (`acc * 2` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += i;", "(max(K, 0) * max(K, 0) - 1) * max(n - 1, 0) + (n - 1) <= 2147483647 (`acc + i` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < k; j++) acc += i;", "(max(K, 0) * max(K - 1, 0) - 1) * max(n - 1, 0) + (n - 1) <= 2147483647 (`acc + i` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) acc += j;", "(max(K, 0) * max(K, 0) - 1) * max(K - 1, 0) + (K - 1) <= 2147483647 (`acc + j` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) for (int l = 0; l <= 3; l++) acc -= i;", "(max(K, 0) * (max(K, 0) * 4) - 1) * min(-(n - 1), 0) - (n - 1) >= -2147483648 (`acc - i` stays within `int`)"),
+            ("for (int k = 0; k < K; k++) for (int j = 0; j < K; j++) { if (j < i) acc += 3; int t = acc * 2; y[i] = (float)t; }", "max(K, 0) * max(K, 0) * 3 * 2 <= 2147483647 (`acc * 2` stays within `int`)"),
         ] {
             let f = facts(&kernel(ints, positive, &format!("int acc = 0; {body} y[i] = (float)acc;")));
             assert!(f.iter().any(|x| x == fact), "{body}: {f:?}");
         }
+        // A nested loop's count written from its bounds' extremes (`j` from `-k` to `k`:
+        // `K - 1 - -(K - 1)`) is negative where the loop around runs no iteration (`K = 0`):
+        // never taken below zero.
+        let f = facts(&kernel(ints, "assume(n >= 1 && K >= 0 && B >= 1);", "int acc = 0; for (int k = 0; k < K; k++) for (int j = -k; j < k; j++) acc += i; y[i] = (float)acc;"));
+        assert!(f.iter().any(|x| x.contains("(max(K, 0) * max(K - 1 - -(K - 1), 0) - 1)") && x.contains("`acc + i`")), "{f:?}");
         // Two updates, or a nested loop bounded by a scalar the body assigns (its count is not
         // known before the loop): no bound is written.
         for body in ["for (int k = 0; k < K; k++) { acc += 1; for (int j = 0; j < K; j++) acc += i; }", "int m2 = 0; for (int k = 0; k < K; k++) { m2 = m2 + i; for (int j = 0; j < m2; j++) acc += 1; }"] {
