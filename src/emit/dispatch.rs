@@ -131,7 +131,17 @@ impl Wisdom {
         if !d.kernels.contains(&best.leaf) {
             return Err(self.at(&["best", "leaf"], format!("leaf `{}` is not a kernel leaf of schedule `{}` (its leaves: {})", best.leaf.escape_debug(), d.schedule, d.kernels.join(", "))));
         }
-        self.check_values(function, &d.schedule, &d.facts)
+        self.check_values(function, &d.schedule, &d.facts)?;
+        // The leaf must be one these values can select: where a constraint naming only
+        // parameters and sizes (`s % 4 != 0`) fails on every path to it, another leaf runs
+        // while the dispatcher's message names this one.
+        let point: std::collections::BTreeMap<constraints::Var, constraints::Rational> = best.parameters.iter().chain(&self.sizes).map(|(k, v)| (constraints::Var::new(k), constraints::Rational::from_integer((*v).into()))).collect();
+        let paths: Vec<&crate::dispatch::Rule> = d.rules.iter().filter(|r| matches!(&r.outcome, crate::dispatch::Outcome::Kernel { name, .. } if *name == best.leaf)).collect();
+        let failing: Vec<constraints::Constraint> = paths.iter().filter_map(|r| r.path.iter().find(|c| c.holds_at(&point) == Ok(false)).cloned()).collect();
+        if !paths.is_empty() && failing.len() == paths.len() {
+            return Err(self.at(&["best", "leaf"], format!("leaf `{}` is never selected at these parameters and sizes: its constraint `{}` does not hold there (a harness names the leaf its configuration runs)", best.leaf.escape_debug(), failing[0])));
+        }
+        Ok(())
     }
 
     fn best_choice(&self, schedule: &str) -> Result<&WisdomChoice, String> {

@@ -267,12 +267,23 @@ fn harness_compiles_with_nvcc_and_runs_or_reports() {
 #[test]
 fn wisdom_sets_the_dispatch_defaults() {
     let dir = scratch("tune-wisdom");
-    // A kernel leaf of the tree, as a harness would name it.
-    let out = metafork(&dir, &["gen", "--emit-cuda", &example("matmul"), "-o", "plain"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let tree = std::fs::read_to_string(dir.join("plain/tree.yaml")).unwrap();
-    let leaf = tree.lines().find_map(|l| l.trim().strip_prefix("kernel_name: ")).unwrap().to_string();
-    let entry = |device: &str, n: i64, b0: i64, s: i64, ub1: i64| format!("schedule: matmul\ndevice: \"{device}\"\nsizes: {{n: {n}}}\nrepetitions: 7\nbest: {{leaf: {leaf}, parameters: {{B0: {b0}, s: {s}, ub1: {ub1}}}, median_ms: 1.5, model_rank: 3}}\nleaves: []\n");
+    // Each configuration names the kernel leaf it selects on an H200, as a harness does (the
+    // first kernel leaf where it selects none: refused for another reason first).
+    let text = std::fs::read_to_string(example("matmul")).unwrap();
+    let checked = check_source("matmul.mf", &text).unwrap();
+    let k = &checked.kernels[0];
+    let tree = metafork::tree::build(k, Kernel::from_schedule(k, &k.schedules[0]).unwrap(), &Default::default()).unwrap();
+    let d = Dispatcher::new(k, &tree).unwrap();
+    let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
+    let leaf_of = |n: i64, b0: i64, s: i64, ub1: i64| {
+        let point = BTreeMap::from([("n".to_string(), n), ("B0".to_string(), b0), ("ub1".to_string(), ub1), ("s".to_string(), s)]);
+        match d.select_exact(&limits, &[], &point) {
+            Ok(Selection::Leaf(i)) => d.kernels[i].clone(),
+            _ => d.kernels[0].clone(),
+        }
+    };
+    let entry = |device: &str, n: i64, b0: i64, s: i64, ub1: i64| format!("schedule: matmul\ndevice: \"{device}\"\nsizes: {{n: {n}}}\nrepetitions: 7\nbest: {{leaf: {}, parameters: {{B0: {b0}, s: {s}, ub1: {ub1}}}, median_ms: 1.5, model_rank: 3}}\nleaves: []\n", leaf_of(n, b0, s, ub1));
+    let leaf = leaf_of(4096, 16, 2, 32);
     std::fs::write(dir.join("h200.yaml"), entry("NVIDIA H200", 4096, 16, 2, 32)).unwrap();
     std::fs::write(dir.join("more.yaml"), format!("{}---\n{}", entry("NVIDIA H200", 96, 8, 1, 32), entry("NVIDIA A100-SXM4-80GB", 4096, 32, 1, 32))).unwrap();
     let out = metafork(&dir, &["gen", "--emit-cuda", "--wisdom", "h200.yaml", "--wisdom", "more.yaml", &example("matmul"), "-o", "out"]);
@@ -378,6 +389,13 @@ int main() {
     let block = entry("A", 64, 8, 1, 32).replace("device: \"A\"\n", "device: \"A\"\ndevice: \"B\"\n");
     let e = metafork::emit::dispatch::Wisdom::parse(&block, "block.yaml").unwrap_err();
     assert!(e.starts_with("block.yaml:3:1: not a wisdom document: duplicate field `device`"), "{e}");
+    // A leaf the configuration cannot select (its path needs another `s`) is refused: the
+    // dispatcher would run another while naming it.
+    let at: BTreeMap<constraints::Var, constraints::Rational> = [("n", 4096), ("B0", 16), ("s", 2), ("ub1", 32)].into_iter().map(|(v, x)| (constraints::Var::new(v), constraints::Rational::from_integer(x.into()))).collect();
+    let excluded = |name: &str| d.rules.iter().filter(|r| matches!(&r.outcome, metafork::dispatch::Outcome::Kernel { name: n, .. } if n == name)).all(|r| r.path.iter().any(|c| c.holds_at(&at) == Ok(false)));
+    let other = d.kernels.iter().find(|l| excluded(l)).expect("some leaf's path needs another `s`");
+    std::fs::write(dir.join("wrong.yaml"), entry("NVIDIA H200", 4096, 16, 2, 32).replace(&format!("leaf: {leaf},"), &format!("leaf: {other},"))).unwrap();
+    refused(&["--wisdom", "wrong.yaml"], &format!("wrong.yaml:5: leaf `{other}` is never selected at these parameters and sizes: its constraint `"));
     // `cudaDeviceProp::name` is `char[256]`: 255 bytes of name at most, counted in bytes (200
     // three-byte characters are 600).
     std::fs::write(dir.join("long.yaml"), entry(&"A".repeat(255), 4096, 16, 2, 32)).unwrap();
