@@ -85,6 +85,9 @@ pub const MAX_EXPANDED: u64 = 10_000;
 /// A comparison of two polynomials as a constraint (`a >= b`, `a != b`, ...).
 pub fn to_constraint(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
     let ExprKind::Binary(op, a, b) = &e.kind else { return None };
+    if *op == BinOp::Or {
+        return alternatives(e, derived);
+    }
     if !op.is_comparison() {
         return None;
     }
@@ -92,6 +95,36 @@ pub fn to_constraint(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
         return Some(c);
     }
     comparison(*op, &to_poly(a, derived)?, &to_poly(b, derived)?)
+}
+
+/// Most equalities a disjunction may join (the product's degree grows with them).
+const MOST_ALTERNATIVES: usize = 8;
+
+/// A disjunction of equalities `p1 == q1 || p2 == q2 || ...` as the one equality
+/// `(p1 - q1) * (p2 - q2) * ... == 0`, exact over any numbers (`B == 2 || B == 4` is
+/// `(B - 2)*(B - 4) == 0`); `None` where a disjunct is anything else, or past
+/// [`MOST_ALTERNATIVES`].
+fn alternatives(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
+    fn disjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+        match &e.kind {
+            ExprKind::Binary(BinOp::Or, l, r) => {
+                disjuncts(l, out);
+                disjuncts(r, out);
+            }
+            _ => out.push(e),
+        }
+    }
+    let mut all = Vec::new();
+    disjuncts(e, &mut all);
+    if all.len() > MOST_ALTERNATIVES {
+        return None;
+    }
+    let mut product = Poly::one();
+    for d in all {
+        let ExprKind::Binary(BinOp::Eq, a, b) = &d.kind else { return None };
+        product = &product * &(&to_poly(a, derived)? - &to_poly(b, derived)?);
+    }
+    Some(Constraint::eq(&product, &Poly::zero()))
 }
 
 /// `x % m == 0` (or `!= 0`) with a constant modulus `m`, as `m | x` (or `m ∤ x`): C's
@@ -156,4 +189,28 @@ pub fn comparison(op: BinOp, a: &Poly, b: &Poly) -> Option<Constraint> {
         BinOp::Ne => Constraint::ne(a, b),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn condition(text: &str) -> Expr {
+        let src = format!("void f(int N, int B, float y[N]) {{\n  assume({text});\n  meta_schedule {{ meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) if (v * B + u < N) y[v * B + u] = 0.0f; }}\n}}\n");
+        let program = crate::frontend::check_source("t.mf", &src).unwrap_or_else(|d| panic!("{d:?}"));
+        program.kernels[0].facts[0].condition.clone()
+    }
+
+    #[test]
+    fn a_disjunction_of_equalities_is_one_product() {
+        let none = DerivedPolys::new();
+        let (b, n) = (Poly::var("B"), Poly::var("N"));
+        let c = |k: i64| Poly::constant(constraints::Rational::from_integer(k.into()));
+        assert_eq!(to_constraint(&condition("B == 2 || B == 4"), &none), Some(Constraint::eq(&(&(&b - &c(2)) * &(&b - &c(4))), &Poly::zero())));
+        assert_eq!(to_constraint(&condition("B == 1 || N == B * 2 || B == 8"), &none), Some(Constraint::eq(&(&(&(&b - &c(1)) * &(&n - &(&b * &c(2)))) * &(&b - &c(8))), &Poly::zero())));
+        // A disjunct that is no equality, or too many of them: no constraint.
+        assert_eq!(to_constraint(&condition("B == 2 || N < 0"), &none), None);
+        let many: Vec<String> = (1..=9).map(|k| format!("B == {k}")).collect();
+        assert_eq!(to_constraint(&condition(&many.join(" || ")), &none), None);
+    }
 }

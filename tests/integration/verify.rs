@@ -1211,6 +1211,33 @@ fn a_half_size_that_is_an_exact_multiple_is_proved() {
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
 
+/// `assume(B == 2 || B == 4)`: a disjunction of equalities is the fact `(B - 2)*(B - 4) == 0`,
+/// so the block size is known positive and `v * B + u < (N / B) * B <= N` is proved (a sweep
+/// found it unverified: the disjunction was no fact at all). One element further is caught.
+#[test]
+fn a_disjunction_of_equalities_is_a_fact_of_the_proofs() {
+    let src = |offset: &str| {
+        format!(
+            "void ao(int N, int B, const float a[N], float c[N]) {{
+  assume(N >= 1 && (B == 2 || B == 4));
+  int dim = N / B;
+  meta_schedule {{
+    meta_for (int v = 0; v < dim; v++)
+      meta_for (int u = 0; u < B; u++) {{
+        int i = v * B + u;
+        c[i{offset}] = a[i] * 3.0f;
+      }}
+  }}
+}}"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src(""));
+    every_leaf_proved(&f, &tree, &b, "");
+    let (f, tree) = tree_of(&src(" + 1"));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
+
 /// A byte of the index, `(char)(i % 256)`, wraps to -128..127 as C converts: `+ 128` stays
 /// inside `h[256]` and is proved; `+ 127` writes `h[-1]` at `i = 128`, caught and replayed.
 /// Before, the verifier took the conversion for the value itself (a false defect at `+ 128`)
