@@ -122,7 +122,12 @@ fn alternatives(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
     let mut product = Poly::one();
     for d in all {
         let ExprKind::Binary(BinOp::Eq, a, b) = &d.kind else { return None };
-        product = &product * &(&to_poly(a, derived)? - &to_poly(b, derived)?);
+        let factor = &to_poly(a, derived)? - &to_poly(b, derived)?;
+        // Within the limits every polynomial keeps (`MAX_DEGREE`, `MAX_TERMS`).
+        if product.total_degree() + factor.total_degree() > MAX_DEGREE || product.num_terms().saturating_mul(factor.num_terms()) > MAX_TERMS {
+            return None;
+        }
+        product = &product * &factor;
     }
     Some(Constraint::eq(&product, &Poly::zero()))
 }
@@ -212,5 +217,8 @@ mod tests {
         assert_eq!(to_constraint(&condition("B == 2 || N < 0"), &none), None);
         let many: Vec<String> = (1..=9).map(|k| format!("B == {k}")).collect();
         assert_eq!(to_constraint(&condition(&many.join(" || ")), &none), None);
+        // Nor past the polynomials' degree limit (eight factors of degree 5: 40).
+        let high: Vec<String> = (1..=8).map(|k| format!("B * B * B * B * B == {k}")).collect();
+        assert_eq!(to_constraint(&condition(&high.join(" || ")), &none), None);
     }
 }
