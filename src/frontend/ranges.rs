@@ -113,7 +113,7 @@ enum Sign {
 struct Accumulator {
     name: String,
     during: Range,
-    after: Option<Range>,
+    after: Range,
     nest: Option<(Range, Range)>,
 }
 
@@ -500,7 +500,7 @@ impl Ranges<'_> {
                     self.unknown(n);
                 }
                 for a in accumulated {
-                    self.env.insert(a.name, a.after);
+                    self.env.insert(a.name, Some(a.after));
                 }
             }
             _ => {}
@@ -665,7 +665,7 @@ impl Ranges<'_> {
             if !nested {
                 let during = steps(binary(BinOp::Sub, trips.clone(), int(1)), trips_most.map(|t| t - 1));
                 let after = steps(call2("max", trips.clone(), int(0)), trips_most);
-                out.push(Accumulator { name: n.clone(), during, after: Some(after), nest: None });
+                out.push(Accumulator { name: n.clone(), during, after, nest: None });
                 continue;
             }
             // Nested: the whole nest makes at most `trips * per_outer` updates, so the sum
@@ -675,7 +675,7 @@ impl Ranges<'_> {
             let total_most = trips_most.zip(per_outer_most).and_then(|(t, p)| t.max(0).checked_mul(p));
             let before = steps(binary(BinOp::Sub, total.clone(), int(1)), total_most.map(|t| t - 1));
             let any = steps(total, total_most);
-            out.push(Accumulator { name: n.clone(), during: any.clone(), after: Some(any.clone()), nest: Some((before, any)) });
+            out.push(Accumulator { name: n.clone(), during: any.clone(), after: any.clone(), nest: Some((before, any)) });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
