@@ -96,7 +96,8 @@ fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgr
 
 /// A schedule whose code, as written, races (a dependence carried by a `meta_for`: one
 /// iteration writes an element another reads or writes), or indexes outside an array, is
-/// refused where the access is: every kernel of it would do the same. The check runs the schedule's own code on the verifier's engine,
+/// refused where the access is: every kernel of it would do the same (or, where a subscript
+/// depends on the arrays' contents, which the check chose, could: no kernel could be proved). The check runs the schedule's own code on the verifier's engine,
 /// with race detection, at two small points of the facts (the first points `verify` samples):
 /// a race found is definite and comes with its threads; one it misses is `verify`'s to find.
 /// Milliseconds per schedule, where proving the absence of races costs Z3 tens.
@@ -165,12 +166,22 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
                     Outcome::Fault(Fault::OutOfBounds { array, site, index, extents, who }) => {
                         let Some(at) = source_span(&schedule.body, &site) else { continue };
                         let by = who.map_or(String::new(), |w| format!(" by {w}"));
-                        crate::frontend::Diagnostic::new(
-                            at,
-                            format!("schedule `{}` indexes outside `{array}` as written: `{site}` is `{array}{}`{by}, and `{array}` has extents {}, at {}", schedule.name, subscripts(&index), subscripts(&extents), values.join(", ")),
-                            "outside the array",
-                        )
-                        .with_note("every kernel would make this access; fix the subscript or its guard, or state the fact (`assume(...)`) that rules these parameter values out")
+                        let at_values = values.join(", ");
+                        match crate::emit::data_reads::subscript_source(&schedule.body, &site) {
+                            // The check chose the contents: the user's data may never make this access.
+                            Some(source) => crate::frontend::Diagnostic::new(
+                                at,
+                                format!("schedule `{}` may index outside `{array}` as written: `{site}` is `{array}{}`{by} when `{source}` holds values the check chose, and `{array}` has extents {}, at {at_values}", schedule.name, subscripts(&index), subscripts(&extents)),
+                                "outside the array for some contents",
+                            )
+                            .with_note(&format!("the subscript depends on the contents of `{source}`, which no fact (`assume`) can bound, so no kernel could be proved inside `{array}`; guard the access{}, and every kernel stays inside `{array}` whatever `{source}` holds", range_guard(function, &schedule.body, &site, &array, &index, &extents))),
+                            None => crate::frontend::Diagnostic::new(
+                                at,
+                                format!("schedule `{}` indexes outside `{array}` as written: `{site}` is `{array}{}`{by}, and `{array}` has extents {}, at {at_values}", schedule.name, subscripts(&index), subscripts(&extents)),
+                                "outside the array",
+                            )
+                            .with_note("every kernel would make this access; fix the subscript or its guard, or state the fact (`assume(...)`) that rules these parameter values out"),
+                        }
                     }
                     _ => continue,
                 };
@@ -234,6 +245,28 @@ fn summed(body: &[crate::frontend::ast::Stmt], site: &str) -> bool {
         }
     });
     found
+}
+
+/// A guard that keeps `site`'s first subscript found outside its extent inside it, as
+/// ` (as \`if (0 <= i && i < N)\`)`, or nothing where the access or the array's declared
+/// extent cannot be found.
+fn range_guard(function: &crate::frontend::model::KernelFunction, body: &[crate::frontend::ast::Stmt], site: &str, array: &str, index: &[i64], extents: &[i64]) -> String {
+    let Some(dim) = index.iter().zip(extents).position(|(i, e)| *i < 0 || *i >= *e) else { return String::new() };
+    let mut subscript = None;
+    for s in body {
+        crate::strategy::walk::walk_exprs(s, &mut |x| {
+            if let crate::frontend::ast::ExprKind::Index { indices, .. } = &x.kind {
+                if subscript.is_none() && x.to_string() == site {
+                    subscript = indices.get(dim).map(|i| i.to_string());
+                }
+            }
+        });
+    }
+    let extent = function.arrays.iter().find(|a| a.name == array).and_then(|a| a.extent_exprs.get(dim)).map(|e| e.to_string());
+    match (subscript, extent) {
+        (Some(i), Some(e)) => format!(" (as `if (0 <= {i} && {i} < {e})`)"),
+        _ => String::new(),
+    }
 }
 
 /// The span of the first array access of `body` printed as `site`.

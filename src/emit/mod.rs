@@ -7,6 +7,7 @@
 pub mod casts;
 pub mod command;
 pub mod cuda;
+pub mod data_reads;
 pub mod dispatch;
 pub mod host;
 pub mod overloads;

@@ -918,11 +918,41 @@ fn gen_refuses_a_schedule_that_indexes_outside_an_array_as_written() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("shift.mf:9:18") && err.contains("indexes outside `x`") && err.contains("`x[i + 1]`") && err.contains("has extents") && err.contains("of block"), "{err}");
+    assert!(err.contains("every kernel would make this access") && !err.contains("contents"), "{err}");
     assert!(!out.exists());
     // With the guard that keeps `i + 1` inside, the same program generates.
     std::fs::write(&src, std::fs::read_to_string(&src).unwrap().replace("if (i < n)", "if (i + 1 < n)")).unwrap();
     let o = metafork(&["gen", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A subscript read from an array (`x[idx[i]]`) or bounded by one (CSR's `for (j = ptr[i];
+/// ...) val[j]`) that the check of a schedule as written finds outside its array, with contents
+/// of the check's choosing, is refused as an access the data may make, naming the array the
+/// subscript depends on and a guard (not a fact, which cannot bound contents); the guard it
+/// names, written in, makes the program generate.
+#[test]
+fn an_access_outside_its_array_through_data_read_subscripts_names_the_contents_and_a_guard() {
+    let dir = common::scratch("gen-data-subscript");
+    let cases = [
+        ("gather", "void gather(int N, int M, int B, const int idx[N], const float x[M], float y[N]) {\n  assume(N >= 1 && M >= 1 && B >= 1 && N % B == 0);\n  meta_schedule { meta_for (int g = 0; g < N / B; g++) meta_for (int t = 0; t < B; t++) {\n    int i = g * B + t;\n    int k = idx[i];\n    y[i] = x[k];\n  } }\n}\n", "y[i] = x[k];", "`idx`", "`x`", "if (0 <= k && k < M)"),
+        ("spmv", "void spmv(int N, int NNZ, int B, const int ptr[N + 1], const float val[NNZ], float y[N]) {\n  assume(N >= 1 && NNZ >= 1 && B >= 1 && N % B == 0);\n  meta_schedule { meta_for (int g = 0; g < N / B; g++) meta_for (int t = 0; t < B; t++) {\n    int i = g * B + t;\n    float s = 0.0f;\n    for (int j = ptr[i]; j < ptr[i + 1]; j++)\n      s += val[j];\n    y[i] = s;\n  } }\n}\n", "s += val[j];", "`ptr`", "`val`", "if (0 <= j && j < NNZ)"),
+    ];
+    for (name, text, statement, source, array, guard) in cases {
+        let src = dir.join(format!("{name}.mf"));
+        std::fs::write(&src, text).unwrap();
+        let out = dir.join(format!("{name}-out"));
+        let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(&format!("may index outside {array}")) && err.contains(&format!("when {source} holds values the check chose")), "{name}: {err}");
+        assert!(err.contains(&format!("depends on the contents of {source}")) && err.contains(&format!("`{guard}`")) && !err.contains("every kernel would make this access"), "{name}: {err}");
+        assert!(!out.exists(), "{name}");
+        // The guard the note names, written around the statement, makes the program generate.
+        std::fs::write(&src, text.replace(statement, &format!("{guard} {statement}"))).unwrap();
+        let o = metafork(&["gen", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{name} guarded: {}", String::from_utf8_lossy(&o.stderr));
+    }
 }
 
 /// A run's step budget: a kernel loop of a million iterations finishes under the default
