@@ -148,12 +148,20 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
                         // to move, and the note says so (both print as `tot[0]`).
                         let conflict = reduction_conflict(&schedule.body, &array);
                         let Some(at) = conflict.as_ref().map(|c| c.0).or_else(|| source_span(&schedule.body, &second.1)).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
+                        // Subscripts read from an array meet where the check's contents repeat a value.
+                        let source = crate::emit::data_reads::subscript_source(&schedule.body, &second.1).or_else(|| crate::emit::data_reads::subscript_source(&schedule.body, &first.1));
+                        let (may, when) = match &source {
+                            Some(source) if conflict.is_none() => ("may race", format!(" when `{source}` holds values the check chose")),
+                            _ => ("races", String::new()),
+                        };
                         let d = crate::frontend::Diagnostic::new(
                             at,
-                            format!("schedule `{}` races as written: `{}` by {} and `{}` by {} touch `{array}{}` with nothing ordering them, at {}", schedule.name, first.1, first.0, second.1, second.0, subscripts(&element), values.join(", ")),
+                            format!("schedule `{}` {may} as written: `{}` by {} and `{}` by {} touch `{array}{}` with nothing ordering them{when}, at {}", schedule.name, first.1, first.0, second.1, second.0, subscripts(&element), values.join(", ")),
                             if conflict.is_some() { "an access beside the sum" } else { "one of the two accesses" },
                         );
-                        if let Some((_, sum)) = &conflict {
+                        if let (Some(source), None) = (&source, &conflict) {
+                            d.with_note(&format!("the subscript depends on the contents of `{source}`: iterations meet wherever it leads two of them to one element, which no fact (`assume`) can rule out, so no kernel could be proved free of races; for a sum, write `+=` (a reduction: an atomic add); a scatter through a permutation can be written as a gather through its inverse (`y[i] = x[inverse[i]]`), whose writes are each iteration's own"))
+                        } else if let Some((_, sum)) = &conflict {
                             d.with_note(&format!("`{sum} += ...` is a sum across the `meta_for` iterations (a reduction: an atomic add), complete only when the schedule ends, and this access reads or writes `{array}` while other iterations still add to it; read the sum after the `meta_schedule`, in a later schedule"))
                         } else {
                             d.with_note(if summed(&schedule.body, &first.1) && first.1 == second.1 {

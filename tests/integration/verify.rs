@@ -955,6 +955,30 @@ fn an_access_outside_its_array_through_data_read_subscripts_names_the_contents_a
     }
 }
 
+/// A scatter whose subscript is read from an array (`y[j] = x[i]`, `j` from `idx[i]`) that
+/// the check as written finds two iterations writing alike is refused as a race the data may
+/// make, naming the array and the ways out; the sum it suggests (`+=`) generates and is proved.
+#[test]
+fn a_race_through_a_data_read_subscript_names_the_contents_and_the_ways_out() {
+    let dir = common::scratch("gen-data-race");
+    let text = "void scatter(int N, int M, int B, const int idx[N], const float x[N], float y[M]) {\n  assume(N >= 1 && M >= 1 && B >= 1 && N % B == 0);\n  meta_schedule { meta_for (int g = 0; g < N / B; g++) meta_for (int t = 0; t < B; t++) {\n    int i = g * B + t;\n    int j = ((idx[i] % M) + M) % M;\n    y[j] = x[i];\n  } }\n}\n";
+    let src = dir.join("scatter.mf");
+    std::fs::write(&src, text).unwrap();
+    let out = dir.join("out");
+    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("may race as written") && err.contains("when `idx` holds values the check chose"), "{err}");
+    assert!(err.contains("depends on the contents of `idx`") && err.contains("write `+=`") && err.contains("gather through its inverse"), "{err}");
+    assert!(!out.exists());
+    std::fs::write(&src, text.replace("y[j] = x[i];", "y[j] += x[i];")).unwrap();
+    let o = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = metafork(&["verify", out.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && report.contains("leaves proved") && !report.contains("UNVERIFIED") && !report.contains("DEFECT"), "{report}{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// A run's step budget: a kernel loop of a million iterations finishes under the default
 /// budget and stops, as an error (not a defect), under a budget of ten thousand steps, which
 /// `gen`'s check of a schedule as written uses (scaled up) so that a program looping long at
