@@ -11,7 +11,12 @@
 //! constraints (`r <= R`, `r * threads <= R_B`) use the register count of the compiled kernel
 //! when the CUDA runtime reports one ([`CompiledLeaf`]), else the tree's estimate; a reported
 //! `max_threads` must also admit the block. Since the tree's leaves partition the space, with
-//! estimates at most one rule holds; with real counts, "first" settles the overlap. A kernel
+//! estimates at most one rule holds; with real counts, "first" settles the overlap. Where no
+//! kernel rule is taken so and real counts are known, a second pass sets aside the path's
+//! register forks on ancestor codes (keyed on their estimates: a code that really needs more
+//! registers than estimated refuses its own leaves while the estimate keeps the leaves of its
+//! reduced code out) and takes the first kernel leaf with a known count whose own compiled
+//! counts and other constraints admit the point, so that every leaf that fits stays reachable. A kernel
 //! whose grid, at the point, has more blocks along some dimension than the device allows
 //! ([`DeviceLimits::max_grid`]; an extent that overflows 64 bits too) is passed over the same
 //! way, so that the selection never names a kernel whose launch the runtime would refuse; an
@@ -93,6 +98,10 @@ pub struct Rule {
     pub outcome: Outcome,
     /// The edge constraints from the root, less a kernel leaf's own register constraints.
     pub path: Vec<Constraint>,
+    /// For each of `path`'s constraints, whether it compares an ancestor code's register
+    /// *estimate* with the machine (a register fork above the leaf's own code): what the
+    /// selection's second pass sets aside ([`Dispatcher::select_exact`]).
+    pub estimated: Vec<bool>,
     /// The leaf's register estimate (per thread).
     pub registers: u32,
     pub threads_per_block: Poly,
@@ -201,13 +210,11 @@ impl Dispatcher {
                 edges[k].kind == "refuse" && tree.nodes[edges[k].child].applied.len() > tree.nodes[before].applied.len()
             };
             let own_from = (0..edges.len()).rev().find(|&k| changed_code(k)).map_or(0, |i| i + 1);
-            let path = edges
-                .iter()
-                .enumerate()
-                .filter(|(i, e)| !(matches!(outcome, Outcome::Kernel { .. }) && *i >= own_from && matches!(e.counter, Counter::Registers | Counter::RegistersPerBlock)))
-                .map(|(_, e)| e.constraint.clone())
-                .collect();
-            rules.push(Rule { node: leaf, outcome, path, registers: node.counters.registers, threads_per_block: node.counters.threads_per_block.clone(), shared_bytes: node.counters.shared_bytes.clone() });
+            let is_register = |e: &crate::tree::Edge| matches!(e.counter, Counter::Registers | Counter::RegistersPerBlock);
+            let kept: Vec<&crate::tree::Edge> = edges.iter().enumerate().filter(|(i, e)| !(matches!(outcome, Outcome::Kernel { .. }) && *i >= own_from && is_register(e))).map(|(_, e)| e).collect();
+            let path = kept.iter().map(|e| e.constraint.clone()).collect();
+            let estimated = kept.iter().map(|e| is_register(e)).collect();
+            rules.push(Rule { node: leaf, outcome, path, estimated, registers: node.counters.registers, threads_per_block: node.counters.threads_per_block.clone(), shared_bytes: node.counters.shared_bytes.clone() });
         }
         let vars: Vec<Var> = params.iter().map(|p| Var::new(p)).chain(machine.iter().cloned()).collect();
         let fast = rules.iter().map(|r| FastRule::compile(r, &vars)).collect::<Result<_, _>>()?;
@@ -307,38 +314,47 @@ impl Dispatcher {
         let holds = |c: &Constraint| c.holds_at(&point).map_err(|v| format!("{}: a constraint reads `{v}`, which is not a parameter", self.schedule));
         let slots: Vec<i64> = self.params.iter().map(|p| params.get(p).copied().unwrap_or(0)).collect();
         let (mut no_kernel, mut grid) = (None, None);
-        for rule in &self.rules {
-            let mut ok = true;
-            for c in &rule.path {
-                if !holds(c)? {
-                    ok = false;
-                    break;
-                }
+        for second in [false, true] {
+            if second && !compiled.iter().any(|c| c.registers > 0) {
+                break;
             }
-            if !ok {
-                continue;
-            }
-            match &rule.outcome {
-                Outcome::NoKernel { counter } => {
-                    no_kernel.get_or_insert(*counter);
+            for rule in &self.rules {
+                let mut ok = true;
+                for (c, estimated) in rule.path.iter().zip(&rule.estimated) {
+                    if !(second && *estimated) && !holds(c)? {
+                        ok = false;
+                        break;
+                    }
                 }
-                Outcome::Kernel { index, .. } => {
-                    let seen = compiled.get(*index).copied().unwrap_or_default();
-                    let r = Poly::int(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
-                    let [reg_sym, _, _, block_sym, ..] = &self.machine;
-                    let own = [Constraint::le(&r, &Poly::var(reg_sym.name())), Constraint::le(&(&r * &rule.threads_per_block), &Poly::var(block_sym.name()))];
-                    let mut fits = true;
-                    for c in &own {
-                        fits &= holds(c)?;
+                if !ok {
+                    continue;
+                }
+                match &rule.outcome {
+                    Outcome::NoKernel { .. } if second => {}
+                    Outcome::NoKernel { counter } => {
+                        no_kernel.get_or_insert(*counter);
                     }
-                    if seen.max_threads > 0 {
-                        fits &= holds(&Constraint::le(&rule.threads_per_block, &Poly::int(seen.max_threads)))?;
-                    }
-                    if fits {
-                        match self.grid_refusal(*index, dev, &slots) {
-                            None => return Ok(Selection::Leaf(*index)),
-                            Some(d) => {
-                                grid.get_or_insert(d);
+                    Outcome::Kernel { index, .. } => {
+                        let seen = compiled.get(*index).copied().unwrap_or_default();
+                        if second && seen.registers <= 0 {
+                            continue;
+                        }
+                        let r = Poly::int(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
+                        let [reg_sym, _, _, block_sym, ..] = &self.machine;
+                        let own = [Constraint::le(&r, &Poly::var(reg_sym.name())), Constraint::le(&(&r * &rule.threads_per_block), &Poly::var(block_sym.name()))];
+                        let mut fits = true;
+                        for c in &own {
+                            fits &= holds(c)?;
+                        }
+                        if seen.max_threads > 0 {
+                            fits &= holds(&Constraint::le(&rule.threads_per_block, &Poly::int(seen.max_threads)))?;
+                        }
+                        if fits {
+                            match self.grid_refusal(*index, dev, &slots) {
+                                None => return Ok(Selection::Leaf(*index)),
+                                Some(d) => {
+                                    grid.get_or_insert(d);
+                                }
                             }
                         }
                     }
@@ -362,36 +378,45 @@ impl Dispatcher {
         let machine = self.machine_values(dev);
         values.extend(machine);
         let (mut no_kernel, mut grid) = (None, None);
-        for (rule, fast) in self.rules.iter().zip(&self.fast) {
-            let mut ok = true;
-            for c in &fast.path {
-                match c.holds(&values) {
-                    Some(true) => {}
-                    Some(false) => {
-                        ok = false;
-                        break;
+        for second in [false, true] {
+            if second && !compiled.iter().any(|c| c.registers > 0) {
+                break;
+            }
+            for (rule, fast) in self.rules.iter().zip(&self.fast) {
+                let mut ok = true;
+                for c in fast.path.iter().filter(|c| !(second && c.estimated)) {
+                    match c.holds(&values) {
+                        Some(true) => {}
+                        Some(false) => {
+                            ok = false;
+                            break;
+                        }
+                        None => return self.select_exact(dev, compiled, params),
                     }
-                    None => return self.select_exact(dev, compiled, params),
                 }
-            }
-            if !ok {
-                continue;
-            }
-            match &rule.outcome {
-                Outcome::NoKernel { counter } => {
-                    no_kernel.get_or_insert(*counter);
+                if !ok {
+                    continue;
                 }
-                Outcome::Kernel { index, .. } => {
-                    let seen = compiled.get(*index).copied().unwrap_or_default();
-                    let r = i128::from(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
-                    let Some(threads) = fast.threads.value(&values) else { return self.select_exact(dev, compiled, params) };
-                    let Some(per_block) = r.checked_mul(threads) else { return self.select_exact(dev, compiled, params) };
-                    let fits = r <= i128::from(machine[0]) && per_block <= i128::from(machine[3]) && (seen.max_threads <= 0 || threads <= i128::from(seen.max_threads));
-                    if fits {
-                        match self.grid_refusal(*index, dev, &values[..self.params.len()]) {
-                            None => return Ok(Selection::Leaf(*index)),
-                            Some(d) => {
-                                grid.get_or_insert(d);
+                match &rule.outcome {
+                    Outcome::NoKernel { .. } if second => {}
+                    Outcome::NoKernel { counter } => {
+                        no_kernel.get_or_insert(*counter);
+                    }
+                    Outcome::Kernel { index, .. } => {
+                        let seen = compiled.get(*index).copied().unwrap_or_default();
+                        if second && seen.registers <= 0 {
+                            continue;
+                        }
+                        let r = i128::from(if seen.registers > 0 { seen.registers } else { rule.registers.into() });
+                        let Some(threads) = fast.threads.value(&values) else { return self.select_exact(dev, compiled, params) };
+                        let Some(per_block) = r.checked_mul(threads) else { return self.select_exact(dev, compiled, params) };
+                        let fits = r <= i128::from(machine[0]) && per_block <= i128::from(machine[3]) && (seen.max_threads <= 0 || threads <= i128::from(seen.max_threads));
+                        if fits {
+                            match self.grid_refusal(*index, dev, &values[..self.params.len()]) {
+                                None => return Ok(Selection::Leaf(*index)),
+                                Some(d) => {
+                                    grid.get_or_insert(d);
+                                }
                             }
                         }
                     }
@@ -475,6 +500,8 @@ impl FastPoly {
 pub struct FastConstraint {
     pub poly: FastPoly,
     pub rel: Rel,
+    /// [`Rule::estimated`].
+    pub estimated: bool,
 }
 
 impl FastConstraint {
@@ -495,7 +522,7 @@ pub struct FastRule {
 impl FastRule {
     fn compile(rule: &Rule, vars: &[Var]) -> Result<FastRule, String> {
         Ok(FastRule {
-            path: rule.path.iter().map(|c| Ok(FastConstraint { poly: FastPoly::compile(c.poly(), vars)?, rel: c.rel() })).collect::<Result<_, String>>()?,
+            path: rule.path.iter().zip(&rule.estimated).map(|(c, estimated)| Ok(FastConstraint { poly: FastPoly::compile(c.poly(), vars)?, rel: c.rel(), estimated: *estimated })).collect::<Result<_, String>>()?,
             threads: FastPoly::compile(&rule.threads_per_block, vars)?,
             shared_bytes: FastPoly::compile(&rule.shared_bytes, vars)?,
         })

@@ -395,7 +395,7 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     for (rule, fast) in d.rules.iter().zip(d.fast_rules()) {
         let first = constraints.len();
         for c in &fast.path {
-            constraints.push(format!("{{{}, {}, {}}}", rel_code(c.rel), c.rel.modulus().unwrap_or(0), poly_ref(&c.poly, &mut terms, &mut factors)));
+            constraints.push(format!("{{{}, {}, {}, {}}}", rel_code(c.rel), c.rel.modulus().unwrap_or(0), poly_ref(&c.poly, &mut terms, &mut factors), u8::from(c.estimated)));
         }
         let threads = poly_ref(&fast.threads, &mut terms, &mut factors);
         let shared = poly_ref(&fast.shared_bytes, &mut terms, &mut factors);
@@ -409,7 +409,7 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     let _ = writeln!(out, "\n/* The tree's leaves in node order; variables by index: {}. */", vars.iter().enumerate().map(|(i, v)| format!("{i} {v}")).collect::<Vec<_>>().join(", "));
     table(&mut out, "metafork_factor", &format!("metafork_{s}_factors"), &factors, "{0, 0}");
     table(&mut out, "metafork_term", &format!("metafork_{s}_terms"), &terms, "{0LL, 0, 0}");
-    table(&mut out, "metafork_constraint", &format!("metafork_{s}_constraints"), &constraints, "{1, 0, {0, 0, 1LL}}");
+    table(&mut out, "metafork_constraint", &format!("metafork_{s}_constraints"), &constraints, "{1, 0, {0, 0, 1LL}, 0}");
     table(&mut out, "metafork_rule", &format!("metafork_{s}_rules"), &rules, "{-1, 0, 0, 0, 0LL, {0, 0, 1LL}, {0, 0, 1LL}}");
     let tables = format!("metafork_{s}_rules, {}, metafork_{s}_constraints, metafork_{s}_terms, metafork_{s}_factors", d.rules.len());
 

@@ -84,8 +84,9 @@ typedef struct metafork_term { long long coeff; int first_factor; int factor_cou
 /* A polynomial's value is its terms' sum over `divisor` (1 but for a coarsened block's
    threads, exact where its rule holds). */
 typedef struct metafork_poly { int first_term; int term_count; long long divisor; } metafork_poly;
-/* rel: 0 `<`, 1 `<=`, 2 `==`, 3 `!=` (poly against 0); 4 `% modulus == 0`, 5 `% modulus != 0`. */
-typedef struct metafork_constraint { int rel; long long modulus; metafork_poly poly; } metafork_constraint;
+/* rel: 0 `<`, 1 `<=`, 2 `==`, 3 `!=` (poly against 0); 4 `% modulus == 0`, 5 `% modulus != 0`;
+   estimated: 1 where it compares an ancestor code's register estimate with the device. */
+typedef struct metafork_constraint { int rel; long long modulus; metafork_poly poly; int estimated; } metafork_constraint;
 /* A leaf: a kernel (index >= 0) or none (-1, with the counter that could not be lowered). */
 typedef struct metafork_rule {
   int kernel;
@@ -121,40 +122,50 @@ static inline const char *metafork_grid_refusal(const metafork_device *dev, int 
 /* The first kernel rule whose constraints hold at `vals` (parameters, then R, Z_B, T_B, R_B from
    index `machine`); a kernel's own register check uses `registers[kernel]` when positive, and
    `max_threads[kernel]` when positive must admit the block; a kernel with `grid[kernel]`
-   not NULL (the dimension its grid exceeds on the device) is passed over. */
+   not NULL (the dimension its grid exceeds on the device) is passed over. Where none is taken
+   and real counts are known, a second pass sets the estimated constraints aside and takes the
+   first kernel with a known count that fits (an ancestor code that really needs more registers
+   than estimated must not keep the leaves of its reduced code out). */
 static inline int metafork_select_from_table(const metafork_rule *rules, int rule_count, const metafork_constraint *constraints,
                                         const metafork_term *terms, const metafork_factor *factors, const long long *vals,
                                         int machine, const long long *registers, const long long *max_threads,
                                         const char *const *grid, const char **detail) {
   const char *no_kernel = 0, *too_large = 0;
-  for (int i = 0; i < rule_count; i++) {
-    const metafork_rule *r = &rules[i];
-    int holds = 1;
-    for (int c = r->first_constraint; holds && c < r->first_constraint + r->constraint_count; c++) {
-      __int128 v;
-      if (!metafork_poly_value(terms, factors, constraints[c].poly, vals, &v)) return METAFORK_OVERFLOW;
-      switch (constraints[c].rel) {
-      case 0: holds = v < 0; break;
-      case 1: holds = v <= 0; break;
-      case 2: holds = v == 0; break;
-      case 3: holds = v != 0; break;
-      case 4: holds = v % constraints[c].modulus == 0; break;
-      default: holds = v % constraints[c].modulus != 0; break;
+  int known = 0;
+  for (int i = 0; registers && i < rule_count; i++)
+    if (rules[i].kernel >= 0 && registers[rules[i].kernel] > 0) known = 1;
+  for (int second = 0; second < 1 + known; second++) {
+    for (int i = 0; i < rule_count; i++) {
+      const metafork_rule *r = &rules[i];
+      int holds = 1;
+      for (int c = r->first_constraint; holds && c < r->first_constraint + r->constraint_count; c++) {
+        __int128 v;
+        if (second && constraints[c].estimated) continue;
+        if (!metafork_poly_value(terms, factors, constraints[c].poly, vals, &v)) return METAFORK_OVERFLOW;
+        switch (constraints[c].rel) {
+        case 0: holds = v < 0; break;
+        case 1: holds = v <= 0; break;
+        case 2: holds = v == 0; break;
+        case 3: holds = v != 0; break;
+        case 4: holds = v % constraints[c].modulus == 0; break;
+        default: holds = v % constraints[c].modulus != 0; break;
+        }
       }
-    }
-    if (!holds) continue;
-    if (r->kernel < 0) {
-      if (!no_kernel) no_kernel = r->no_kernel_reason;
-      continue;
-    }
-    long long reg = registers && registers[r->kernel] > 0 ? registers[r->kernel] : r->registers;
-    long long most = max_threads ? max_threads[r->kernel] : 0;
-    __int128 threads, per_block;
-    if (!metafork_poly_value(terms, factors, r->threads, vals, &threads)) return METAFORK_OVERFLOW;
-    if (__builtin_mul_overflow((__int128)reg, threads, &per_block)) return METAFORK_OVERFLOW;
-    if (reg <= vals[machine] && per_block <= vals[machine + 3] && (most <= 0 || threads <= most)) {
-      if (!grid || !grid[r->kernel]) return r->kernel;
-      if (!too_large) too_large = grid[r->kernel];
+      if (!holds) continue;
+      if (r->kernel < 0) {
+        if (!second && !no_kernel) no_kernel = r->no_kernel_reason;
+        continue;
+      }
+      if (second && !(registers[r->kernel] > 0)) continue;
+      long long reg = registers && registers[r->kernel] > 0 ? registers[r->kernel] : r->registers;
+      long long most = max_threads ? max_threads[r->kernel] : 0;
+      __int128 threads, per_block;
+      if (!metafork_poly_value(terms, factors, r->threads, vals, &threads)) return METAFORK_OVERFLOW;
+      if (__builtin_mul_overflow((__int128)reg, threads, &per_block)) return METAFORK_OVERFLOW;
+      if (reg <= vals[machine] && per_block <= vals[machine + 3] && (most <= 0 || threads <= most)) {
+        if (!grid || !grid[r->kernel]) return r->kernel;
+        if (!too_large) too_large = grid[r->kernel];
+      }
     }
   }
   if (too_large) {

@@ -557,3 +557,76 @@ fn sizes_where_a_kernels_int_arithmetic_overflows_are_refused() {
     let header: String = metafork::emit::dispatch::emit("wrap.mf", &k, &tree.nodes[0].code, &d).unwrap().into_iter().map(|(_, body)| body).collect();
     assert!(header.contains("`v * B + u` stays within `int`"), "the generated selection checks it too");
 }
+
+/// A register-heavy code (56 accumulators) whose tree forks on registers per block: the
+/// accept side keeps the code, the refuse side caps its registers. The refuse side's rules
+/// carry `R_B < r*B` with `r` the *estimate* of the code above it. Where the compiled code
+/// needs more registers than estimated (sweep H: 72 for 68 on an H200), blocks between
+/// `R_B / real` and `R_B / estimate` threads were refused by the code's own leaves (real
+/// count) and kept from the capped leaves (estimate): no leaf at all, though a compiled leaf
+/// fit. The second pass takes it, in Rust (exact and fast) and in the generated C++ alike.
+#[test]
+fn the_capped_leaves_stay_reachable_where_the_code_above_needs_more_registers_than_estimated() {
+    let accumulators = 56;
+    let decls: String = (0..accumulators).map(|i| format!("          float s{i} = 0.0f;\n")).collect();
+    let sums: String = (0..accumulators).map(|i| format!("            s{i} += v * a[p + k + {i}];\n")).collect();
+    let total: String = (0..accumulators).map(|i| format!("s{i}")).collect::<Vec<_>>().join(" + ");
+    let src = format!("void acc(int N, int M, int B, const float a[N + M + {accumulators}], float b[N]) {{\n  assume(N >= 1 && M >= 1 && B >= 1);\n  int g = (N + B - 1) / B;\n  meta_schedule {{\n    meta_for (int i = 0; i < g; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int p = i * B + j;\n        if (p < N) {{\n{decls}          for (int k = 0; k < M; k++) {{\n            float v = a[p + k];\n{sums}          }}\n          b[p] = {total};\n        }}\n      }}\n  }}\n}}\n");
+    let (k, tree, d) = dispatcher_of("acc.mf", &src);
+    let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
+    // The kernels under a register refusal (capped) and those of the code as it is.
+    let capped: std::collections::BTreeSet<usize> = d.rules.iter().filter(|r| r.estimated.iter().any(|e| *e)).filter_map(|r| match r.outcome {
+        metafork::dispatch::Outcome::Kernel { index, .. } => Some(index),
+        _ => None,
+    }).collect();
+    assert!(!capped.is_empty() && capped.len() < d.kernels.len(), "the tree has both sides: {:?}", d.rules.iter().map(|r| (r.node, r.estimated.clone())).collect::<Vec<_>>());
+    // Real counts: 4 registers over the estimate on the uncapped kernels, the estimate on the capped.
+    let estimate = |i: usize| d.rules.iter().find(|r| matches!(r.outcome, metafork::dispatch::Outcome::Kernel { index, .. } if index == i)).unwrap().registers as i64;
+    let compiled: Vec<CompiledLeaf> = (0..d.kernels.len()).map(|i| CompiledLeaf { registers: estimate(i) + if capped.contains(&i) { 0 } else { 4 }, max_threads: 0 }).collect();
+    let (mut rescued, mut points) = (0, Vec::new());
+    for b in 1..=1024 {
+        let params = BTreeMap::from([("N".to_string(), 1_000_000), ("M".to_string(), 8), ("B".to_string(), b)]);
+        let exact = d.select_exact(&limits, &compiled, &params).unwrap();
+        assert_eq!(d.select(&limits, &compiled, &params).unwrap(), exact, "B = {b}");
+        // Some capped kernel fits by its own count wherever 32-register blocks do.
+        let capped_fits = capped.iter().any(|&i| compiled[i].registers * b <= limits.registers_per_block);
+        match &exact {
+            &Selection::Leaf(i) => {
+                // Taken by the second pass: every rule of the kernel has a register fork on the
+                // code above that its estimate decides against.
+                let values = [1_000_000, 8, b, limits.registers_per_thread, limits.shared_memory_per_block_optin, limits.threads_per_block, limits.registers_per_block, limits.registers_per_multiprocessor, limits.warps_per_multiprocessor, limits.multiprocessors];
+                let kept_out = d.rules.iter().zip(d.fast_rules()).filter(|(r, _)| matches!(r.outcome, metafork::dispatch::Outcome::Kernel { index, .. } if index == i)).all(|(_, f)| f.path.iter().any(|c| c.estimated && c.holds(&values) == Some(false)));
+                if kept_out {
+                    assert!(capped.contains(&i), "B = {b}: {} kept out by an estimate", d.kernels[i]);
+                    rescued += 1;
+                }
+            }
+            other => assert!(!capped_fits, "B = {b}: {other:?}, though a capped kernel fits by its compiled count"),
+        }
+        points.push((params, exact));
+    }
+    assert!(rescued > 0, "no block size fell between the estimate's limit and the real count's");
+    // The generated selection answers alike.
+    let Some(cxx) = cxx() else { return };
+    let dir = scratch("dispatch-capped");
+    for (name, body) in metafork::emit::dispatch::emit("acc.mf", &k, &tree.nodes[0].code, &d).unwrap() {
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+    let s = d.schedule.clone();
+    std::fs::write(dir.join(format!("{s}_driver.cpp")), driver(&s, &d.params)).unwrap();
+    let exe = dir.join(format!("{s}_driver"));
+    let o = Command::new(&cxx).args(["-std=c++11", "-O1", "-o"]).arg(&exe).arg(dir.join(format!("{s}_driver.cpp"))).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut input = String::new();
+    for (params, _) in &points {
+        let l = &limits;
+        input += &format!("{} {} {} {} {} {} {} {} {} {} {}\n1\n", l.registers_per_thread, l.registers_per_block, l.shared_memory_per_block, l.shared_memory_per_block_optin, l.threads_per_block, l.registers_per_multiprocessor, l.warps_per_multiprocessor, l.multiprocessors, l.max_grid[0], l.max_grid[1], l.max_grid[2]);
+        input += &compiled.iter().map(|c| format!("{} {} ", c.registers, c.max_threads)).collect::<String>();
+        input += &format!("\n{}\n", d.params.iter().map(|p| params[p].to_string()).collect::<Vec<_>>().join(" "));
+    }
+    let out = run_with_input(&exe, &input);
+    for (line, (params, exact)) in out.lines().zip(&points) {
+        assert_eq!(line.split_once('|').unwrap().0.parse::<i64>().unwrap(), expected(exact).0, "{params:?}");
+    }
+    assert_eq!(out.lines().count(), points.len());
+}
