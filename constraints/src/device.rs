@@ -120,11 +120,31 @@ impl DeviceProfile {
     /// the CUDA C++ Programming Guide's limit for the compute capability (2^31 - 1 along x from
     /// compute capability 3.0 on, 65535 before; 65535 along y and z).
     pub fn grid_limits(&self) -> [i64; 3] {
-        if let Some(g) = self.max_grid_size {
-            return g.map(i64::from);
+        match self.max_grid_size {
+            Some(g) => g.map(i64::from),
+            None => self.cuda_grid_limits(),
         }
-        let major: u32 = self.compute_capability.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
-        [if major >= 3 { (1 << 31) - 1 } else { 65535 }, 65535, 65535]
+    }
+
+    /// The CUDA C++ Programming Guide's grid limits for the compute capability, which the
+    /// generated launch functions check.
+    fn cuda_grid_limits(&self) -> [i64; 3] {
+        [if self.major() >= 3 { (1 << 31) - 1 } else { 65535 }, 65535, 65535]
+    }
+
+    /// The registers one thread may use on every device of the compute capability (CUDA C++
+    /// Programming Guide; no device attribute reports it, so the generated `metafork_query_device`
+    /// sets it from the compute capability alike).
+    fn cuda_registers_per_thread(&self) -> u32 {
+        if self.major() >= 3 {
+            255
+        } else {
+            63
+        }
+    }
+
+    fn major(&self) -> u32 {
+        self.compute_capability.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0)
     }
 
     /// The field at fault and why.
@@ -183,6 +203,15 @@ impl DeviceProfile {
         if !cc_ok || self.compute_capability.len() > 8 {
             return Err(("compute_capability", format!("field `compute_capability` must be \"major.minor\", not `{}`", self.compute_capability.escape_debug())));
         }
+        // What the generated code takes from CUDA's tables rather than from the device: a
+        // profile that differs would be ranked by `tune` as no dispatcher on a device decides.
+        if self.registers_per_thread != self.cuda_registers_per_thread() {
+            return Err(("registers_per_thread", format!("field `registers_per_thread` ({}) must be {} at compute capability {}: CUDA fixes it per compute capability and reports it by no device attribute, so the generated dispatcher takes it from the compute capability", self.registers_per_thread, self.cuda_registers_per_thread(), self.compute_capability)));
+        }
+        let most = self.cuda_grid_limits();
+        if let Some(g) = self.max_grid_size.filter(|g| g.iter().zip(most).any(|(v, m)| i64::from(*v) > m)) {
+            return Err(("max_grid_size", format!("field `max_grid_size` ({g:?}) must not exceed CUDA's limits at compute capability {} ({most:?}), which the generated launch functions check", self.compute_capability)));
+        }
         let ordered = [
             ("shared_memory_per_block_optin", self.shared_memory_per_block_optin, "at least `shared_memory_per_block`", self.shared_memory_per_block <= self.shared_memory_per_block_optin),
             ("shared_memory_per_block_optin", self.shared_memory_per_block_optin, "at most `shared_memory_per_multiprocessor`", self.shared_memory_per_block_optin <= self.shared_memory_per_multiprocessor),
@@ -235,12 +264,34 @@ mod tests {
         assert_eq!(DeviceProfile::built_in().len(), BUILT_IN.len());
     }
 
+    /// What the generated code takes from CUDA's tables, not from the device (registers per
+    /// thread; the grid limits its launch functions check), a profile must not contradict:
+    /// `tune` would rank for a device no dispatcher sees (sweep H: 24 registers per thread at
+    /// compute capability 9.0, a grid of 10^6 blocks along y).
+    #[test]
+    fn limits_cuda_fixes_per_compute_capability_are_not_overridden() {
+        let h100 = BUILT_IN.iter().find(|(n, _)| *n == "h100").unwrap().1;
+        let set = |field: &str, value: &str| -> String { h100.lines().filter(|l| !l.starts_with(&format!("{field}:"))).map(|l| format!("{l}\n")).chain([format!("{field}: {value}\n")]).collect() };
+        for (field, value, wanted) in [("registers_per_thread", "24", "must be 255 at compute capability 9.0"), ("registers_per_thread", "63", "must be 255"), ("max_grid_size", "[2147483647, 1000000, 65535]", "must not exceed CUDA's limits at compute capability 9.0 ([2147483647, 65535, 65535])"), ("max_grid_size", "[1, 1, 65536]", "must not exceed")] {
+            let e = DeviceProfile::parse("p.yaml", &set(field, value)).unwrap_err().0;
+            assert!(e.contains(&format!("field `{field}`")) && e.contains(wanted), "{field}: {value}: {e}");
+        }
+        let fermi = set("compute_capability", "\"2.0\"");
+        let e = DeviceProfile::parse("p.yaml", &fermi).unwrap_err().0;
+        assert!(e.contains("field `registers_per_thread` (255) must be 63 at compute capability 2.0"), "{e}");
+        let fermi = fermi.replace("registers_per_thread: 255", "registers_per_thread: 63");
+        let with_grid: String = fermi.lines().filter(|l| !l.starts_with("max_grid_size:")).map(|l| format!("{l}\n")).chain(["max_grid_size: [2147483647, 65535, 65535]\n".to_string()]).collect();
+        assert!(DeviceProfile::parse("p.yaml", &with_grid).unwrap_err().0.contains("([65535, 65535, 65535])"));
+        // Smaller grids than CUDA's are a device's own (checked by the selection).
+        assert_eq!(DeviceProfile::parse("p.yaml", &set("max_grid_size", "[100, 20, 3]")).unwrap().grid_limits(), [100, 20, 3]);
+    }
+
     #[test]
     fn grid_limits_come_from_the_profile_or_the_compute_capability() {
         let h100 = BUILT_IN.iter().find(|(n, _)| *n == "h100").unwrap().1;
         let without: String = h100.lines().filter(|l| !l.starts_with("max_grid_size:")).map(|l| format!("{l}\n")).collect();
         assert_eq!(DeviceProfile::parse("p.yaml", &without).unwrap().grid_limits(), [2147483647, 65535, 65535]);
-        let fermi = without.replace("compute_capability: \"9.0\"", "compute_capability: \"2.0\"");
+        let fermi = without.replace("compute_capability: \"9.0\"", "compute_capability: \"2.0\"").replace("registers_per_thread: 255", "registers_per_thread: 63");
         assert_eq!(DeviceProfile::parse("p.yaml", &fermi).unwrap().grid_limits(), [65535, 65535, 65535]);
         let small = format!("{without}max_grid_size: [100, 20, 3]\n");
         assert_eq!(DeviceProfile::parse("p.yaml", &small).unwrap().grid_limits(), [100, 20, 3]);
