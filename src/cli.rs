@@ -237,7 +237,8 @@ pub enum Command {
     /// or of a --space file), keeps the configurations that satisfy the program's facts and that
     /// some kernel leaf admits on the device for the given --size values (leaving out, and
     /// counting, those whose launch runs no thread block there or whose grid is larger than
-    /// the device's, and those that differ from a kept one only in parameters the schedule
+    /// the device's, those no kernel leaf fits or whose leaf's block could not be resident on a
+    /// multiprocessor, and those that differ from a kept one only in parameters the schedule
     /// does not read), ranks them by the
     /// time a data-movement model estimates (flops, global bytes moved and shared-memory passes
     /// per launch, from the leaf's code and accesses at that point, against the device's FP
@@ -292,9 +293,10 @@ pub enum Command {
         /// output there (as `gen --force`); without it nothing is written.
         #[arg(long, requires = "emit_harness")]
         force: bool,
-        /// Count registers with the tree's estimates. By default, when nvcc is on PATH, the
-        /// kernel leaves are compiled for the device's architecture and ptxas's counts decide,
-        /// as the generated dispatcher's `cudaFuncGetAttributes` will on the device.
+        /// Count registers with the tree's estimates, taken as the counts the device would
+        /// report (with the threads per block it would allow for them). By default, when nvcc
+        /// is on PATH, the kernel leaves are compiled for the device's architecture and ptxas's
+        /// counts decide, as the generated dispatcher's `cudaFuncGetAttributes` will on the device.
         #[arg(long)]
         estimates: bool,
     },

@@ -78,9 +78,18 @@ pub fn parse_range(text: &str) -> Result<(String, Vec<i64>), String> {
 }
 
 /// What the leaves really use on `device`: compiled for its architecture when nvcc is found
-/// (the dispatcher reads the same numbers at run time), else the estimates, saying why.
+/// (the dispatcher reads the same numbers at run time), else the estimates, saying why, taken
+/// as the counts the device would report (with the `maxThreadsPerBlock` it would compute from
+/// them), so that the selection decides as the dispatcher on a device would if they were exact.
 fn real_counts(function: &crate::frontend::model::KernelFunction, tree: &crate::tree::Tree, device: &DeviceProfile, estimates: bool) -> Result<(std::collections::BTreeMap<String, crate::dispatch::CompiledLeaf>, String), String> {
-    let none = |why: String| Ok((Default::default(), format!("estimate ({why})")));
+    let none = |why: String| {
+        let mut counts = std::collections::BTreeMap::new();
+        for leaf in tree.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)) {
+            let registers = leaf.counters.registers;
+            counts.entry(crate::emit::tree_files::leaf_kernel_name(tree, leaf.id)).or_insert(crate::dispatch::CompiledLeaf { registers: registers.into(), max_threads: crate::compiled::max_threads(registers, device) });
+        }
+        Ok((counts, format!("estimate ({why})")))
+    };
     if estimates {
         return none("--estimates".into());
     }
@@ -232,6 +241,16 @@ fn table(t: &Tuned, top: usize) -> String {
     };
     let out = if t.grid_too_large > 0 {
         out + &format!("  {} more need more thread blocks along a grid dimension than the device allows: not listed\n", t.grid_too_large)
+    } else {
+        out
+    };
+    let out = if t.no_leaf > 0 {
+        out + &format!("  {} more have no kernel leaf that fits the device (registers, threads or shared memory per block): not listed\n", t.no_leaf)
+    } else {
+        out
+    };
+    let out = if t.unresident > 0 {
+        out + &format!("  {} more would select a leaf whose block cannot be resident on a multiprocessor (registers are allocated per warp in units of 256; shared memory with the runtime's reserve): not listed\n", t.unresident)
     } else {
         out
     };

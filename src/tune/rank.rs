@@ -13,7 +13,11 @@
 //! only in parameters the schedule never reads (another schedule's block size) are listed once
 //! ([`Tuned::unread`]); one whose every admitting leaf
 //! needs more blocks than the device's grid allows is not admissible, and is counted
-//! ([`Tuned::grid_too_large`]). Where the device profile gives
+//! ([`Tuned::grid_too_large`]); so are those where no kernel leaf fits the device
+//! ([`Tuned::no_leaf`]) and those whose selected leaf's block could not be resident on a
+//! multiprocessor by the occupancy calculation's allocation rules ([`Tuned::unresident`]:
+//! with estimates, `r * B <= R_B` holds where registers allocated per warp in units of 256 do
+//! not fit; the device's `cudaFuncGetAttributes` refuses the block). Where the device profile gives
 //! its bandwidth and clock, configurations are
 //! ranked by the data-movement model's time ([`crate::perf::movement`]: flops, global bytes and
 //! shared passes per launch against the device's rates, with occupancy hiding latency), the
@@ -26,7 +30,7 @@
 //! uses, with no divergence, scores 0.125. Ties keep the enumeration order, so the output is
 //! deterministic.
 
-use super::occupancy::occupancy;
+use super::occupancy::{active_blocks, occupancy};
 use super::space::Space;
 use crate::dispatch::{DeviceLimits, Dispatcher, Outcome, Selection};
 use crate::frontend::ast::Expr;
@@ -103,6 +107,13 @@ pub struct Tuned {
     /// Configurations left out because they differ from a listed one only in parameters the
     /// schedule never reads (another schedule's block size).
     pub unread: usize,
+    /// Configurations left out because no kernel leaf fits the device there (the dispatcher
+    /// refuses them: registers, threads or shared memory per block).
+    pub no_leaf: usize,
+    /// Configurations left out because the selected leaf's block cannot be resident on a
+    /// multiprocessor (occupancy 0: registers allocated per warp in units of 256, or shared
+    /// memory with the runtime's reserve, exceed what one holds).
+    pub unresident: usize,
     /// Why no configuration has an estimated time, when the device profile is the reason
     /// ([`crate::perf::movement::unavailable`]): the ranking then falls back to the counters.
     #[serde(skip)]
@@ -235,6 +246,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let mut failure = None;
     let mut overflow: Option<String> = None;
     let mut grid_too_large = 0;
+    let mut no_leaf = 0;
     let mut filter = |row: &[i64]| {
         let point: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
         // A configuration where the program's host arithmetic overflows is no configuration.
@@ -249,6 +261,10 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             }
             Ok(Selection::GridTooLarge(_)) => {
                 grid_too_large += 1;
+                false
+            }
+            Ok(Selection::NoLeaf | Selection::NoKernel(_)) => {
+                no_leaf += 1;
                 false
             }
             Ok(_) => false,
@@ -287,6 +303,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     }
     let mut configs = Vec::with_capacity(admissible.len());
     let mut idle = 0;
+    let mut unresident = 0;
     // Configurations that differ only in parameters this schedule never reads are one
     // configuration: the first (in enumeration order) stands for them.
     let read = parameters_read(function, tree);
@@ -304,6 +321,10 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         let value = |p: &constraints::Poly| p.eval(&point).ok().and_then(|q| i64::try_from(q.to_integer()).ok()).unwrap_or(i64::MAX);
         let (shared, threads) = (value(&rule.shared_bytes), value(&rule.threads_per_block));
         let registers = u32::try_from(compiled[leaf].registers).ok().filter(|r| *r > 0).unwrap_or(rule.registers);
+        if active_blocks(device, registers.into(), shared.max(0) as u64, threads.max(0) as u64) == 0 {
+            unresident += 1;
+            continue;
+        }
         let occ = occupancy(device, registers.into(), shared.max(0) as u64, threads.max(0) as u64);
         let named: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
         let model = patterns.get(&dispatcher.kernels[leaf]);
@@ -345,5 +366,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, unread, time_model_off: crate::perf::movement::unavailable(device) })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, unread, no_leaf, unresident, time_model_off: crate::perf::movement::unavailable(device) })
 }

@@ -567,11 +567,7 @@ fn sizes_where_a_kernels_int_arithmetic_overflows_are_refused() {
 /// fit. The second pass takes it, in Rust (exact and fast) and in the generated C++ alike.
 #[test]
 fn the_capped_leaves_stay_reachable_where_the_code_above_needs_more_registers_than_estimated() {
-    let accumulators = 56;
-    let decls: String = (0..accumulators).map(|i| format!("          float s{i} = 0.0f;\n")).collect();
-    let sums: String = (0..accumulators).map(|i| format!("            s{i} += v * a[p + k + {i}];\n")).collect();
-    let total: String = (0..accumulators).map(|i| format!("s{i}")).collect::<Vec<_>>().join(" + ");
-    let src = format!("void acc(int N, int M, int B, const float a[N + M + {accumulators}], float b[N]) {{\n  assume(N >= 1 && M >= 1 && B >= 1);\n  int g = (N + B - 1) / B;\n  meta_schedule {{\n    meta_for (int i = 0; i < g; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int p = i * B + j;\n        if (p < N) {{\n{decls}          for (int k = 0; k < M; k++) {{\n            float v = a[p + k];\n{sums}          }}\n          b[p] = {total};\n        }}\n      }}\n  }}\n}}\n");
+    let src = crate::common::accumulators_source(56);
     let (k, tree, d) = dispatcher_of("acc.mf", &src);
     let limits = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
     // The kernels under a register refusal (capped) and those of the code as it is.

@@ -211,3 +211,12 @@ pub fn assert_nvcc_compiles(dir: &std::path::Path, units: &[std::path::PathBuf])
         assert!(o.status.success(), "nvcc:\n{}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+/// A register-heavy kernel: `accumulators` sums kept live across a loop of `M` (sweep H's
+/// `acc56`), whose tree forks on registers per block and caps the registers on the refuse side.
+pub fn accumulators_source(accumulators: usize) -> String {
+    let decls: String = (0..accumulators).map(|i| format!("          float s{i} = 0.0f;\n")).collect();
+    let sums: String = (0..accumulators).map(|i| format!("            s{i} += v * a[p + k + {i}];\n")).collect();
+    let total: String = (0..accumulators).map(|i| format!("s{i}")).collect::<Vec<_>>().join(" + ");
+    format!("void acc(int N, int M, int B, const float a[N + M + {accumulators}], float b[N]) {{\n  assume(N >= 1 && M >= 1 && B >= 1);\n  int g = (N + B - 1) / B;\n  meta_schedule {{\n    meta_for (int i = 0; i < g; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int p = i * B + j;\n        if (p < N) {{\n{decls}          for (int k = 0; k < M; k++) {{\n            float v = a[p + k];\n{sums}          }}\n          b[p] = {total};\n        }}\n      }}\n  }}\n}}\n")
+}
