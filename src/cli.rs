@@ -391,6 +391,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     // The accesses of the same code: with `cache(...)` staged, the tiles' global
                     // loads and the shared accesses that replace the program's.
                     if !at.is_empty() {
+                        let missing: Vec<String> = k.integer_parameters().into_iter().filter(|p| !point.contains_key(p)).map(|p| format!("`{p}`")).collect();
+                        if !missing.is_empty() {
+                            return Err(Failure::input(format!("error: {}: give {} with --at (every integer parameter of `{}`, once)", s.name, missing.join(", "), k.name)));
+                        }
                         let mut r = crate::perf::report(k, &staged, &backend, &point).map_err(|e| Failure::input(format!("error: {}: {e}", s.name)))?;
                         r.iter_mut().for_each(|a| a.access = spelled_as_emitted(&a.access));
                         accesses.push((s.name.clone(), r));

@@ -229,7 +229,11 @@ fn counters_at_a_point() {
     assert_eq!(value("c[i * N + j]"), Some((1.0, "one row".to_string())));
     let o = run(&["counters", program, "--at", "N=1024"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("give `B1` with --at"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give `B0`, `B1`, `s` with --at"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Only a granularity missing (read in no extent, only in subscripts): named, not an access.
+    let o = run(&["counters", program, "--at", "N=1024", "--at", "B0=32", "--at", "B1=32"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give `s` with --at (every integer parameter of"), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run(&["counters", program, "--at", "N"]);
     assert_eq!(o.status.code(), Some(2), "a malformed NAME=VALUE is a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected NAME=VALUE"));
