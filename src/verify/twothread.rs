@@ -575,7 +575,13 @@ impl Checker<'_, '_> {
     /// the values the model chose may be no data's.
     fn data_dependent(defect: &str, detail: &str, arrays: &BTreeSet<String>) -> Verdict {
         let names: Vec<String> = arrays.iter().map(|a| format!("`{a}`")).collect();
-        Verdict::Unverified(format!("possible {defect} ({detail}) for some values of {}: whether any input holds them is not known to the proof", names.join(", ")))
+        // What is proved whatever the arrays hold, where the defect has such a way out.
+        let way_out = match defect {
+            "race" => "; a sum written `+=` (an atomic add) is proved whatever they hold, and a scatter through a permutation can be written as a gather through its inverse",
+            "out of bounds" => "; a guard on the subscript's value as it is read (`if (0 <= e && e < N)`) is proved whatever they hold",
+            _ => "",
+        };
+        Verdict::Unverified(format!("possible {defect} ({detail}) for some values of {}: whether any input holds them is not known to the proof{way_out}", names.join(", ")))
     }
 
     /// Sat on an exact query is a defect; on an over-approximation it leaves the property open.
