@@ -7,8 +7,8 @@
 //! up to the device's threads per block, and any other program parameter (a granularity) the
 //! powers of two 1..32. The program's facts are the space's restrictions (checked as soon as
 //! their parameters are bound); the final filter is leaf selection
-//! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the tree's register
-//! estimates. A configuration whose launch runs no block at the sizes (a grid extent of 0) is
+//! ([`crate::dispatch::Dispatcher::select`]) on the device's limits with the leaves' compiled
+//! counts (ptxas's, or the tree's estimates taken as such: `command::real_counts`). A configuration whose launch runs no block at the sizes (a grid extent of 0) is
 //! left out and counted ([`Tuned::idle`]): it computes nothing; configurations that differ
 //! only in parameters the schedule never reads (another schedule's block size) are listed once
 //! ([`Tuned::unread`]); one whose every admitting leaf
