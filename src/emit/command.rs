@@ -260,16 +260,10 @@ fn summed(body: &[crate::frontend::ast::Stmt], site: &str) -> bool {
 /// extent cannot be found.
 fn range_guard(function: &crate::frontend::model::KernelFunction, body: &[crate::frontend::ast::Stmt], site: &str, array: &str, index: &[i64], extents: &[i64]) -> String {
     let Some(dim) = index.iter().zip(extents).position(|(i, e)| *i < 0 || *i >= *e) else { return String::new() };
-    let mut subscript = None;
-    for s in body {
-        crate::strategy::walk::walk_exprs(s, &mut |x| {
-            if let crate::frontend::ast::ExprKind::Index { indices, .. } = &x.kind {
-                if subscript.is_none() && x.to_string() == site {
-                    subscript = indices.get(dim).map(|i| i.to_string());
-                }
-            }
-        });
-    }
+    let subscript = match crate::emit::data_reads::access(body, site).map(|x| x.kind) {
+        Some(crate::frontend::ast::ExprKind::Index { indices, .. }) => indices.get(dim).map(|i| i.to_string()),
+        _ => None,
+    };
     let extent = function.arrays.iter().find(|a| a.name == array).and_then(|a| a.extent_exprs.get(dim)).map(|e| e.to_string());
     match (subscript, extent) {
         (Some(i), Some(e)) => format!(" (as `if (0 <= {i} && {i} < {e})`)"),
@@ -279,15 +273,7 @@ fn range_guard(function: &crate::frontend::model::KernelFunction, body: &[crate:
 
 /// The span of the first array access of `body` printed as `site`.
 fn source_span(body: &[crate::frontend::ast::Stmt], site: &str) -> Option<crate::frontend::source::Span> {
-    let mut found = None;
-    for s in body {
-        crate::strategy::walk::walk_exprs(s, &mut |x| {
-            if found.is_none() && matches!(x.kind, crate::frontend::ast::ExprKind::Index { .. }) && x.to_string() == site {
-                found = Some(x.span);
-            }
-        });
-    }
-    found
+    crate::emit::data_reads::access(body, site).map(|x| x.span)
 }
 
 /// `metafork gen`, once per process: what it built is not freed (the process is about to end;

@@ -13,24 +13,25 @@ use crate::frontend::ast::{walk_expr, Expr, ExprKind, Stmt, StmtKind};
 use crate::strategy::walk::{walk_exprs, walk_stmts};
 use std::collections::BTreeMap;
 
-/// The first array (in subscript order) whose contents a subscript of the access of `body`
-/// printed as `site` depends on.
-pub fn subscript_source(body: &[Stmt], site: &str) -> Option<String> {
-    let tainted = tainted_scalars(body);
+/// The first array access of `body` printed as `site` (walked as [`walk_exprs`] does).
+pub fn access(body: &[Stmt], site: &str) -> Option<Expr> {
     let mut found = None;
     for s in body {
         walk_exprs(s, &mut |x| {
-            if found.is_some() {
-                return;
-            }
-            if let ExprKind::Index { indices, .. } = &x.kind {
-                if x.to_string() == site {
-                    found = Some(indices.iter().find_map(|i| source_of(i, &tainted)));
-                }
+            if found.is_none() && matches!(x.kind, ExprKind::Index { .. }) && x.to_string() == site {
+                found = Some(x.clone());
             }
         });
     }
-    found.flatten()
+    found
+}
+
+/// The first array (in subscript order) whose contents a subscript of the access of `body`
+/// printed as `site` depends on.
+pub fn subscript_source(body: &[Stmt], site: &str) -> Option<String> {
+    let ExprKind::Index { indices, .. } = access(body, site)?.kind else { return None };
+    let tainted = tainted_scalars(body);
+    indices.iter().find_map(|i| source_of(i, &tainted))
 }
 
 /// The first array whose contents `e`'s value depends on, given the scalars already known to
