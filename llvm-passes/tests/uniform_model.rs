@@ -180,3 +180,71 @@ fn a_block_index_divided_is_read_into_a_vector_register() {
     assert!(is_uniform(&remainder, "c") && is_uniform(&remainder, "cB"));
     assert!(!is_uniform(&remainder, "q") && !is_uniform(&remainder, "i"));
 }
+
+/// `row = (i64) blockIdx.x * n`, defined by `before` ahead of the loops or by `in_outer` in the
+/// outer loop's body, and read in the innermost loop; `nested` says whether that loop sits in
+/// an outer loop.
+fn nest_kernel(row_width: u32, before: &str, in_outer: &str, nested: bool) -> String {
+    let row = if row_width == 64 { "%row" } else { "%row64" };
+    let widen = if row_width == 64 { "" } else { "  %row64 = zext i32 %row to i64" };
+    let (outer_head, outer_tail) = if nested {
+        (
+            "  br label %outer\nouter:\n  %i = phi i32 [ 0, %entry ], [ %inext, %latch ]",
+            "latch:\n  %inext = add i32 %i, 1\n  %idone = icmp sge i32 %inext, %m\n  br i1 %idone, label %exit, label %outer",
+        )
+    } else {
+        ("  br label %outer\nouter:", "latch:\n  br label %exit")
+    };
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+{DECLARATIONS}
+define ptx_kernel void @k(ptr addrspace(1) noalias %a, i32 %n, i32 %m) {{
+entry:
+  %c = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %t64 = zext i32 %t to i64
+  %c64 = zext i32 %c to i64
+  %n64 = sext i32 %n to i64
+{before}
+{outer_head}
+{in_outer}
+{widen}
+  br label %inner
+inner:
+  %j = phi i32 [ 0, %outer ], [ %jnext, %inner ]
+  %j64 = zext i32 %j to i64
+  %rj = add i64 {row}, %j64
+  %idx = add i64 %rj, %t64
+  %p = getelementptr float, ptr addrspace(1) %a, i64 %idx
+  store float 0.0, ptr addrspace(1) %p
+  %jnext = add i32 %j, 1
+  %jdone = icmp sge i32 %jnext, %n
+  br i1 %jdone, label %latch, label %inner
+{outer_tail}
+exit:
+  ret void
+}}
+"#
+    )
+}
+
+#[test]
+fn a_64_bit_uniform_value_computed_before_a_loop_nest_is_held_in_vector_registers() {
+    // Computed before the nest, ptxas hoists it with the nest's other invariants into a vector
+    // register pair (SASS of `dilated_conv1d`'s leaves at sm_90: the 64-bit products of the
+    // block index and the extents sit in `R2:R3`, `R6:R7`, ... through both loops).
+    let row64 = "  %row = mul i64 %c64, %n64";
+    let row32 = "  %row = mul i32 %c, %n";
+    assert!(!is_uniform(&nest_kernel(64, row64, "", true), "row"));
+    assert!(!is_uniform(&nest_kernel(64, row64, "", true), "rj"), "computed from a vector value");
+    // Computed in the outer loop's body, once per outer iteration (from the 32-bit block index
+    // and extent: their 64-bit forms before the nest would be such values themselves), it stays
+    // uniform.
+    let row64_in_outer = "  %cw = zext i32 %c to i64\n  %nw = sext i32 %n to i64\n  %row = mul i64 %cw, %nw";
+    assert!(is_uniform(&nest_kernel(64, "", row64_in_outer, true), "row"));
+    assert!(is_uniform(&nest_kernel(64, "", row64_in_outer, true), "rj"));
+    // Before a single loop, as before a nest but 32 bits wide, it stays uniform.
+    assert!(is_uniform(&nest_kernel(64, row64, "", false), "row"));
+    assert!(is_uniform(&nest_kernel(32, row32, "", true), "row"));
+}
