@@ -232,9 +232,20 @@ impl<'a> Frame<'a> {
             collector.context.add(Constraint::ge(&t, &Poly::zero()));
             collector.context.add(Constraint::lt(&t, extent));
         }
+        // Blocks of the grid: 0 <= blockIdx.d < grid extent d, with the host scalars' definitions
+        // the extents name (`dim = (N - 2) / (B * s)`), as the verifier's launch model has them.
+        // Without the upper bound, a ping-pong stencil guarded only by its grid was refused.
+        for d in &function.derived {
+            if let Some(value) = collector.poly(&d.value, &Env::new(), &[]) {
+                collector.context.add(Constraint::eq(&Poly::var(&d.name), &value));
+            }
+        }
         for d in 0..kernel.grid.len() {
             collector.context.set_domain(Var::new(&block_var(d)), Domain::integer());
             collector.context.add(Constraint::ge(&Poly::var(&block_var(d)), &Poly::zero()));
+            if let Some(extent) = collector.poly(&kernel.grid[d], &Env::new(), &[]) {
+                collector.context.add(Constraint::lt(&Poly::var(&block_var(d)), &extent));
+            }
         }
         let mut uniform: BTreeSet<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
         for l in &between {

@@ -64,8 +64,8 @@ impl Frame<'_> {
             a.indices.iter().flatten().for_each(|p| everything.extend(p.vars().iter().map(|v| v.name().to_string())));
             a.guards.iter().for_each(|g| everything.extend(g.vars().iter().map(|v| v.name().to_string())));
         }
-        let params: BTreeSet<String> = self.kernel.params.iter().map(|p| p.name.clone()).collect();
-        let threads: BTreeSet<String> = everything.iter().filter(|v| !params.contains(*v)).cloned().collect();
+        let shared = self.shared_names(col);
+        let threads: BTreeSet<String> = everything.iter().filter(|v| !shared.contains(*v)).cloned().collect();
         let mut coords: Vec<String> = (0..self.kernel.grid.len()).rev().map(block_var).collect();
         coords.extend((0..self.kernel.block.len()).rev().map(thread_var));
         let dims_of = |sp: Span| tiles.iter().flat_map(|t| &t.accesses).find(|x| x.span == sp).map(|x| x.index.clone());
@@ -73,7 +73,7 @@ impl Frame<'_> {
             for b in accesses {
                 // One subscript, injective over the threads: distinct threads, distinct elements.
                 let same = w.span == b.span || w.indices == b.indices;
-                if same && dims_of(w.span).is_some_and(|d| self.injective(&d, &w.guards, local)) {
+                if same && dims_of(w.span).is_some_and(|d| self.injective(&d, &w.guards, local, &shared)) {
                     continue;
                 }
                 let sys = self.pair_system(col, w, b, &threads);
@@ -106,13 +106,31 @@ impl Frame<'_> {
 }
 
 impl Frame<'_> {
+    /// The kernel's parameters, and the quotients and remainders of parameters alone (`h % 2`,
+    /// `(N - 2) / (B * s)`): one value for every thread, so not primed in a two-thread system
+    /// and not a coordinate of an index. (Primed, two threads' parities of one `h` were equal
+    /// only by integer reasoning Z3 gave up on.)
+    fn shared_names(&self, col: &Collector) -> BTreeSet<String> {
+        let mut shared: BTreeSet<String> = self.kernel.params.iter().map(|p| p.name.clone()).collect();
+        loop {
+            let known = shared.len();
+            for (name, def) in &col.aux_defs {
+                if def.dividend.vars().iter().chain(def.divisor.vars().iter()).all(|v| shared.contains(v.name())) {
+                    shared.insert(name.clone());
+                }
+            }
+            if shared.len() == known {
+                return shared;
+            }
+        }
+    }
+
     /// Whether an index (per dimension) takes distinct values for distinct threads, by the
     /// mixed-radix argument: in each dimension, `v1 + e1*(v2 + e2*(v3 + ...))` plus a uniform
     /// term, with `0 <= vi < ei` for all but the last, over disjoint variables that together
     /// determine the block and thread indices. No solver is needed, and none copes well with
     /// this nonlinear fact.
-    pub(super) fn injective(&self, dims: &[Poly], guards: &[Constraint], local: &Locality) -> bool {
-        let params: BTreeSet<String> = self.kernel.params.iter().map(|p| p.name.clone()).collect();
+    pub(super) fn injective(&self, dims: &[Poly], guards: &[Constraint], local: &Locality, params: &BTreeSet<String>) -> bool {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         for index in dims {
             // The coordinate variables and their coefficients (each of degree one in them).
