@@ -235,7 +235,9 @@ impl<'a> Frame<'a> {
         // Blocks of the grid: 0 <= blockIdx.d < grid extent d, with the host scalars' definitions
         // the extents name (`dim = (N - 2) / (B * s)`), as the verifier's launch model has them.
         // Without the upper bound, a ping-pong stencil guarded only by its grid was refused.
-        for d in &function.derived {
+        // Integer scalars only: the two-thread systems take every variable as an integer, and
+        // `float half = N * 0.5f` would then claim `N` even.
+        for d in function.derived.iter().filter(|d| d.ty.is_integer()) {
             if let Some(value) = collector.poly(&d.value, &Env::new(), &[]) {
                 collector.context.add(Constraint::eq(&Poly::var(&d.name), &value));
             }
