@@ -229,31 +229,18 @@ fn table(t: &Tuned, top: usize) -> String {
         None if unestimated > 0 => out + &format!("  {unestimated} of {} have no estimated time (the model could not count the trips of a loop, or a launch's shape, at these sizes): all are ranked by the counters alone\n", t.admissible.len()),
         None => out,
     };
-    let out = if t.idle > 0 {
-        out + &format!("  {} more run no thread block at these sizes (a grid extent is 0): not listed\n", t.idle)
-    } else {
-        out
-    };
-    let out = if t.unread > 0 {
-        out + &format!("  {} more differ from a listed one only in parameters schedule `{}` does not read: not listed\n", t.unread, t.schedule)
-    } else {
-        out
-    };
-    let out = if t.grid_too_large > 0 {
-        out + &format!("  {} more need more thread blocks along a grid dimension than the device allows: not listed\n", t.grid_too_large)
-    } else {
-        out
-    };
-    let out = if t.no_leaf > 0 {
-        out + &format!("  {} more have no kernel leaf that fits the device (registers, threads or shared memory per block): not listed\n", t.no_leaf)
-    } else {
-        out
-    };
-    let out = if t.unresident > 0 {
-        out + &format!("  {} more would select a leaf whose block cannot be resident on a multiprocessor (registers are allocated per warp in units of 256; shared memory with the runtime's reserve): not listed\n", t.unresident)
-    } else {
-        out
-    };
+    // The candidates left out, each count with why; a zero count says nothing.
+    let not_listed = [
+        (t.idle, "run no thread block at these sizes (a grid extent is 0)".to_string()),
+        (t.unread, format!("differ from a listed one only in parameters schedule `{}` does not read", t.schedule)),
+        (t.grid_too_large, "need more thread blocks along a grid dimension than the device allows".to_string()),
+        (t.no_leaf, "have no kernel leaf that fits the device (registers, threads or shared memory per block)".to_string()),
+        (t.unresident, "would select a leaf whose block cannot be resident on a multiprocessor (registers are allocated per warp in units of 256; shared memory with the runtime's reserve)".to_string()),
+    ];
+    let mut out = out;
+    for (count, why) in not_listed.iter().filter(|(count, _)| *count > 0) {
+        out += &format!("  {count} more {why}: not listed\n");
+    }
     if t.admissible.is_empty() {
         return out + "  no configuration is admissible on this device for these sizes\n";
     }
