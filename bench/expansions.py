@@ -9,7 +9,14 @@ per instruction, `ptxas -v`'s registers for each M, the difference from the base
 median over M <= 20 (at M = 24 ptxas moves the loads after the instruction to stay near 32
 registers, so that column no longer holds M values across it).
 
-Run: `make bench-expansions` (needs `ptxas` on PATH; `make setup` installs it).
+Then, per architecture, the registers of the subroutines ptxas calls for the slow paths of
+`div.rn.f32`, `div.rn.f64`, `div.s64`, `rem.s64`, `div.u64`, `rem.u64` and `sqrt.rn.f64`: the distinct registers the
+subroutine's SASS names (from the `CALL.REL` target to the end of the kernel, `cuobjdump
+-sass`), operands and result included. The model's `expansion_temporaries` for such an
+instruction is that count less its operands' words (the operands arrive in the subroutine's
+registers, and the model already counts them where they are live).
+
+Run: `make bench-expansions` (needs `ptxas` and `cuobjdump` on PATH; `make setup` installs them).
 """
 import re
 import statistics
@@ -36,18 +43,23 @@ INSTRUCTIONS = {
     "div.rn.f64": ("f64", "div.rn.f64 %q, %a, %b;", "cvt.rn.f32.f64 %out, %q;"),
     "sqrt.rn.f64": ("f64", "sqrt.rn.f64 %q, %a;", "cvt.rn.f32.f64 %out, %q;"),
     "rcp.rn.f64": ("f64", "rcp.rn.f64 %q, %a;", "cvt.rn.f32.f64 %out, %q;"),
+    "div.u64": ("s64", "div.u64 %q, %a, %b;", "cvt.rn.f32.u64 %out, %q;"),
+    "rem.u64": ("s64", "rem.u64 %q, %a, %b;", "cvt.rn.f32.u64 %out, %q;"),
 }
+SUBROUTINES = ["div.rn.f32", "div.rn.f64", "div.s64", "rem.s64", "div.u64", "rem.u64", "sqrt.rn.f64"]
+SUBROUTINE_ARCHS = ["sm_75", "sm_80", "sm_90"]
 BASELINE = {"div.rn.f32": "mul.rn.f32", "div.s32": "mul.lo.s32", "rem.s32": "mul.lo.s32",
             "div.s64": "mul.lo.s64", "rem.s64": "mul.lo.s64", "sqrt.rn.f32": "mul.rn.f32",
-            "div.rn.f64": "mul.rn.f64", "sqrt.rn.f64": "mul.rn.f64", "rcp.rn.f64": "mul.rn.f64"}
+            "div.rn.f64": "mul.rn.f64", "sqrt.rn.f64": "mul.rn.f64", "rcp.rn.f64": "mul.rn.f64",
+            "div.u64": "mul.lo.s64", "rem.u64": "mul.lo.s64"}
 
 
-def kernel(held: int, instruction: str) -> str:
+def kernel(held: int, instruction: str, arch: str = ARCH) -> str:
     ty, op, convert = INSTRUCTIONS[instruction]
     reg = {"f32": ".f32", "s32": ".b32", "s64": ".b64", "f64": ".f64"}[ty]
     size = {"f32": 4, "s32": 4, "s64": 8, "f64": 8}[ty]
     lines = [
-        f".version 8.0\n.target {ARCH}\n.address_size 64\n",
+        f".version 8.0\n.target {arch}\n.address_size 64\n",
         ".visible .entry k(.param .u64 pa, .param .u64 pb)\n{",
         f"  .reg .f32 %f<{held + 2}>;\n  .reg .f32 %out;\n  .reg .b64 %rd<8>;\n  .reg .b32 %r1;",
         f"  .reg {reg} %a;\n  .reg {reg} %b;\n  .reg {reg} %q;",
@@ -75,6 +87,22 @@ def registers(ptx: str, work: Path) -> int:
     return int(found.group(1))
 
 
+def subroutine_registers(ptx: str, arch: str, work: Path) -> int | None:
+    """Distinct registers named by the subroutine the kernel calls (None: no call)."""
+    source, cubin = work / "s.ptx", work / "s.cubin"
+    source.write_text(ptx)
+    run = subprocess.run(["ptxas", f"-arch={arch}", str(source), "-o", str(cubin)], capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"ptxas failed on a micro-kernel:\n{run.stderr}\n{ptx}")
+    sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    lines = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    targets = [int(m.group(1), 16) for _, text in lines for m in [re.search(r"CALL\.REL\S*\s+0x([0-9a-f]+)", text)] if m]
+    if not targets:
+        return None
+    start = min(targets)
+    return len({int(r) for address, text in lines if address >= start for r in re.findall(r"\bR(\d+)\b", text)})
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -91,6 +119,14 @@ def main() -> None:
             extra = "(baseline) | "
         print(f"| `{name}` | " + " | ".join(str(r) for r in row) + f" | {extra} |")
     print(f"\n`ptxas -arch={ARCH} -v` registers with M floats held across the instruction.")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        found = {name: [subroutine_registers(kernel(0, name, arch), arch, work) for arch in SUBROUTINE_ARCHS] for name in SUBROUTINES}
+    print("\n| instruction | " + " | ".join(SUBROUTINE_ARCHS) + " |")
+    print("|---|" + "---|" * len(SUBROUTINE_ARCHS))
+    for name, row in found.items():
+        print(f"| `{name}` | " + " | ".join("no call" if r is None else str(r) for r in row) + " |")
+    print("\nRegisters of the subroutine each instruction's slow path calls (`cuobjdump -sass`).")
 
 
 if __name__ == "__main__":

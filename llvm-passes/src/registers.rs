@@ -20,10 +20,13 @@
 //!   that is live through a loop not reading it counts only at the instructions that read it:
 //!   a register-blocked kernel's 64 output addresses, computed before its loop and used after,
 //!   are not held (nvcc: 107 registers where holding them would take about 210).
-//! - *Expansions*: instructions ptxas expands into sequences or into calls of its own
-//!   subroutines (precise `div.rn.f32`, 64-bit division and remainder, 32-bit integer division
-//!   and remainder) hold temporaries at their point ([`expansion_temporaries`], measured with
-//!   values live across them).
+//! - *Expansions*: instructions ptxas expands into sequences (32-bit integer division and
+//!   remainder, `sqrt.rn.f32`) hold temporaries at their point ([`expansion_temporaries`],
+//!   measured with values live across them). Those whose slow path calls a subroutine of its
+//!   own (precise `div.rn.f32` and `div.rn.f64`, 64-bit division and remainder,
+//!   `sqrt.rn.f64`) hold that subroutine's registers less their operands' words: ptxas
+//!   allocates the subroutine's registers apart from the values live across the call (SASS of
+//!   `gramschmidt`'s division kernel: the subroutine's 20 registers above the caller's 9).
 //! - *Early loads beyond the budget*: LLVM often loads a read-only array's values long before
 //!   they are used (all of a stencil's neighbours, then the arithmetic). ptxas keeps that order
 //!   while it costs no occupancy, up to the occupancy-free budget (below), and beyond it issues
@@ -574,27 +577,63 @@ pub const REMATERIALISE_ABOVE: u32 = 64;
 fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
     use InstructionOpcode::*;
     let wide = width_of(i.as_value_ref()).0 >= 2;
+    let subroutine = |ptx: &str| beyond_operands(subroutine_registers(ptx), i);
     match i.get_opcode() {
-        FDiv => {
-            if wide {
-                12
-            } else {
-                5
-            }
-        }
-        SDiv | UDiv | SRem | URem if wide => 9,
+        FDiv if wide => subroutine("div.rn.f64"),
+        FDiv => subroutine("div.rn.f32"),
+        SDiv if wide => subroutine("div.s64"),
+        UDiv if wide => subroutine("div.u64"),
+        SRem if wide => subroutine("rem.s64"),
+        URem if wide => subroutine("rem.u64"),
         SDiv | UDiv => 6,
         SRem | URem => 4,
         // `llvm.sqrt` becomes `sqrt.rn.f64` (a subroutine) or `sqrt.rn.f32` (an expansion).
         Call if is_sqrt_call(i) => {
             if wide {
-                8
+                subroutine("sqrt.rn.f64")
             } else {
                 3
             }
         }
         _ => 0,
     }
+}
+
+/// Registers of the subroutines ptxas calls for an instruction's slow path, by the PTX
+/// instruction: the distinct registers each one's SASS names, operands and result included,
+/// the median of sm_75, sm_80 and sm_90 (`make bench-expansions`, second table; a test checks
+/// them against ptxas). ptxas allocates them apart from the values live across the call.
+pub const SUBROUTINE_REGISTERS: [(&str, u32); 7] = [
+    ("div.rn.f32", 11),
+    ("div.rn.f64", 20),
+    ("div.s64", 16),
+    ("rem.s64", 15),
+    ("div.u64", 13),
+    ("rem.u64", 13),
+    ("sqrt.rn.f64", 13),
+];
+
+fn subroutine_registers(ptx: &str) -> u32 {
+    SUBROUTINE_REGISTERS.iter().find(|(name, _)| *name == ptx).map_or(0, |&(_, registers)| registers)
+}
+
+/// What a subroutine of `registers` holds beyond the words of `i`'s operands, which arrive in
+/// its registers and which the model counts where they are live, constants included (they
+/// are moved into the subroutine's argument registers).
+fn beyond_operands(registers: u32, i: &InstructionValue<'_>) -> u32 {
+    let operand_words: u32 = (0..i.get_num_operands())
+        .filter_map(|n| match i.get_operand(n) {
+            Some(Operand::Value(v)) if !is_function(v.as_value_ref()) => Some(width_of(v.as_value_ref()).0),
+            _ => None,
+        })
+        .sum();
+    registers.saturating_sub(operand_words)
+}
+
+/// Whether `v` is a function (a call's callee operand), not a value passed to it.
+fn is_function(v: LLVMValueRef) -> bool {
+    // SAFETY: `v` is a live LLVM value; only its kind is read.
+    unsafe { !inkwell::llvm_sys::core::LLVMIsAFunction(v).is_null() }
 }
 
 /// Whether `i` calls the `llvm.sqrt` intrinsic (any width).

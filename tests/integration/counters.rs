@@ -512,3 +512,57 @@ fn counters_reports_the_code_the_root_runs() {
         }
     }
 }
+
+/// A PTX kernel whose only work is `instruction` (a division or square root whose slow path
+/// ptxas turns into a call of its own subroutine) on two loaded operands.
+fn subroutine_kernel(instruction: &str, arch: &str) -> String {
+    let ty = if instruction.ends_with("f32") { "f32" } else if instruction.ends_with("f64") { "f64" } else { instruction.rsplit('.').next().unwrap() };
+    let reg = if ty == "f32" { ".f32" } else if ty == "f64" { ".f64" } else { ".b64" };
+    let load = if ty == "f32" { "f32" } else { "b64" };
+    let op = if instruction.starts_with("sqrt") { format!("{instruction} %q, %a;") } else { format!("{instruction} %q, %a, %b;") };
+    format!(
+        ".version 8.0\n.target {arch}\n.address_size 64\n.visible .entry k(.param .u64 pa)\n{{\n  .reg {reg} %a;\n  .reg {reg} %b;\n  .reg {reg} %q;\n  .reg .b64 %rd<4>;\n  .reg .b32 %r1;\n  ld.param.u64 %rd1, [pa];\n  cvta.to.global.u64 %rd1, %rd1;\n  mov.u32 %r1, %tid.x;\n  mul.wide.u32 %rd2, %r1, 8;\n  add.s64 %rd3, %rd1, %rd2;\n  ld.global.{load} %a, [%rd3];\n  ld.global.{load} %b, [%rd3+8192];\n  {op}\n  st.global.{load} [%rd3], %q;\n  ret;\n}}\n"
+    )
+}
+
+/// The register model's table of ptxas subroutines (`expansion_temporaries` counts each one's
+/// registers less its operands') against the SASS ptxas emits: per architecture the distinct
+/// registers named from the call's target on, within one of the table (the table holds the
+/// median of sm_75, sm_80 and sm_90). A ptxas that changes a subroutine fails here.
+#[test]
+fn the_subroutines_the_register_model_counts_hold_the_registers_ptxas_gives_them() {
+    if !have_ptxas() {
+        return;
+    }
+    let (Some(ptxas), Some(cuobjdump)) = (llvm_passes::ptxas::find_ptxas(), common::cuobjdump()) else {
+        return;
+    };
+    let dir = common::scratch("subroutines");
+    for (instruction, registers) in llvm_passes::registers::SUBROUTINE_REGISTERS {
+        let mut measured = Vec::new();
+        for arch in ARCHS {
+            let (ptx, cubin) = (dir.join("k.ptx"), dir.join("k.cubin"));
+            std::fs::write(&ptx, subroutine_kernel(instruction, arch)).unwrap();
+            let o = Command::new(&ptxas).arg(format!("-arch={arch}")).arg(&ptx).arg("-o").arg(&cubin).output().unwrap();
+            assert!(o.status.success(), "{instruction} at {arch}: {}", String::from_utf8_lossy(&o.stderr));
+            let o = Command::new(&cuobjdump).arg("-sass").arg(&cubin).output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let sass = metafork::sass::parse(&String::from_utf8_lossy(&o.stdout));
+            let code = &sass["k"];
+            let target = code
+                .iter()
+                .filter(|i| i.opcode().starts_with("CALL.REL"))
+                .filter_map(|i| i.text.split_whitespace().find_map(|w| w.strip_prefix("0x").and_then(|h| u64::from_str_radix(h.trim_end_matches(';'), 16).ok())))
+                .min()
+                .unwrap_or_else(|| panic!("{instruction} at {arch}: no subroutine call in\n{code:?}"));
+            let named: std::collections::BTreeSet<u32> = code
+                .iter()
+                .filter(|i| i.address >= target)
+                .flat_map(|i| i.text.split(|c: char| !c.is_ascii_alphanumeric()).filter_map(|w| w.strip_prefix('R').and_then(|n| n.parse().ok())).collect::<Vec<u32>>())
+                .collect();
+            measured.push(named.len() as u32);
+        }
+        assert!(measured.iter().all(|&m| m.abs_diff(registers) <= 1), "{instruction}: the model counts {registers} registers, ptxas's subroutine names {measured:?} at {ARCHS:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
