@@ -176,7 +176,7 @@ mod tests {
     use super::*;
 
     fn an_estimate(registers: u32) -> registers::RegisterEstimate {
-        registers::RegisterEstimate { registers, max_live_words: registers, least_live_words: registers, max_live_words_uniform_addresses: registers, max_live_predicates: 0, unrolled_loop: false, rolled_loop: false, unrolled_demand: 0, cap: None, uncapped: registers }
+        registers::RegisterEstimate { registers, max_live_words: registers, least_live_words: registers, max_live_words_uniform_addresses: registers, max_live_predicates: 0, unrolled_loop: false, rolled_loop: false, unrolled_demand: 0, cap: None, uncapped: registers, constant_bank_bases: None }
     }
 
     #[test]

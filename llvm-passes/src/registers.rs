@@ -80,7 +80,7 @@
 //! widest of them at the phi, not their sum.
 
 use crate::cfg::{innermost_loops, Cfg};
-use crate::uniform::{is_tracked, key, recomputable_values, uniform_values_in, value_operands, Key};
+use crate::uniform::{is_tracked, key, recomputable_values, uniformity, value_operands, Bases, Key, Uniformity};
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
@@ -145,13 +145,21 @@ pub struct RegisterEstimate {
     /// is then at most the cap, and `uncapped` is what the model estimates without it.
     pub cap: Option<u32>,
     pub uncapped: u32,
+    /// The same model where the architecture reads argument bases from the constant bank
+    /// ([`Bases::ConstantBank`]: sm_75 to sm_89), when the kernel has such bases; the fields
+    /// above are sm_90's ([`Bases::Pairs`]).
+    pub constant_bank_bases: Option<Box<RegisterEstimate>>,
 }
 
 impl RegisterEstimate {
-    /// The estimate for `arch`: the same liveness, with the unrolled loop's copies bounded by
-    /// that architecture's occupancy-free budget ([`occupancy_free_registers`]; sm_90's for an
-    /// architecture it does not know), and the cap. For sm_80 and sm_90 it is `registers`.
+    /// The estimate for `arch`: the same liveness (with argument bases as `arch` takes them,
+    /// [`Bases::of`]), with the unrolled loop's copies bounded by that architecture's
+    /// occupancy-free budget ([`occupancy_free_registers`]; sm_90's for an architecture it does
+    /// not know), and the cap. For sm_90 it is `registers`.
     pub fn for_architecture(&self, arch: &str) -> u32 {
+        if let (Bases::ConstantBank, Some(bank)) = (Bases::of(arch), &self.constant_bank_bases) {
+            return bank.for_architecture(arch);
+        }
         let budget = occupancy_free_registers(arch).unwrap_or(OCCUPANCY_FREE_REGISTERS_SM90);
         let words = if uniform_global_addresses(arch) { self.max_live_words_uniform_addresses } else { self.max_live_words };
         let mut r = within_budget(self.least_live_words.min(words), words, budget);
@@ -164,7 +172,12 @@ impl RegisterEstimate {
     /// The estimate under a `maxnreg` cap: ptxas allocates no more, spilling the rest.
     pub fn capped(self, cap: Option<u32>) -> RegisterEstimate {
         match cap {
-            Some(n) => RegisterEstimate { registers: self.uncapped.min(n), cap: Some(n), ..self },
+            Some(n) => RegisterEstimate {
+                registers: self.uncapped.min(n),
+                cap: Some(n),
+                constant_bank_bases: self.constant_bank_bases.map(|bank| Box::new(bank.capped(cap))),
+                ..self
+            },
             None => self,
         }
     }
@@ -203,11 +216,24 @@ struct BlockInfo<'ctx> {
     defs: HashSet<Key>,
 }
 
+/// The model's estimate for `function` (see the module doc): sm_90's, with the variant of the
+/// architectures that read argument bases from the constant bank where it differs.
 pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     let cfg = Cfg::of(function);
+    let pairs = estimate_under(function, &cfg, uniformity(&cfg, function, Bases::Pairs));
+    let bank = uniformity(&cfg, function, Bases::ConstantBank);
+    if bank.scale_registers.is_empty() {
+        return pairs;
+    }
+    RegisterEstimate { constant_bank_bases: Some(Box::new(estimate_under(function, &cfg, bank))), ..pairs }
+}
+
+/// The estimate given which values are uniform and which arguments stand for element-size
+/// registers.
+fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Uniformity) -> RegisterEstimate {
     let blocks = &cfg.blocks;
     // Values in uniform registers: not held, read where used.
-    let uniform = uniform_values_in(&cfg, function);
+    let Uniformity { uniform, scale_registers } = uniformity;
     let is_tracked = |v: LLVMValueRef| is_tracked(v) && !uniform.contains(&key(v));
     let mut width: HashMap<Key, (u32, u32)> = HashMap::default();
     let mut info: Vec<BlockInfo> = Vec::new();
@@ -216,7 +242,8 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     for p in function.get_param_iter() {
         let r = p.as_value_ref();
         if is_tracked(r) {
-            width.insert(key(r), width_of(r));
+            // An argument standing for an element-size register holds that one word.
+            width.insert(key(r), if scale_registers.contains(&key(r)) { (1, 0) } else { width_of(r) });
         }
     }
     let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| uniform.contains(k)) };
@@ -445,6 +472,7 @@ pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
         unrolled_demand: if latency_hiding { unrolled_peak + FIXED_COST } else { 0 },
         cap: None,
         uncapped: registers,
+        constant_bank_bases: None,
     }
 }
 

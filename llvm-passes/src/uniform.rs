@@ -21,7 +21,17 @@
 //! - the 64-bit base of a global address `base + (i64) idx` with a non-uniform 32-bit `idx`,
 //!   inside a loop that does not compute the base: ptxas selects `IMAD.WIDE idx, size, base`,
 //!   whose addend is a vector register pair, and hoists the base out of the loop (outside
-//!   loops it uses `LEA` with the base in uniform registers);
+//!   loops it uses `LEA` with the base in uniform registers). A base that is a kernel
+//!   argument is loaded into its pair from the parameters on sm_90 and later (`LDC.64 R8,
+//!   c[0x0][0x220]`), but before sm_90 it is the addend straight from the constant bank
+//!   (`IMAD.WIDE R2, R4, R17, c[0x0][0x180]`), and the element size takes the multiplier's
+//!   vector register, one per size for all such bases (SASS of `vecadd`'s rolled leaf:
+//!   sm_75/80/86/89 one register, 12 in all; sm_90/100/120 three pairs, 20). Under
+//!   [`Bases::ConstantBank`] the first such argument stands for that register, one word
+//!   ([`Uniformity`]). Chosen on every part of `make bench-counters` but report-9: holding
+//!   the pair at every architecture, as before, mean 15.1 / 9.4 / 8.7% at sm_75 / 80 / 90;
+//!   the size's register at every architecture 14.7 / 9.2 / 8.7%; per architecture, as here,
+//!   bench/RESULTS.md, forty-fourth session;
 //! - a special register that is the dividend or divisor of an integer quotient: ptxas reads it
 //!   with `S2R` into a vector register for the division's expansion, and whatever else it
 //!   feeds is computed from that copy (a remainder alone leaves it uniform: two kernels);
@@ -67,8 +77,43 @@ pub fn uniform_values(function: FunctionValue<'_>) -> HashSet<Key> {
     uniform_values_in(&Cfg::of(function), function)
 }
 
-/// [`uniform_values`] on the function's control-flow graph, already built.
+/// [`uniform_values`] on the function's control-flow graph, already built (sm_90's
+/// convention for argument bases, [`Bases::Pairs`]).
 pub fn uniform_values_in(cfg: &Cfg<'_>, function: FunctionValue<'_>) -> HashSet<Key> {
+    uniformity(cfg, function, Bases::Pairs).uniform
+}
+
+/// Where `IMAD.WIDE idx, size, base` takes a base that is a kernel argument (see the module
+/// doc): the architectures differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bases {
+    /// In a vector register pair loaded from the parameters (`LDC.64`): sm_90 and later.
+    Pairs,
+    /// From the constant bank, with the element size in a vector register: sm_75 to sm_89.
+    ConstantBank,
+}
+
+impl Bases {
+    /// The convention of `arch` (`sm_NN`); [`Bases::Pairs`] for one it cannot read.
+    pub fn of(arch: &str) -> Bases {
+        match arch.strip_prefix("sm_").and_then(|n| n.parse::<u32>().ok()) {
+            Some(n) if n < 90 => Bases::ConstantBank,
+            _ => Bases::Pairs,
+        }
+    }
+}
+
+/// What [`uniformity`] finds: the uniform values and, under [`Bases::ConstantBank`], the kernel
+/// arguments that stand for the element-size register of `IMAD.WIDE idx, size, c[base]`, one
+/// per element size; such an argument is not uniform, and it holds one word, not its two.
+pub struct Uniformity {
+    pub uniform: HashSet<Key>,
+    pub scale_registers: HashSet<Key>,
+}
+
+/// The uniform values of the function and its element-size registers ([`Uniformity`]) under
+/// an architecture's convention for argument bases.
+pub fn uniformity(cfg: &Cfg<'_>, function: FunctionValue<'_>, bases: Bases) -> Uniformity {
     let instrs: Vec<InstructionValue> = cfg.blocks.iter().flat_map(|b| b.get_instructions()).collect();
     let block_of: Vec<usize> =
         cfg.blocks.iter().enumerate().flat_map(|(n, b)| b.get_instructions().map(move |_| n)).collect();
@@ -80,19 +125,33 @@ pub fn uniform_values_in(cfg: &Cfg<'_>, function: FunctionValue<'_>) -> HashSet<
         .collect();
     let block_of_value: HashMap<Key, usize> =
         instrs.iter().zip(&block_of).map(|(i, b)| (key(i.as_value_ref()), *b)).collect();
-    let forced: HashSet<Key> = instrs
-        .iter()
-        .zip(&block_of)
-        .flat_map(|(i, &b)| {
-            let held_across_loop = |v: LLVMValueRef| {
-                innermost_loop[b].is_some_and(|body| block_of_value.get(&key(v)).is_none_or(|d| !body.contains(d)))
-            };
-            vector_operands(i, &|v| before_forcing.contains(&key(v)), &held_across_loop)
-        })
-        .map(key)
-        .chain(nest_invariants(&loops, &instrs, &block_of, &block_of_value, &before_forcing))
-        .collect();
-    analysis.fixpoint(&forced)
+    // The element sizes of `IMAD.WIDE idx, size, c[base]`, each with the first argument
+    // (in instruction order) that is such a base: that argument stands for the size's register.
+    let mut scale_registers: Vec<(u64, Key)> = Vec::new();
+    let mut forced: HashSet<Key> = HashSet::default();
+    for (i, &b) in instrs.iter().zip(&block_of) {
+        let held_across_loop =
+            |v: LLVMValueRef| innermost_loop[b].is_some_and(|body| block_of_value.get(&key(v)).is_none_or(|d| !body.contains(d)));
+        for operand in vector_operands(i, &|v| before_forcing.contains(&key(v)), &held_across_loop) {
+            match operand {
+                VectorOperand::Value(v) => {
+                    forced.insert(key(v));
+                }
+                VectorOperand::ScaleOf { base, .. } if bases == Bases::Pairs => {
+                    forced.insert(key(base));
+                }
+                VectorOperand::ScaleOf { base, size } => {
+                    if !scale_registers.iter().any(|&(s, _)| s == size) {
+                        scale_registers.push((size, key(base)));
+                    }
+                }
+            }
+        }
+    }
+    forced.extend(nest_invariants(&loops, &instrs, &block_of, &block_of_value, &before_forcing));
+    let scale_registers: HashSet<Key> = scale_registers.into_iter().map(|(_, k)| k).collect();
+    forced.extend(scale_registers.iter().copied());
+    Uniformity { uniform: analysis.fixpoint(&forced), scale_registers }
 }
 
 /// The 64-bit uniform values computed outside a loop that holds another loop and read inside
@@ -123,30 +182,62 @@ fn nest_invariants(
     found
 }
 
+/// A uniform operand that ptxas takes in vector registers.
+enum VectorOperand {
+    /// The value itself, in a vector register (pair).
+    Value(LLVMValueRef),
+    /// A kernel argument that is a base `IMAD.WIDE` reads from the constant bank: the vector
+    /// register holds the element size, `size` bytes, instead.
+    ScaleOf { base: LLVMValueRef, size: u64 },
+}
+
 /// The uniform operands of `i` that ptxas takes in vector registers (see the module doc).
 fn vector_operands(
     i: &InstructionValue<'_>,
     uniform: &dyn Fn(LLVMValueRef) -> bool,
     held_across_loop: &dyn Fn(LLVMValueRef) -> bool,
-) -> Vec<LLVMValueRef> {
+) -> Vec<VectorOperand> {
     let ops = value_operands(i);
     match i.get_opcode() {
         InstructionOpcode::GetElementPtr if ops.len() == 2 => {
             let (base, index) = (ops[0], ops[1]);
             let global = crate::registers::width_of(i.as_value_ref()).0 >= 2;
-            // SAFETY: `index` is a live value; only its kind and opcode are read.
-            let widened = unsafe {
-                !LLVMIsAInstruction(index).is_null()
-                    && matches!(LLVMGetInstructionOpcode(index), LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt)
+            // SAFETY: `index` and `base` are live values; only their kinds and opcode are read.
+            let (widened, argument) = unsafe {
+                (
+                    !LLVMIsAInstruction(index).is_null()
+                        && matches!(LLVMGetInstructionOpcode(index), LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt),
+                    !LLVMIsAArgument(base).is_null(),
+                )
             };
-            if global && widened && !uniform(index) && uniform(base) && held_across_loop(base) {
-                vec![base]
-            } else {
+            if !(global && widened && !uniform(index) && uniform(base) && held_across_loop(base)) {
                 Vec::new()
+            } else if argument {
+                element_size(i).map(|size| VectorOperand::ScaleOf { base, size }).into_iter().collect()
+            } else {
+                vec![VectorOperand::Value(base)]
             }
         }
-        InstructionOpcode::SDiv | InstructionOpcode::UDiv => ops.into_iter().filter(|v| reads_special_register(*v)).collect(),
+        InstructionOpcode::SDiv | InstructionOpcode::UDiv => {
+            ops.into_iter().filter(|v| reads_special_register(*v)).map(VectorOperand::Value).collect()
+        }
         _ => Vec::new(),
+    }
+}
+
+/// The bytes of the element a one-index `getelementptr` steps over (`None` where the type has
+/// no fixed size the module's data layout gives).
+fn element_size(gep: &InstructionValue<'_>) -> Option<u64> {
+    use inkwell::llvm_sys::core::{LLVMGetGEPSourceElementType, LLVMGetGlobalParent, LLVMGetInstructionParent, LLVMGetBasicBlockParent};
+    use inkwell::llvm_sys::target::{LLVMABISizeOfType, LLVMGetModuleDataLayout};
+    // SAFETY: `gep` is a live `getelementptr` in a function of a live module; the data layout
+    // and the element type are read, never kept.
+    unsafe {
+        let function = LLVMGetBasicBlockParent(LLVMGetInstructionParent(gep.as_value_ref()));
+        let module = LLVMGetGlobalParent(function);
+        let layout = LLVMGetModuleDataLayout(module);
+        let element = LLVMGetGEPSourceElementType(gep.as_value_ref());
+        (!layout.is_null() && !element.is_null()).then(|| LLVMABISizeOfType(layout, element))
     }
 }
 

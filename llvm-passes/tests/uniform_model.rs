@@ -4,7 +4,7 @@
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::values::AsValueRef;
-use llvm_passes::uniform::{key, uniform_values};
+use llvm_passes::uniform::{key, uniform_values, Bases};
 
 /// The named values of kernel `k` in `ir`, each with whether it is uniform.
 fn uniformity(ir: &str) -> Vec<(String, bool)> {
@@ -138,8 +138,8 @@ fn a_phi_is_uniform_exactly_when_the_branch_deciding_it_is() {
 
 #[test]
 fn a_global_base_indexed_by_a_widened_thread_value_in_a_loop_is_held_in_vector_registers() {
-    // In the loop, `a + (i64) i` with `i` per thread: ptxas's IMAD.WIDE takes `a` in vector
-    // registers.
+    // In the loop, `a + (i64) i` with `i` per thread: ptxas's IMAD.WIDE takes `a` from the
+    // constant bank and the element size in a vector register, which `a` stands for.
     let in_loop = loop_kernel("%index = mul i32 %t, %B", "eq i32 %next, %n");
     assert!(!is_uniform(&in_loop, "a"));
     // The same address with a uniform index keeps `a` uniform ...
@@ -247,4 +247,83 @@ fn a_64_bit_uniform_value_computed_before_a_loop_nest_is_held_in_vector_register
     // Before a single loop, as before a nest but 32 bits wide, it stays uniform.
     assert!(is_uniform(&nest_kernel(64, row64, "", false), "row"));
     assert!(is_uniform(&nest_kernel(32, row32, "", true), "row"));
+}
+
+/// A loop copying `src[k + t]` to `dst[k + t]` (`t` = threadIdx.x); `dst` is the argument
+/// `%d`, or, with `computed_dst`, `%d` offset by `%n` bytes (a uniform value computed before
+/// the loop).
+fn copy_kernel(src_type: &str, dst_type: &str, computed_dst: bool) -> String {
+    let (dst_def, dst) = if computed_dst { ("%off = zext i32 %n to i64\n  %dst = getelementptr i8, ptr addrspace(1) %d, i64 %off", "%dst") } else { ("", "%d") };
+    let convert = if src_type == dst_type { format!("%y = bitcast {src_type} %x to {dst_type}") } else { format!("%y = fpext {src_type} %x to {dst_type}") };
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+define ptx_kernel void @k(ptr addrspace(1) %s, ptr addrspace(1) %d, i32 %n) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  {dst_def}
+  br label %body
+body:
+  %k = phi i32 [ 0, %entry ], [ %next, %body ]
+  %i = add i32 %k, %t
+  %w = zext i32 %i to i64
+  %p = getelementptr {src_type}, ptr addrspace(1) %s, i64 %w
+  %x = load {src_type}, ptr addrspace(1) %p
+  {convert}
+  %q = getelementptr {dst_type}, ptr addrspace(1) {dst}, i64 %w
+  store {dst_type} %y, ptr addrspace(1) %q
+  %next = add i32 %k, 1
+  %done = icmp eq i32 %next, %n
+  br i1 %done, label %exit, label %body
+exit:
+  ret void
+}}
+{DECLARATIONS}"#
+    )
+}
+
+/// The kernel arguments of `k` that stand for an element-size register.
+fn scale_registers(ir: &str) -> Vec<String> {
+    let context = Context::create();
+    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");
+    let module = context.create_module_from_ir(buffer).expect("test IR parses");
+    module.verify().expect("test IR verifies");
+    let function = module.get_function("k").expect("kernel k");
+    let found = llvm_passes::uniform::uniformity(&llvm_passes::cfg::Cfg::of(function), function, Bases::ConstantBank).scale_registers;
+    function.get_param_iter().filter(|p| found.contains(&key(p.as_value_ref()))).map(|p| p.into_int_value_or_pointer_name()).collect()
+}
+
+/// The register estimate of kernel `k` at sm_80 and at sm_90.
+fn estimates(ir: &str) -> (u32, u32) {
+    let context = Context::create();
+    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");
+    let module = context.create_module_from_ir(buffer).expect("test IR parses");
+    let e = llvm_passes::registers::estimate(module.get_function("k").expect("kernel k"));
+    (e.for_architecture("sm_80"), e.for_architecture("sm_90"))
+}
+
+#[test]
+fn before_sm_90_arguments_indexed_per_thread_in_a_loop_share_one_element_size_register() {
+    assert_eq!(Bases::of("sm_75"), Bases::ConstantBank);
+    assert_eq!(Bases::of("sm_89"), Bases::ConstantBank);
+    assert_eq!(Bases::of("sm_90"), Bases::Pairs);
+    assert_eq!(Bases::of("sm_100"), Bases::Pairs);
+    // Two float arrays: one register holds the 4 both `IMAD.WIDE`s multiply by (SASS of
+    // `vecadd`'s rolled leaf at sm_80: `a`, `b` and `c` from `c[0x0][...]`, the size in R7).
+    let same = copy_kernel("float", "float", false);
+    assert_eq!(scale_registers(&same), ["s"]);
+    // sm_90 loads both bases into pairs (`LDC.64`): three words more than the one register.
+    let (sm80, sm90) = estimates(&same);
+    assert_eq!(sm90, sm80 + 3, "sm_80 {sm80}, sm_90 {sm90}");
+    // A float and a double array: one register each, 4 and 8.
+    assert_eq!(scale_registers(&copy_kernel("float", "double", false)), ["s", "d"]);
+    // A base computed before the loop is not in the constant bank: its pair is held on every
+    // architecture, where the argument held one word before sm_90.
+    let computed = copy_kernel("float", "double", true);
+    assert_eq!(scale_registers(&computed), ["s"]);
+    assert!(!is_uniform(&computed, "dst"));
+    let (argument80, argument90) = estimates(&copy_kernel("float", "double", false));
+    let (computed80, computed90) = estimates(&computed);
+    assert_eq!((computed80, computed90), (argument80 + 1, argument90), "computed base against the argument");
 }
