@@ -43,15 +43,16 @@ INSTRUCTIONS = {
     "div.rn.f64": ("f64", "div.rn.f64 %q, %a, %b;", "cvt.rn.f32.f64 %out, %q;"),
     "sqrt.rn.f64": ("f64", "sqrt.rn.f64 %q, %a;", "cvt.rn.f32.f64 %out, %q;"),
     "rcp.rn.f64": ("f64", "rcp.rn.f64 %q, %a;", "cvt.rn.f32.f64 %out, %q;"),
+    "rcp.rn.f32": ("f32", "rcp.rn.f32 %q, %a;", "mov.f32 %out, %q;"),
     "div.u64": ("s64", "div.u64 %q, %a, %b;", "cvt.rn.f32.u64 %out, %q;"),
     "rem.u64": ("s64", "rem.u64 %q, %a, %b;", "cvt.rn.f32.u64 %out, %q;"),
 }
-SUBROUTINES = ["div.rn.f32", "div.rn.f64", "div.s64", "rem.s64", "div.u64", "rem.u64", "sqrt.rn.f64"]
+SUBROUTINES = ["div.rn.f32", "div.rn.f64", "rcp.rn.f32", "rcp.rn.f64", "div.s64", "rem.s64", "div.u64", "rem.u64", "sqrt.rn.f64"]
 SUBROUTINE_ARCHS = ["sm_75", "sm_80", "sm_90"]
 BASELINE = {"div.rn.f32": "mul.rn.f32", "div.s32": "mul.lo.s32", "rem.s32": "mul.lo.s32",
             "div.s64": "mul.lo.s64", "rem.s64": "mul.lo.s64", "sqrt.rn.f32": "mul.rn.f32",
             "div.rn.f64": "mul.rn.f64", "sqrt.rn.f64": "mul.rn.f64", "rcp.rn.f64": "mul.rn.f64",
-            "div.u64": "mul.lo.s64", "rem.u64": "mul.lo.s64"}
+            "div.u64": "mul.lo.s64", "rem.u64": "mul.lo.s64", "rcp.rn.f32": "mul.rn.f32"}
 
 
 def kernel(held: int, instruction: str, arch: str = ARCH) -> str:

@@ -23,10 +23,11 @@
 //! - *Expansions*: instructions ptxas expands into sequences (32-bit integer division and
 //!   remainder, `sqrt.rn.f32`) hold temporaries at their point ([`expansion_temporaries`],
 //!   measured with values live across them). Those whose slow path calls a subroutine of its
-//!   own (precise `div.rn.f32` and `div.rn.f64`, 64-bit division and remainder,
-//!   `sqrt.rn.f64`) hold that subroutine's registers less their operands' words: ptxas
-//!   allocates the subroutine's registers apart from the values live across the call (SASS of
-//!   `gramschmidt`'s division kernel: the subroutine's 20 registers above the caller's 9).
+//!   own (precise `div.rn.f32` and `div.rn.f64`, `rcp.rn` for a division of 1 or -1, 64-bit
+//!   division and remainder, `sqrt.rn.f64`) hold that subroutine's registers less their
+//!   operands' words: ptxas allocates the subroutine's registers apart from the values live
+//!   across the call (SASS of `gramschmidt`'s division kernel: the subroutine's 20 registers
+//!   above the caller's 9).
 //! - *Early loads beyond the budget*: LLVM often loads a read-only array's values long before
 //!   they are used (all of a stencil's neighbours, then the arithmetic). ptxas keeps that order
 //!   while it costs no occupancy, up to the occupancy-free budget (below), and beyond it issues
@@ -607,6 +608,8 @@ fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
     let wide = width_of(i.as_value_ref()).0 >= 2;
     let subroutine = |ptx: &str| beyond_operands(subroutine_registers(ptx), i);
     match i.get_opcode() {
+        // nvcc's front end turns `1.0 / x` and `-1.0 / x` into `rcp.rn`, one operand.
+        FDiv if is_reciprocal(i) => subroutine(if wide { "rcp.rn.f64" } else { "rcp.rn.f32" }),
         FDiv if wide => subroutine("div.rn.f64"),
         FDiv => subroutine("div.rn.f32"),
         SDiv if wide => subroutine("div.s64"),
@@ -631,9 +634,11 @@ fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
 /// instruction: the distinct registers each one's SASS names, operands and result included,
 /// the median of sm_75, sm_80 and sm_90 (`make bench-expansions`, second table; a test checks
 /// them against ptxas). ptxas allocates them apart from the values live across the call.
-pub const SUBROUTINE_REGISTERS: [(&str, u32); 7] = [
+pub const SUBROUTINE_REGISTERS: [(&str, u32); 9] = [
     ("div.rn.f32", 11),
     ("div.rn.f64", 20),
+    ("rcp.rn.f32", 10),
+    ("rcp.rn.f64", 8),
     ("div.s64", 16),
     ("rem.s64", 15),
     ("div.u64", 13),
@@ -647,15 +652,33 @@ fn subroutine_registers(ptx: &str) -> u32 {
 
 /// What a subroutine of `registers` holds beyond the words of `i`'s operands, which arrive in
 /// its registers and which the model counts where they are live, constants included (they
-/// are moved into the subroutine's argument registers).
+/// are moved into the subroutine's argument registers) but for a reciprocal's 1, which
+/// `rcp.rn` does not take.
 fn beyond_operands(registers: u32, i: &InstructionValue<'_>) -> u32 {
     let operand_words: u32 = (0..i.get_num_operands())
         .filter_map(|n| match i.get_operand(n) {
-            Some(Operand::Value(v)) if !is_function(v.as_value_ref()) => Some(width_of(v.as_value_ref()).0),
+            Some(Operand::Value(v)) if !is_function(v.as_value_ref()) && !(n == 0 && is_reciprocal(i)) => Some(width_of(v.as_value_ref()).0),
             _ => None,
         })
         .sum();
     registers.saturating_sub(operand_words)
+}
+
+/// Whether `i` is a division whose dividend is the constant 1 or -1 (a reciprocal).
+fn is_reciprocal(i: &InstructionValue<'_>) -> bool {
+    use inkwell::llvm_sys::core::{LLVMConstRealGetDouble, LLVMIsAConstantFP};
+    let Some(Operand::Value(dividend)) = i.get_operand(0) else {
+        return false;
+    };
+    // SAFETY: `dividend` is a live value; a floating constant's value is read, nothing kept.
+    unsafe {
+        let v = dividend.as_value_ref();
+        if LLVMIsAConstantFP(v).is_null() {
+            return false;
+        }
+        let mut lost = 0;
+        LLVMConstRealGetDouble(v, &mut lost).abs() == 1.0
+    }
 }
 
 /// Whether `v` is a function (a call's callee operand), not a value passed to it.

@@ -81,6 +81,20 @@ fn precise_division_holds_the_temporaries_of_its_expansion() {
     assert_eq!(multiply.max_live_words, 3, "{multiply:?}");
 }
 
+/// nvcc turns `1.0 / x` into `rcp.rn.f64`, whose subroutine (8 registers, one operand) is
+/// not `div.rn.f64`'s (20, two operands); `2.0 / x` stays a division.
+#[test]
+fn a_reciprocal_holds_the_registers_of_its_own_subroutine() {
+    let kernel = |dividend: &str| division_kernel("fdiv").replace("float", "double").replace("fdiv double %x, 3.0", &format!("fdiv double {dividend}, %x"));
+    let reciprocal = estimate_ir(&kernel("1.0"));
+    let negated = estimate_ir(&kernel("-1.0"));
+    let divide = estimate_ir(&kernel("2.0"));
+    // The result's two words, the subroutine's registers less its operands', the store's address.
+    assert_eq!(reciprocal.max_live_words, 2 + (8 - 2) + 2, "{reciprocal:?}");
+    assert_eq!(negated.max_live_words, reciprocal.max_live_words, "{negated:?}");
+    assert_eq!(divide.max_live_words, 2 + (20 - 4) + 2, "{divide:?}");
+}
+
 #[test]
 fn arithmetic_sinks_to_its_first_use() {
     // `%q` (a 64-bit address) is computed first but used last: the model places it next to

@@ -513,13 +513,13 @@ fn counters_reports_the_code_the_root_runs() {
     }
 }
 
-/// A PTX kernel whose only work is `instruction` (a division or square root whose slow path
+/// A PTX kernel whose only work is `instruction` (a division, reciprocal or square root whose slow path
 /// ptxas turns into a call of its own subroutine) on two loaded operands.
 fn subroutine_kernel(instruction: &str, arch: &str) -> String {
     let ty = if instruction.ends_with("f32") { "f32" } else if instruction.ends_with("f64") { "f64" } else { instruction.rsplit('.').next().unwrap() };
     let reg = if ty == "f32" { ".f32" } else if ty == "f64" { ".f64" } else { ".b64" };
     let load = if ty == "f32" { "f32" } else { "b64" };
-    let op = if instruction.starts_with("sqrt") { format!("{instruction} %q, %a;") } else { format!("{instruction} %q, %a, %b;") };
+    let op = if instruction.starts_with("sqrt") || instruction.starts_with("rcp") { format!("{instruction} %q, %a;") } else { format!("{instruction} %q, %a, %b;") };
     format!(
         ".version 8.0\n.target {arch}\n.address_size 64\n.visible .entry k(.param .u64 pa)\n{{\n  .reg {reg} %a;\n  .reg {reg} %b;\n  .reg {reg} %q;\n  .reg .b64 %rd<4>;\n  .reg .b32 %r1;\n  ld.param.u64 %rd1, [pa];\n  cvta.to.global.u64 %rd1, %rd1;\n  mov.u32 %r1, %tid.x;\n  mul.wide.u32 %rd2, %r1, 8;\n  add.s64 %rd3, %rd1, %rd2;\n  ld.global.{load} %a, [%rd3];\n  ld.global.{load} %b, [%rd3+8192];\n  {op}\n  st.global.{load} [%rd3], %q;\n  ret;\n}}\n"
     )
