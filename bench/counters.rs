@@ -35,6 +35,12 @@
 //! k-means assignment, Mandelbrot, Game of Life and others. From that session on, the rules of
 //! the register model may be fitted on every earlier part (design to report-8, all of them
 //! read by then); report-9 is the part no rule was fitted on.
+//! `examples/heldout-7/` (report-10, 2026-12-03, forty-fourth session) holds twenty-four more by
+//! a helper who read only the language document and `--help`, written after that session's
+//! rules were chosen: an ADI sweep, ALiBi attention scores, a banded solve, bicubic resizing,
+//! Canny suppression, a transposed and a grouped convolution, a diamond stencil, an embedding
+//! bag, instance norm, a fused linear layer, min-plus products on `long`, red-black
+//! Gauss-Seidel in 3-D, RMSNorm and softmax backward, YUV to RGB, complex GEMV and others.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -58,7 +64,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 10] = [
+const PARTS: [(&str, &[&str]); 11] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
@@ -69,6 +75,7 @@ const PARTS: [(&str, &[&str]); 10] = [
     ("report-7", &["examples/heldout-4"]),
     ("report-8", &["examples/heldout-5"]),
     ("report-9", &["examples/heldout-6"]),
+    ("report-10", &["examples/heldout-7"]),
 ];
 
 struct Row {
