@@ -233,23 +233,40 @@ impl Builder<'_> {
         gates
     }
 
-    /// The merged grid still fills every multiprocessor's warp slots: with `G` the grid's `x`
-    /// extent and `T` the threads per block, `(G / F) * T >= 32 * W_SM * N_SM` for merging
-    /// factor `F`, made polynomial through the extent's lower bound `n / d`
-    /// ([`extent_lower_bound`]): `n * T >= F * 32 * W_SM * N_SM * d`, which implies it. `None`
-    /// where the extent has no such bound or the region does not keep its divisors positive.
+    /// The merged grid still fills every multiprocessor's warp slots: with `G` the grid's
+    /// blocks (the product of its extents) and `T` the threads per block,
+    /// `(G / F) * T >= 32 * W_SM * N_SM` for merging factor `F` (merging divides the `x`
+    /// extent), made polynomial through each extent's lower bound `n / d`
+    /// ([`extent_lower_bound`]): `n_x * n_y * n_z * T >= F * 32 * W_SM * N_SM * d_x * d_y * d_z`,
+    /// which implies it. The `x` extent's bound is required; a `y` or `z` extent enters the
+    /// product only where its bound reads parameters alone and the region keeps its numerator
+    /// nonnegative (a product of lower bounds is a lower bound of the product only then);
+    /// otherwise it counts as 1, which a grid that launches anything meets. `None` where the `x`
+    /// extent has no such bound or the region does not keep its divisors positive.
     pub(super) fn grid_fills_device(&self, node: &Node) -> Option<Constraint> {
-        let bound = extent_lower_bound(node.staged.grid.first()?, self.function)?;
         // The dispatcher decides the gate from the function's integer parameters: a grid that
         // a host loop's counter sizes (`n - t` inside `for (t ...)`) is not merged.
         let params = self.function.integer_parameters();
         let reads_parameters_only = |p: &Poly| p.vars().iter().all(|v| params.iter().any(|n| n == v.name()));
-        if !(reads_parameters_only(&bound.num) && reads_parameters_only(&bound.den) && bound.requires.iter().all(|c| reads_parameters_only(c.poly()))) {
+        let usable = |bound: &crate::strategy::merge::LowerBound| {
+            reads_parameters_only(&bound.num)
+                && reads_parameters_only(&bound.den)
+                && bound.requires.iter().all(|c| reads_parameters_only(c.poly()))
+                && bound.requires.iter().all(|c| self.holds_throughout(node, c))
+        };
+        let bound = extent_lower_bound(node.staged.grid.first()?, self.function)?;
+        if !usable(&bound) {
             return None;
         }
-        if !bound.requires.iter().all(|c| self.holds_throughout(node, c)) {
-            return None;
+        let (mut num, mut den) = (bound.num, bound.den);
+        for extent in node.staged.grid.iter().skip(1) {
+            let Some(other) = extent_lower_bound(extent, self.function) else { continue };
+            if usable(&other) && self.holds_throughout(node, &Constraint::ge(&other.num, &Poly::zero())) {
+                num = &num * &other.num;
+                den = &den * &other.den;
+            }
         }
+        let bound = crate::strategy::merge::LowerBound { num, den, requires: Vec::new() };
         let slots = Poly::int(MERGE_FACTOR * 32) * &Poly::var(&self.machine.warps_per_multiprocessor) * &Poly::var(&self.machine.multiprocessors);
         let excess = &(&bound.num * &node.counters.threads_per_block) - &(&slots * &bound.den);
         // Divided by the positive variables common to every term (`B1 * s`, say): the same

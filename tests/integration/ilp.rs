@@ -307,14 +307,45 @@ fn merged_blocks_are_proved_and_equal_the_serial_program() {
 /// The grid extent `G` of `kernel` at integer `params` (C's truncating division), or `None`
 /// where it overflows or divides by zero.
 fn grid_x(f: &metafork::frontend::model::KernelFunction, kernel: &Kernel, params: &BTreeMap<String, i64>) -> Option<i64> {
+    grid_extent(f, kernel, 0, params)
+}
+
+/// The grid's extent along dimension `d` (0: x) at `params`.
+fn grid_extent(f: &metafork::frontend::model::KernelFunction, kernel: &Kernel, d: usize, params: &BTreeMap<String, i64>) -> Option<i64> {
     use metafork::cexpr::{Code, Resolved};
     let names: Vec<&String> = params.keys().collect();
-    let code = Code::compile(&kernel.grid[0], &|v| match f.derived.iter().find(|d| d.name == v) {
+    let code = Code::compile(&kernel.grid[d], &|v| match f.derived.iter().find(|d| d.name == v) {
         Some(d) => Ok(Resolved::Expr(d.value.clone())),
         None => names.iter().position(|n| *n == v).map(Resolved::Slot).ok_or(format!("`{v}` has no value")),
     })
     .unwrap();
     code.eval(&params.values().copied().collect::<Vec<_>>())
+}
+
+/// A batched kernel whose grid is `(N / B) x M`: the grid-fill fork counts the `M` rows of
+/// blocks too (the batch extent's bound `M` is kept nonnegative by the program's facts), so a
+/// short vector in a large batch still merges, and a short vector alone does not.
+#[test]
+fn the_grid_fill_fork_counts_every_dimension_of_the_grid() {
+    use constraints::{Rational, Var};
+    use metafork::tree::Counter;
+    let source = "void batch_scale(int M, int N, int B, const float x[M][N], float y[M][N]) {\n  assume(M >= 1 && N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int r = 0; r < M; r++)\n      meta_for (int v = 0; v < N / B; v++)\n        meta_for (int u = 0; u < B; u++)\n          y[r][v * B + u] = 2.0f * x[r][v * B + u];\n  }\n}\n";
+    let b = Backend::new(metafork::verify::QUERY_TIMEOUT_MS);
+    let (_, tree) = common::trees_of("batch_scale.mf", source, &b).remove(0);
+    let fills: Vec<_> = tree.nodes.iter().flat_map(|n| n.children.iter()).filter(|e| e.counter == Counter::GridFill && e.kind == "accept").collect();
+    assert!(!fills.is_empty(), "no grid-fill fork");
+    // An H200's 132 multiprocessors of 64 warps: 270,336 threads. N = 64, B = 32: one merged
+    // block of 32 threads per row.
+    let at = |m: i64| {
+        let mut p = constraints::exact_point(&[("M", m), ("N", 64), ("B", 32)].into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        p.insert(Var::new(&tree.machine.warps_per_multiprocessor), Rational::from_integer(64.into()));
+        p.insert(Var::new(&tree.machine.multiprocessors), Rational::from_integer(132.into()));
+        p
+    };
+    for e in fills {
+        assert_eq!(e.constraint.holds_at(&at(100_000)), Ok(true), "{}: 100,000 rows of 32 threads fill the device", e.constraint);
+        assert_eq!(e.constraint.holds_at(&at(1)), Ok(false), "{}: one row of 32 threads does not", e.constraint);
+    }
 }
 
 /// `extent_lower_bound` is a lower bound on every example's grid `x` extent (and on their
@@ -352,7 +383,7 @@ fn grid_extent_lower_bounds_hold_and_are_tight() {
 
 /// Iteration merging in the tree: on vecadd's and transposition's trees, merged leaves exist;
 /// each sits on the accepting side of a grid-fill fork whose condition implies that the merged
-/// grid's threads, `ceil(G / 2) * T`, fill every multiprocessor's warp slots (checked at
+/// grid's threads, `ceil(G_x / 2) * G_y * G_z * T`, fill every multiprocessor's warp slots (checked at
 /// random integer points, and failing at some); every refusal keeps the unmerged code; codes
 /// with barriers are never merged. The dispatcher takes the merged code for a large vector on
 /// an H200 and the unmerged one for a small vector, and the verifier proves every leaf.
@@ -405,15 +436,18 @@ fn the_tree_merges_iterations_where_the_merged_grid_fills_the_device() {
                         held.1 += 1;
                         continue;
                     }
+                    // Merging halves the x extent; the y and z extents stay.
                     let g = grid_x(&f, &n.staged, &params).unwrap();
+                    let others: i64 = (1..n.staged.grid.len()).map(|d| grid_extent(&f, &n.staged, d, &params).unwrap()).product();
                     let threads = n.counters.threads_per_block.eval(&at).unwrap();
-                    let merged_threads = Rational::from_integer(((g + 1) / 2).into()) * threads;
-                    assert!(merged_threads >= Rational::from_integer((32 * warps * sms).into()), "{name}: the grid-fill condition holds at {params:?}, W_SM {warps}, N_SM {sms}, but the merged grid ({g} / 2 blocks) does not fill the device");
+                    let merged_threads = Rational::from_integer((((g + 1) / 2) * others).into()) * threads;
+                    assert!(merged_threads >= Rational::from_integer((32 * warps * sms).into()), "{name}: the grid-fill condition holds at {params:?}, W_SM {warps}, N_SM {sms}, but the merged grid ({g} / 2 x {others} blocks) does not fill the device");
                     held.0 += 1;
                 }
             }
         }
         assert!(held.0 > 0 && held.1 > 0, "{name}: the grid-fill condition held at {} points and failed at {}", held.0, held.1);
+
         assert!(tree.height() <= tree.height_bound(), "{name}");
         let reports = metafork::verify::verify_tree(&f, &tree, &b, metafork::verify::Options::default()).unwrap();
         assert!(reports.iter().all(|r| r.status() == metafork::verify::Status::Proved), "{}", metafork::verify::render(&reports));
