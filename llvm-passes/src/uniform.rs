@@ -28,10 +28,11 @@
 //!   vector register, one per size for all such bases (SASS of `vecadd`'s rolled leaf:
 //!   sm_75/80/86/89 one register, 12 in all; sm_90/100/120 three pairs, 20). Under
 //!   [`Bases::ConstantBank`] the first such argument stands for that register, one word
-//!   ([`Uniformity`]). Chosen on every part of `make bench-counters` but report-9: holding
-//!   the pair at every architecture, as before, mean 15.1 / 9.4 / 8.7% at sm_75 / 80 / 90;
-//!   the size's register at every architecture 14.7 / 9.2 / 8.7%; per architecture, as here,
-//!   bench/RESULTS.md, forty-fourth session;
+//!   ([`Uniformity`]). Chosen on the parts of `make bench-counters` rules are fitted on (design
+//!   to report-8), mean at sm_75 / 80 / 90: the pair at every architecture, as before, 15.1 /
+//!   9.4 / 8.7%; the size's register at every architecture 14.7 / 9.2 / 8.7%, with other trees
+//!   at sm_90; per architecture, as here, 14.7 / 9.2 / 8.7% with sm_90's trees unchanged
+//!   (bench/RESULTS.md, forty-fourth session);
 //! - a special register that is the dividend or divisor of an integer quotient: ptxas reads it
 //!   with `S2R` into a vector register for the division's expansion, and whatever else it
 //!   feeds is computed from that copy (a remainder alone leaves it uniform: two kernels);

@@ -266,9 +266,8 @@ impl Builder<'_> {
                 den = &den * &other.den;
             }
         }
-        let bound = crate::strategy::merge::LowerBound { num, den, requires: Vec::new() };
         let slots = Poly::int(MERGE_FACTOR * 32) * &Poly::var(&self.machine.warps_per_multiprocessor) * &Poly::var(&self.machine.multiprocessors);
-        let excess = &(&bound.num * &node.counters.threads_per_block) - &(&slots * &bound.den);
+        let excess = &(&num * &node.counters.threads_per_block) - &(&slots * &den);
         // Divided by the positive variables common to every term (`B1 * s`, say): the same
         // condition, of lower degree, which Z3's integer search decides much faster.
         let positive: Vec<(Var, u32)> = excess.common_monomial().factors().iter().filter(|(v, _)| self.holds_throughout(node, &Constraint::ge(&Poly::from_var(v.clone()), &Poly::one()))).cloned().collect();
