@@ -68,6 +68,17 @@ pub enum Verdict {
     Unverified(String),
 }
 
+impl Verdict {
+    /// An unverified verdict with the question its undecided query asked (`deciding whether
+    /// ...`), so that a user sees which access or barrier is left open; other verdicts as they are.
+    fn deciding(self, question: &str) -> Verdict {
+        match self {
+            Verdict::Unverified(why) => Verdict::Unverified(format!("{why}, deciding whether {question}")),
+            other => other,
+        }
+    }
+}
+
 /// The result of the static checks of one kernel under one system.
 #[derive(Clone, Debug)]
 pub struct StaticResult {
@@ -737,8 +748,9 @@ impl Checker<'_, '_> {
                     // start `(i/m)*m` under `i < n == m*q'`).
                     self.quotient_lemmas(&sys).into_iter().for_each(|l| sys.add(l));
                     self.product_lemmas(if upper { &hi_f } else { &lo_f }, &sys).into_iter().for_each(|l| sys.add(l));
-                    if let Answer::Sat(m) = self.ask(&sys)? {
-                        let detail = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
+                    let question = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
+                    if let Answer::Sat(m) = self.ask(&sys).map_err(|v| v.deciding(&question))? {
+                        let detail = question;
                         let data = self.m.values_named(a.indices.iter().flatten(), &a.guards);
                         if !data.is_empty() {
                             return Err(Self::data_dependent("out of bounds", &detail, &data));
@@ -816,7 +828,7 @@ impl Checker<'_, '_> {
         let mut data = self.m.values_named(w.indices.iter().flatten(), &w.guards);
         data.extend(self.m.values_named(b.indices.iter().flatten(), &b.guards));
         for (sys, exact) in cases {
-            if let Answer::Sat(m) = self.ask(&sys)? {
+            if let Answer::Sat(m) = self.ask(&sys).map_err(|v| v.deciding(&detail))? {
                 if !data.is_empty() {
                     return Err(Self::data_dependent("race", &detail, &data));
                 }
@@ -853,9 +865,9 @@ impl Checker<'_, '_> {
             }
             let named = u.condition.iter().flatten().map(Constraint::poly).chain(u.bounds.iter().flatten());
             let data = self.m.values_named(named, &u.guards);
+            let detail = format!("threads of one block evaluate `{}` differently, and a barrier depends on it", u.text);
             for sys in cases {
-                if let Answer::Sat(m) = self.ask(&sys)? {
-                    let detail = format!("threads of one block evaluate `{}` differently, and a barrier depends on it", u.text);
+                if let Answer::Sat(m) = self.ask(&sys).map_err(|v| v.deciding(&detail))? {
                     if !data.is_empty() {
                         return Err(Self::data_dependent("barrier divergence", &detail, &data));
                     }
@@ -886,4 +898,19 @@ pub fn check(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         Err(v) => v,
     };
     StaticResult { verdict, queries: c.queries }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Verdict;
+
+    #[test]
+    fn an_undecided_query_names_what_it_was_deciding() {
+        let open = Verdict::Unverified("Z3 could not decide a query (timeout)".into()).deciding("`a[i]` reads outside `a`'s extents");
+        match open {
+            Verdict::Unverified(why) => assert_eq!(why, "Z3 could not decide a query (timeout), deciding whether `a[i]` reads outside `a`'s extents"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(Verdict::Proved.deciding("anything"), Verdict::Proved));
+    }
 }
