@@ -81,7 +81,7 @@
 //! widest of them at the phi, not their sum.
 
 use crate::cfg::{innermost_loops, Cfg};
-use crate::uniform::{is_tracked, key, recomputable_values, uniformity, value_operands, Bases, Key, Uniformity};
+use crate::uniform::{is_tracked, key, recomputable_values, uniformities, value_operands, Bases, Key, Uniformity};
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
@@ -221,12 +221,12 @@ struct BlockInfo<'ctx> {
 /// architectures that read argument bases from the constant bank where it differs.
 pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     let cfg = Cfg::of(function);
-    let pairs = estimate_under(function, &cfg, uniformity(&cfg, function, Bases::Pairs));
-    let bank = uniformity(&cfg, function, Bases::ConstantBank);
-    if bank.scale_registers.is_empty() {
-        return pairs;
+    let both = uniformities(&cfg, function);
+    let pairs = estimate_under(function, &cfg, both.pairs);
+    match both.constant_bank {
+        Some(bank) => RegisterEstimate { constant_bank_bases: Some(Box::new(estimate_under(function, &cfg, bank))), ..pairs },
+        None => pairs,
     }
-    RegisterEstimate { constant_bank_bases: Some(Box::new(estimate_under(function, &cfg, bank))), ..pairs }
 }
 
 /// The estimate given which values are uniform and which arguments stand for element-size

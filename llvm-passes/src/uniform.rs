@@ -115,6 +115,27 @@ pub struct Uniformity {
 /// The uniform values of the function and its element-size registers ([`Uniformity`]) under
 /// an architecture's convention for argument bases.
 pub fn uniformity(cfg: &Cfg<'_>, function: FunctionValue<'_>, bases: Bases) -> Uniformity {
+    let both = uniformities(cfg, function);
+    match (bases, both.constant_bank) {
+        (Bases::ConstantBank, Some(bank)) => bank,
+        _ => both.pairs,
+    }
+}
+
+/// [`Uniformity`] under both conventions for argument bases, from one scan of the function.
+pub struct Uniformities {
+    /// Under [`Bases::Pairs`] (sm_90 on).
+    pub pairs: Uniformity,
+    /// Under [`Bases::ConstantBank`] (sm_75 to sm_89), when it differs: when some argument
+    /// base is read from the constant bank. `None` means the same as `pairs`.
+    pub constant_bank: Option<Uniformity>,
+}
+
+/// The uniformity under both conventions ([`Uniformities`]). The two differ only in what an
+/// argument base that `IMAD.WIDE` reads forces into vector registers, so the function's
+/// instructions are scanned once, and the second fixpoint runs only for a function with such
+/// bases.
+pub fn uniformities(cfg: &Cfg<'_>, function: FunctionValue<'_>) -> Uniformities {
     let instrs: Vec<InstructionValue> = cfg.blocks.iter().flat_map(|b| b.get_instructions()).collect();
     let block_of: Vec<usize> =
         cfg.blocks.iter().enumerate().flat_map(|(n, b)| b.get_instructions().map(move |_| n)).collect();
@@ -126,10 +147,13 @@ pub fn uniformity(cfg: &Cfg<'_>, function: FunctionValue<'_>, bases: Bases) -> U
         .collect();
     let block_of_value: HashMap<Key, usize> =
         instrs.iter().zip(&block_of).map(|(i, b)| (key(i.as_value_ref()), *b)).collect();
-    // The element sizes of `IMAD.WIDE idx, size, c[base]`, each with the first argument
-    // (in instruction order) that is such a base: that argument stands for the size's register.
-    let mut scale_registers: Vec<(u64, Key)> = Vec::new();
+    // Forced under either convention: the operands ptxas takes in vector registers, and the
+    // values a loop nest holds.
     let mut forced: HashSet<Key> = HashSet::default();
+    // The argument bases `IMAD.WIDE idx, size, c[base]` reads: under `Pairs` each is forced
+    // into a pair; under `ConstantBank` the first (in instruction order) of each element size
+    // stands for the size's register.
+    let mut bases: Vec<(u64, Key)> = Vec::new();
     for (i, &b) in instrs.iter().zip(&block_of) {
         let held_across_loop =
             |v: LLVMValueRef| innermost_loop[b].is_some_and(|body| block_of_value.get(&key(v)).is_none_or(|d| !body.contains(d)));
@@ -138,21 +162,27 @@ pub fn uniformity(cfg: &Cfg<'_>, function: FunctionValue<'_>, bases: Bases) -> U
                 VectorOperand::Value(v) => {
                     forced.insert(key(v));
                 }
-                VectorOperand::ScaleOf { base, .. } if bases == Bases::Pairs => {
-                    forced.insert(key(base));
-                }
-                VectorOperand::ScaleOf { base, size } => {
-                    if !scale_registers.iter().any(|&(s, _)| s == size) {
-                        scale_registers.push((size, key(base)));
-                    }
-                }
+                VectorOperand::ScaleOf { base, size } => bases.push((size, key(base))),
             }
         }
     }
     forced.extend(nest_invariants(&loops, &instrs, &block_of, &block_of_value, &before_forcing));
-    let scale_registers: HashSet<Key> = scale_registers.into_iter().map(|(_, k)| k).collect();
+    let mut pairs_forced = forced.clone();
+    pairs_forced.extend(bases.iter().map(|&(_, base)| base));
+    let pairs = Uniformity { uniform: analysis.fixpoint(&pairs_forced), scale_registers: HashSet::default() };
+    if bases.is_empty() {
+        return Uniformities { pairs, constant_bank: None };
+    }
+    let mut scale_registers: HashSet<Key> = HashSet::default();
+    let mut sizes_seen: Vec<u64> = Vec::new();
+    for (size, base) in bases {
+        if !sizes_seen.contains(&size) {
+            sizes_seen.push(size);
+            scale_registers.insert(base);
+        }
+    }
     forced.extend(scale_registers.iter().copied());
-    Uniformity { uniform: analysis.fixpoint(&forced), scale_registers }
+    Uniformities { pairs, constant_bank: Some(Uniformity { uniform: analysis.fixpoint(&forced), scale_registers }) }
 }
 
 /// The 64-bit uniform values computed outside a loop that holds another loop and read inside

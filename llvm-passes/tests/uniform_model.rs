@@ -4,15 +4,25 @@
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::values::AsValueRef;
-use llvm_passes::uniform::{key, uniform_values, Bases};
+use inkwell::values::FunctionValue;
+use llvm_passes::cfg::Cfg;
+use llvm_passes::uniform::{key, uniform_values, uniformities, Bases};
 
-/// The named values of kernel `k` in `ir`, each with whether it is uniform.
-fn uniformity(ir: &str) -> Vec<(String, bool)> {
+/// `look` at kernel `k` of `ir` (which must parse and verify).
+fn with_kernel<R>(ir: &str, look: impl FnOnce(FunctionValue<'_>) -> R) -> R {
     let context = Context::create();
     let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");
     let module = context.create_module_from_ir(buffer).expect("test IR parses");
     module.verify().expect("test IR verifies");
-    let function = module.get_function("k").expect("kernel k");
+    look(module.get_function("k").expect("kernel k"))
+}
+
+/// The named values of kernel `k` in `ir`, each with whether it is uniform.
+fn uniformity(ir: &str) -> Vec<(String, bool)> {
+    with_kernel(ir, named_uniformity)
+}
+
+fn named_uniformity(function: FunctionValue<'_>) -> Vec<(String, bool)> {
     let uniform = uniform_values(function);
     let mut named = Vec::new();
     for p in function.get_param_iter() {
@@ -283,24 +293,21 @@ exit:
     )
 }
 
-/// The kernel arguments of `k` that stand for an element-size register.
-fn scale_registers(ir: &str) -> Vec<String> {
-    let context = Context::create();
-    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");
-    let module = context.create_module_from_ir(buffer).expect("test IR parses");
-    module.verify().expect("test IR verifies");
-    let function = module.get_function("k").expect("kernel k");
-    let found = llvm_passes::uniform::uniformity(&llvm_passes::cfg::Cfg::of(function), function, Bases::ConstantBank).scale_registers;
-    function.get_param_iter().filter(|p| found.contains(&key(p.as_value_ref()))).map(|p| p.into_int_value_or_pointer_name()).collect()
+/// The kernel arguments of `k` that stand for an element-size register before sm_90; `None`
+/// when no argument base is read from the constant bank (the uniformity is sm_90's).
+fn scale_registers(ir: &str) -> Option<Vec<String>> {
+    with_kernel(ir, |function| {
+        let bank = uniformities(&Cfg::of(function), function).constant_bank?;
+        Some(function.get_param_iter().filter(|p| bank.scale_registers.contains(&key(p.as_value_ref()))).map(|p| p.into_int_value_or_pointer_name()).collect())
+    })
 }
 
 /// The register estimate of kernel `k` at sm_80 and at sm_90.
 fn estimates(ir: &str) -> (u32, u32) {
-    let context = Context::create();
-    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");
-    let module = context.create_module_from_ir(buffer).expect("test IR parses");
-    let e = llvm_passes::registers::estimate(module.get_function("k").expect("kernel k"));
-    (e.for_architecture("sm_80"), e.for_architecture("sm_90"))
+    with_kernel(ir, |function| {
+        let e = llvm_passes::registers::estimate(function);
+        (e.for_architecture("sm_80"), e.for_architecture("sm_90"))
+    })
 }
 
 #[test]
@@ -312,18 +319,35 @@ fn before_sm_90_arguments_indexed_per_thread_in_a_loop_share_one_element_size_re
     // Two float arrays: one register holds the 4 both `IMAD.WIDE`s multiply by (SASS of
     // `vecadd`'s rolled leaf at sm_80: `a`, `b` and `c` from `c[0x0][...]`, the size in R7).
     let same = copy_kernel("float", "float", false);
-    assert_eq!(scale_registers(&same), ["s"]);
+    assert_eq!(scale_registers(&same).expect("argument bases"), ["s"]);
     // sm_90 loads both bases into pairs (`LDC.64`): three words more than the one register.
     let (sm80, sm90) = estimates(&same);
     assert_eq!(sm90, sm80 + 3, "sm_80 {sm80}, sm_90 {sm90}");
     // A float and a double array: one register each, 4 and 8.
-    assert_eq!(scale_registers(&copy_kernel("float", "double", false)), ["s", "d"]);
+    assert_eq!(scale_registers(&copy_kernel("float", "double", false)).expect("argument bases"), ["s", "d"]);
     // A base computed before the loop is not in the constant bank: its pair is held on every
     // architecture, where the argument held one word before sm_90.
     let computed = copy_kernel("float", "double", true);
-    assert_eq!(scale_registers(&computed), ["s"]);
+    assert_eq!(scale_registers(&computed).expect("argument bases"), ["s"]);
     assert!(!is_uniform(&computed, "dst"));
     let (argument80, argument90) = estimates(&copy_kernel("float", "double", false));
     let (computed80, computed90) = estimates(&computed);
     assert_eq!((computed80, computed90), (argument80 + 1, argument90), "computed base against the argument");
+    // Outside a loop the base is a uniform pair everywhere: no second uniformity, one estimate.
+    let straight = format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %s) {{
+entry:
+  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %w = zext i32 %t to i64
+  %p = getelementptr float, ptr addrspace(1) %s, i64 %w
+  store float 1.0, ptr addrspace(1) %p
+  ret void
+}}
+{DECLARATIONS}"#
+    );
+    assert_eq!(scale_registers(&straight), None);
+    let (straight80, straight90) = estimates(&straight);
+    assert_eq!(straight80, straight90);
 }
