@@ -50,7 +50,10 @@
 //! relative error, and the worst kernel; then the same errors by shape of code (shared tiles or
 //! none; a loop ptxas unrolls, else one kept rolled, else neither; with the mean signed error,
 //! below zero where the estimate is low) and by the size of the true count, for the design part
-//! and for the report parts together. Needs nvcc on PATH (`make setup`).
+//! and for the report parts together; last, per part, how often the estimate gives the same
+//! warps resident per multiprocessor as ptxas's count at 128 to 1024 threads per block (what
+//! the occupancy fork and the tuner read), and how often fewer are really resident than the
+//! estimate says. Needs nvcc on PATH (`make setup`).
 
 use metafork::frontend::check_source;
 use metafork::kernel::Kernel;
@@ -224,6 +227,41 @@ fn main() {
             println!("| {parts_name} | {size} | {} | {r0:.1} / {r1:.1} / {r2:.1}% | {a0:.1} / {a1:.1} / {a2:.1} |", relative[2].len());
         }
     }
+    // What the error changes: the warps a multiprocessor keeps resident, the quantity the
+    // tree's occupancy fork and the tuner's ranking read from the count.
+    println!();
+    println!("| part | leaf kernels | same resident warps at 128-1024 threads per block, sm_75 / 80 / 90 | fewer really resident than estimated sm_75 / 80 / 90 |");
+    println!("|---|---|---|---|");
+    for &(part, _) in &parts {
+        let here: Vec<&Row> = rows.iter().filter(|r| r.part == part).collect();
+        if here.is_empty() {
+            continue;
+        }
+        let share = |test: &dyn Fn(&Row, usize) -> bool| -> Vec<String> {
+            (0..ARCHS.len()).map(|i| format!("{:.0}%", 100.0 * here.iter().filter(|r| test(r, i)).count() as f64 / here.len() as f64)).collect()
+        };
+        let same = share(&|r, i| BLOCK_SIZES.iter().all(|&t| resident_warps(ARCHS[i], r.estimate[i], t) == resident_warps(ARCHS[i], r.ptxas[i], t)));
+        let fewer = share(&|r, i| BLOCK_SIZES.iter().any(|&t| resident_warps(ARCHS[i], r.ptxas[i], t) < resident_warps(ARCHS[i], r.estimate[i], t)));
+        println!("| {part} | {} | {} | {} |", here.len(), same.join(" / "), fewer.join(" / "));
+    }
     println!();
     println!("Targets (issue 24): mean <= 10%, max <= 25% on the report part at every architecture. Total {:.0} s.", start.elapsed().as_secs_f64());
+}
+
+/// The block sizes the occupancy table compares at.
+const BLOCK_SIZES: [u32; 4] = [128, 256, 512, 1024];
+
+/// Warps resident on one multiprocessor of `arch` for a kernel of `registers` per thread
+/// launched with `threads` per block, as far as registers and the warp and block limits decide
+/// (shared memory aside): NVIDIA's occupancy calculation, registers allocated per warp in units
+/// of 256 from a 64K file (64K per block at most). sm_75 keeps 32 warps and 16 blocks, sm_80
+/// and sm_90 64 warps and 32 blocks (CUDA C++ Programming Guide, compute capabilities table).
+fn resident_warps(arch: &str, registers: u32, threads: u32) -> u32 {
+    let (most_warps, most_blocks) = if arch == "sm_75" { (32, 16) } else { (64, 32) };
+    let warps = threads.div_ceil(32);
+    let per_block = (registers * 32).div_ceil(256) * 256 * warps;
+    if registers > 255 || per_block > 65536 {
+        return 0;
+    }
+    (most_warps / warps).min(most_blocks).min(65536 / per_block) * warps
 }
