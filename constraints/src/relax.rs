@@ -7,6 +7,8 @@
 //! unknown), keeps `<`, `<=` and `==` (and the integer domains' bounds), reads a divisibility
 //! `p % m == 0` of an integer polynomial as `p - m*q == 0` with a new integer column `q`
 //! (so `n == 1` beside `n % 4 == 0` is refuted by the gcd), drops `!=` and non-divisibility
+//! (where the relaxation does not refute the system, each `p != 0` is then tried as its two
+//! sides, `p < 0` and `p > 0`: refuting both refutes the system)
 //! (a non-divisibility is first checked against the divisibilities: `s*B1 % 2 != 0` beside
 //! `s % 4 == 0` is refuted exactly, where Z3's nonlinear integer search answered unknown),
 //! and adds what products of bounded variables must satisfy (McCormick's
@@ -53,7 +55,26 @@ pub fn refutes(system: &System, extra: Option<&Constraint>) -> bool {
     if divisibility_conflict(system, &constraints) {
         return true;
     }
-    let Some(mut relaxation) = Relaxation::of(system, &constraints) else { return false };
+    if relaxation_refutes(system, &constraints, None) {
+        return true;
+    }
+    // A disequality `p != 0` is `p < 0 or p > 0`: the system is refuted when both sides are.
+    // Where `p` takes integer values, each side is tightened to `p + 1 <= 0` or `1 - p <= 0`,
+    // so that `y != 0` beside `0 <= y < 1` is refuted (a verifier query on Canny's border test,
+    // `b0*p + r != 0` with `b0*p + r < 1`, that Z3's nonlinear integer search left unknown at
+    // its resource limit). One disequality at a time, each side without further splits: at most
+    // two eliminations per disequality, tried only where the relaxation alone did not refute.
+    constraints.iter().filter(|c| c.rel() == Rel::Ne).any(|c| {
+        let below = Constraint::new(c.poly().clone(), Rel::Lt);
+        let above = Constraint::new(-c.poly(), Rel::Lt);
+        relaxation_refutes(system, &constraints, Some(&below)) && relaxation_refutes(system, &constraints, Some(&above))
+    })
+}
+
+/// Whether the linear relaxation of `constraints` (with `side` added) has no real solution.
+fn relaxation_refutes(system: &System, constraints: &[&Constraint], side: Option<&Constraint>) -> bool {
+    let with_side: Vec<&Constraint> = constraints.iter().copied().chain(side).collect();
+    let Some(mut relaxation) = Relaxation::of(system, &with_side) else { return false };
     relaxation.add_product_bounds();
     relaxation.eliminate()
 }
@@ -400,5 +421,34 @@ mod tests {
         assert!(!with(vec![Constraint::divides(2, &s_), Constraint::not_divides(4, &(&s_ * &b1))]));
         assert!(!with(vec![Constraint::divides(4, &s_.scale(&crate::Rational::from_integer(2.into()))), Constraint::not_divides(4, &s_)]));
         assert!(!with(vec![Constraint::divides(4, &s_), Constraint::not_divides(2, &(&s_ + &b1))]));
+    }
+
+    #[test]
+    fn a_disequality_is_refuted_by_both_of_its_sides() {
+        use crate::poly::Poly;
+        let (b, p, r) = (Poly::var("b"), Poly::var("p"), Poly::var("r"));
+        let y = &(&b * &p) + &r;
+        let with = |integer: bool, cs: Vec<Constraint>| {
+            let mut t = System::new();
+            if integer {
+                for v in ["b", "p", "r"] {
+                    t.set_domain(crate::var::Var::new(v), Domain::integer());
+                }
+            }
+            cs.into_iter().for_each(|c| t.add(c));
+            refutes(&t, None)
+        };
+        let border = |lower_r: bool| {
+            let mut cs = vec![Constraint::ne(&y, &Poly::zero()), Constraint::lt(&y, &Poly::one()), Constraint::le(&Poly::zero(), &(&b * &p))];
+            if lower_r {
+                cs.push(Constraint::le(&Poly::zero(), &r));
+            }
+            cs
+        };
+        // `y != 0` beside `0 <= y < 1`: no integer `y`.
+        assert!(with(true, border(true)));
+        // Over the reals `y = 1/2` is a solution; without `0 <= r`, `y = -1` is.
+        assert!(!with(false, border(true)));
+        assert!(!with(true, border(false)));
     }
 }

@@ -62,9 +62,13 @@ fn products_of_bounded_variables_are_bounded() {
 }
 
 #[test]
-fn dropped_constraints_never_refute() {
-    // `!=` and non-divisibility are left to Z3: the relaxation without them is satisfiable.
-    assert!(!refutes(&system(&["1 <= x", "x <= 1", "x != 1"], true), None));
+fn a_disequality_is_split_and_a_non_divisibility_left_to_z3() {
+    // `x != 1` is `x < 1 or x > 1`, each side refuted beside `1 <= x <= 1`.
+    assert!(refutes(&system(&["1 <= x", "x <= 1", "x != 1"], true), None));
+    assert!(!refutes(&system(&["1 <= x", "x <= 2", "x != 1"], true), None));
+    // Over the reals too: `x != 1` beside `x == 1`.
+    assert!(refutes(&system(&["x == 1", "x != 1"], false), None));
+    // Non-divisibility is left to Z3: the relaxation without it is satisfiable.
     let mut s = system(&["1 <= x", "x <= 2"], true);
     s.add(Constraint::divides(2, &Poly::var("x")).negate());
     assert!(!refutes(&s, None));
@@ -129,7 +133,7 @@ fn small_system() -> impl Strategy<Value = (Vec<Constraint>, bool)> {
         vs.iter().fold(Poly::int(c), |p, v| p * Poly::var(names[*v]))
     });
     let poly = proptest::collection::vec(term, 1..4).prop_map(|ts| ts.into_iter().fold(Poly::zero(), |a, t| a + t));
-    let rel = prop_oneof![Just(constraints::Rel::Lt), Just(constraints::Rel::Le), Just(constraints::Rel::Eq), Just(constraints::Rel::Dvd(2)), Just(constraints::Rel::Dvd(3))];
+    let rel = prop_oneof![Just(constraints::Rel::Lt), Just(constraints::Rel::Le), Just(constraints::Rel::Eq), Just(constraints::Rel::Ne), Just(constraints::Rel::Dvd(2)), Just(constraints::Rel::Dvd(3))];
     (proptest::collection::vec((poly, rel).prop_map(|(p, r)| Constraint::new(p, r)), 1..6), any::<bool>())
 }
 

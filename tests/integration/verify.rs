@@ -1352,3 +1352,45 @@ fn a_quotient_of_a_dividend_of_either_sign_truncates_toward_zero() {
     let (f, tree) = tree_of(&src("(i - 3) / 2"));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
+
+/// A border test written with `==`: past `y == 0 || x == 0 || y == h - 1 || x == w - 1` the
+/// neighbours `m[y - 1][x - 1]` and `m[y + 1][x + 1]` are in bounds, since `y != 0` beside
+/// `0 <= y` is `y >= 1` for an integer. Z3's nonlinear integer search left such reads unknown
+/// at its resource limit (Canny's suppression, `examples/heldout-7/canny_nms.mf`); the
+/// relaxation now splits each `!=` into its two sides. Without the `y == 0` test the read
+/// `m[y - 1][x]` passes the start, and is caught.
+#[test]
+fn neighbours_past_a_border_test_written_with_equalities_are_proved() {
+    let src = |border: &str| {
+        format!(
+            "void border(int h, int w, int b0, int b1, const float m[h][w], const int q[h][w], float e[h][w]) {{
+  assume(h >= 3 && w >= 3 && b0 >= 1 && b1 >= 1);
+  meta_schedule {{
+    meta_for (int p = 0; p < (h + b0 - 1) / b0; p++)
+      meta_for (int r = 0; r < (w + b1 - 1) / b1; r++)
+        meta_for (int s = 0; s < b0; s++)
+          meta_for (int t = 0; t < b1; t++) {{
+            int y = p * b0 + s;
+            int x = r * b1 + t;
+            if (y < h && x < w) {{
+              if ({border}x == 0 || y == h - 1 || x == w - 1) {{
+                e[y][x] = 0.0f;
+              }} else {{
+                float c = m[y - 1][x] + m[y][x - 1];
+                int d = q[y][x];
+                float n1 = d == 0 ? m[y][x - 1] : (d == 1 ? m[y - 1][x + 1] : m[y - 1][x - 1]);
+                float n2 = d == 0 ? m[y][x + 1] : (d == 1 ? m[y + 1][x - 1] : m[y + 1][x + 1]);
+                e[y][x] = c + n1 + n2;
+              }}
+            }}
+          }}
+  }}
+}}"
+        )
+    };
+    let b = backend();
+    let (f, tree) = tree_of(&src("y == 0 || "));
+    every_leaf_proved(&f, &tree, &b, "border");
+    let (f, tree) = tree_of(&src(""));
+    caught(&f, &tree, &first_leaf(&tree), "out of bounds");
+}
