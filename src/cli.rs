@@ -135,8 +135,10 @@ pub enum Command {
         #[arg(long)]
         verify: bool,
         /// Print a JSON summary (per schedule: nodes, kernel leaves, leaves without a kernel,
-        /// distinct kernels, height, Z3 queries; the files written) instead of the tree; with
-        /// --verify, the verdicts follow as `verify --json` prints them.
+        /// distinct kernels, height, Z3 queries; the files written) instead of the tree, as one
+        /// JSON object; with --verify, its `verdicts` member holds the records `verify --json`
+        /// prints. `z3_queries` counts the branch checks that reached Z3: exact pre-checks (a
+        /// linear relaxation, a search for a point) decide most of them first, so 0 is common.
         #[arg(long)]
         json: bool,
         /// Replace files in DIR that metafork did not write (not listed in DIR's manifest, or

@@ -8,7 +8,7 @@
 //! given, and the copy is read (and its lines may appear in diagnostics) only when its hash is
 //! the manifest's.
 
-use super::{exit_code, render, verify_tree_reporting, Options};
+use super::{exit_code, render, verify_tree_reporting, LeafReport, Options};
 use crate::command::{self, exit, Failure};
 use crate::emit::command::{files, SOURCE_COPY};
 use crate::emit::dispatch::Wisdom;
@@ -28,6 +28,22 @@ fn differs(message: String) -> Failure {
 
 /// Verify the trees and print the report; `Err` carries the exit status when not 0.
 pub fn report(trees: &[(&KernelFunction, Tree)], options: Options, json: bool) -> Result<(), Failure> {
+    let reports = verify_all(trees, options)?;
+    command::print(&if json { super::render_json(&reports) } else { render(&reports) })?;
+    finish(&reports)
+}
+
+/// The exit status of a verification: `Ok` when every leaf is proved or unreachable, else
+/// the status naming the worst outcome (printed nothing: the report says why).
+pub fn finish(reports: &[LeafReport]) -> Result<(), Failure> {
+    match exit_code(reports) {
+        exit::OK => Ok(()),
+        code => Err(Failure::silent(code)),
+    }
+}
+
+/// Every kernel leaf of `trees` verified, in order, with a progress bar on a terminal.
+pub fn verify_all(trees: &[(&KernelFunction, Tree)], options: Options) -> Result<Vec<LeafReport>, Failure> {
     let backend = Backend::new(super::QUERY_TIMEOUT_MS);
     let leaves = |tree: &Tree| tree.leaves().filter(|n| matches!(n.kind, crate::tree::NodeKind::Leaf)).count();
     let total: usize = trees.iter().map(|(_, t)| leaves(t)).sum();
@@ -47,11 +63,7 @@ pub fn report(trees: &[(&KernelFunction, Tree)], options: Options, json: bool) -
         reports.extend(verify_tree_reporting(function, tree, &backend, Options { later_leaves, ..options }, &tick).map_err(|e| Failure::of_work(format!("error: {e}")))?);
     }
     drop(bar);
-    command::print(&if json { super::render_json(&reports) } else { render(&reports) })?;
-    match exit_code(&reports) {
-        exit::OK => Ok(()),
-        code => Err(Failure::silent(code)),
-    }
+    Ok(reports)
 }
 
 /// A file of DIR named by its manifest, whose hash must be the manifest's.

@@ -424,7 +424,12 @@ pub fn exit_code(reports: &[LeafReport]) -> i32 {
 
 /// The report as JSON: one object per kernel leaf, in the text report's order.
 pub fn render_json(reports: &[LeafReport]) -> String {
-    let records: Vec<serde_json::Value> = reports
+    serde_json::to_string_pretty(&json_records(reports)).map(|s| s + "\n").unwrap_or_else(|_| "[]\n".into())
+}
+
+/// One JSON record per leaf, as `verify --json` prints them.
+pub fn json_records(reports: &[LeafReport]) -> Vec<serde_json::Value> {
+    reports
         .iter()
         .map(|r| {
             let (status, defect, detail) = match r.status() {
@@ -435,8 +440,7 @@ pub fn render_json(reports: &[LeafReport]) -> String {
             };
             serde_json::json!({"schedule": r.schedule, "leaf": r.leaf, "kernel": r.kernel, "status": status, "defect": defect, "detail": detail, "z3_queries": r.statik.queries, "points": r.points, "sampling": r.sampling})
         })
-        .collect();
-    serde_json::to_string_pretty(&records).map(|s| s + "\n").unwrap_or_else(|_| "[]\n".into())
+        .collect()
 }
 
 /// The report as text: one line per leaf.

@@ -273,6 +273,15 @@ fn devices_gen_and_verify_speak_json() {
     let verdicts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(verdicts.len() as u64, schedule["kernel_leaves"].as_u64().unwrap(), "one verdict per kernel leaf");
     assert!(verdicts.iter().all(|v| v["status"] == "proved" && v["points"].as_u64().unwrap() > 0), "{verdicts:?}");
+    // With --verify, one JSON value still: the summary with the verdicts as its member (it
+    // printed two documents back to back, which no JSON reader takes).
+    let out = metafork(&["gen", "--emit-cuda", "--json", "--verify", "--force", &example("saxpy.mf"), "-o", target.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let both: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(both["schedules"], summary["schedules"]);
+    let with_gen = both["verdicts"].as_array().unwrap();
+    assert_eq!(with_gen.len(), verdicts.len());
+    assert!(with_gen.iter().zip(&verdicts).all(|(a, b)| a["kernel"] == b["kernel"] && a["status"] == "proved"), "{with_gen:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
