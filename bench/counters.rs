@@ -41,6 +41,12 @@
 //! Canny suppression, a transposed and a grouped convolution, a diamond stencil, an embedding
 //! bag, instance norm, a fused linear layer, min-plus products on `long`, red-black
 //! Gauss-Seidel in 3-D, RMSNorm and softmax backward, YUV to RGB, complex GEMV and others.
+//! `examples/heldout-8/` (report-11, 2026-12-03, forty-fifth session) holds twenty-four more by a
+//! helper who read only the language document and `--help`, written while no register rule
+//! changed: a transposed-B GEMM, upper SYRK, a 3x3 convolution's weight gradient, batch-norm
+//! backward, RMSProp, a 1-D leapfrog wave, upwind advection, a variable-coefficient 3-D
+//! diffusion, Coulomb sums, an RBF Gram matrix, pairwise distances, log-sum-exp, a census
+//! transform, a bilateral filter, popcount, Collatz, modular exponentiation on `long` and others.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -67,7 +73,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 11] = [
+const PARTS: [(&str, &[&str]); 12] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
@@ -79,6 +85,7 @@ const PARTS: [(&str, &[&str]); 11] = [
     ("report-8", &["examples/heldout-5"]),
     ("report-9", &["examples/heldout-6"]),
     ("report-10", &["examples/heldout-7"]),
+    ("report-11", &["examples/heldout-8"]),
 ];
 
 struct Row {
