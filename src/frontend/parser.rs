@@ -77,7 +77,7 @@ fn refused_statement(word: &str) -> Option<&'static str> {
         "return" => "`return` is not supported in a kernel function",
         "break" | "continue" => "`break` and `continue` are not supported: loops run their whole range",
         "struct" | "union" | "enum" | "typedef" => "user-defined types are not supported",
-        "short" | "unsigned" | "signed" | "bool" => "only `char`, `int`, `long`, `float` and `double` are supported",
+        "short" | "unsigned" | "signed" | "bool" => "only `char`, `int`, `long` (also written `long int` or `long long`), `float` and `double` are supported",
         "static" | "extern" | "volatile" | "register" | "auto" => "storage-class specifiers are not supported",
         "sizeof" => "`sizeof` is not supported",
         _ => return None,

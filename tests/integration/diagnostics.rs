@@ -459,3 +459,21 @@ fn a_chain_of_definitions_that_doubles_is_refused_where_it_grows_too_large() {
     let program = check_source("locals.mf", &locals).unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert!(program.kernels[0].facts.iter().all(|f| f.condition.to_string().len() < 10_000));
 }
+
+/// A type outside the subset is refused where it is written, with the types there are;
+/// `long long` and `long int` are `long` (64 bits, as on every CUDA platform), so the message
+/// names them too (a helper found `long long` accepted while the message listed only `long`).
+#[test]
+fn an_unsupported_type_names_the_supported_ones_and_long_long_is_long() {
+    for word in ["unsigned", "short", "signed", "bool"] {
+        refused(
+            &format!("void f(int N, ${word} a[N]) {{ meta_schedule {{ meta_for (int i = 0; i < N; i++) a[i] = 0; }} }}"),
+            "only `char`, `int`, `long` (also written `long int` or `long long`), `float` and `double` are supported",
+        );
+    }
+    for spelled in ["long long", "long int", "long"] {
+        let program = check_source("ll.mf", &format!("void f(int N, int B, {spelled} a[N]) {{ assume(N >= 1 && B >= 1); meta_schedule {{ meta_for (int i = 0; i < N / B; i++) meta_for (int j = 0; j < B; j++) a[i * B + j] = 0; }} }}")).unwrap();
+        let a = program.kernels[0].params.iter().find(|p| p.name == "a").unwrap();
+        assert_eq!(a.ty, metafork::frontend::ast::ScalarType::Long, "{spelled}");
+    }
+}
