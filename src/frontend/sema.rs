@@ -723,6 +723,24 @@ impl Checker<'_> {
         let split_by_tool = group2.is_empty();
         let (grid, block): (Vec<&ForLoop>, Vec<&ForLoop>) = if split_by_tool {
             let k = self.block_suffix(&group1);
+            // A block whose size reads an enclosing counter (`t < min(B, N - b*B)`): say so.
+            let reads = |e: &Expr, name: &str| {
+                let mut names = Vec::new();
+                e.names(&mut names);
+                names.iter().any(|n| n == name)
+            };
+            let enclosing_counter = group1.split_last().and_then(|(l, outer)| {
+                let o = outer.iter().find(|o| reads(&l.lo, &o.var.name) || reads(&l.hi, &o.var.name))?;
+                Some((*l, o.var.name.clone()))
+            });
+            if let (0, Some((l, outer))) = (k, &enclosing_counter) {
+                let bound = if reads(&l.hi, outer) { &l.hi } else { &l.lo };
+                self.diags.push(
+                    Diagnostic::new(bound.span, format!("the bounds of `meta_for` loop `{}` use `{outer}`, the counter of an enclosing `meta_for`", l.var.name), "a thread block's size must be known before the launch")
+                        .with_note(format!("loop over the whole block (`{} < B`, a program parameter) and guard the body with the condition instead (`if (i < N)`)", l.var.name)),
+                );
+                return None;
+            }
             if k == 0 {
                 self.diags.push(
                     Diagnostic::new(

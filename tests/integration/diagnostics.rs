@@ -477,3 +477,16 @@ fn an_unsupported_type_names_the_supported_ones_and_long_long_is_long() {
         assert_eq!(a.ty, metafork::frontend::ast::ScalarType::Long, "{spelled}");
     }
 }
+
+/// A block loop whose bound reads the grid counter (`t < min(B, N - b*B)`) has no size before
+/// the launch: the diagnostic names that counter at the bound, where it said only that no loop
+/// had a program-parameter extent (a helper could not tell why). A block loop with a
+/// parameter extent is still accepted.
+#[test]
+fn a_block_bound_reading_the_grid_counter_is_named() {
+    refused(
+        "void f(int N, int B, const float a[N], float c[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int b = 0; b < (N + B - 1) / B; b++)\n      meta_for (int t = 0; t < $min(B, N - b * B); t++)\n        c[b * B + t] = a[b * B + t];\n  }\n}\n",
+        "the bounds of `meta_for` loop `t` use `b`, the counter of an enclosing `meta_for`",
+    );
+    check_source("ok.mf", "void f(int N, int B, const float a[N], float c[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int b = 0; b < (N + B - 1) / B; b++)\n      meta_for (int t = 0; t < B; t++)\n        if (b * B + t < N) c[b * B + t] = a[b * B + t];\n  }\n}\n").unwrap();
+}

@@ -145,7 +145,7 @@ fn a_constant_innermost_loop_is_the_thread_block() {
 /// A block loop offset by its grid counter (`g * B <= i < g * B + B`, the language's
 /// `lo`/`hi` in outer counters) has the extent `B`: it is the thread block, and every leaf is
 /// proved (it was refused as "no program-parameter extent"). An offset whose extent still
-/// reads an outer counter (`i < g * B + g`) is no block.
+/// reads an outer counter (`i < g * B + g`) is no block, and the error names that counter.
 #[test]
 fn a_block_loop_offset_by_its_grid_counter_is_the_thread_block() {
     let src = "void k(int n, int B, const float a[n], float c[n]) {
@@ -165,7 +165,7 @@ fn a_block_loop_offset_by_its_grid_counter_is_the_thread_block() {
     common::assert_every_leaf_proved("k.mf", src, &backend(), 2);
     let bad = src.replace("i < g * B + B", "i < g * B + g");
     let err = check_source("k.mf", &bad).expect_err("no thread block");
-    assert!(err.render(false).contains("cannot tell which `meta_for` loops form the thread block"), "{}", err.render(false));
+    assert!(err.render(false).contains("the bounds of `meta_for` loop `i` use `g`, the counter of an enclosing `meta_for`"), "{}", err.render(false));
 }
 
 /// Gram-Schmidt's pattern: a norm summed on the host side of a loop around a schedule. The
