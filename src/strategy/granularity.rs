@@ -126,37 +126,61 @@ fn list_at<'a>(body: &'a mut Vec<Stmt>, path: &[usize]) -> &'a mut Vec<Stmt> {
     cur
 }
 
-/// Collect the environment and guards that hold at the work list, walking the path.
-fn context_at(col: &mut Collector, body: &[Stmt], path: &[usize], env: &mut Env, guards: &mut Vec<Constraint>) {
+/// Collect the environment and guards that hold at the work list, walking the path; the
+/// accesses of the statements before it land in `col.accesses`. With `around`, the enclosing
+/// serial loops' counters are renamed by its tag (two threads' copies of the loop run at any
+/// iterations), and the accesses of the statements after the work list, at every level of the
+/// path (from `rest` in the innermost list), are appended to its vector.
+fn context_at(col: &mut Collector, body: &[Stmt], path: &[usize], env: &mut Env, guards: &mut Vec<Constraint>, mut around: Option<(&str, usize, &mut Vec<Access>)>) {
     let upto = path.first().copied().unwrap_or(body.len()).min(body.len());
     col.stmts(&body[..upto], env, guards);
     if path.len() >= 2 && path[1] == usize::MAX {
         let s = &body[path[0]];
+        let (env_here, guards_here) = (env.clone(), guards.clone());
         match &s.kind {
             StmtKind::If { cond, then_branch, .. } => {
                 let g = col.condition(cond, true, env, guards);
                 guards.extend(g);
                 let items: Vec<Stmt> = children(then_branch).cloned().unwrap_or_else(|| vec![(**then_branch).clone()]);
-                context_at(col, &items, &path[2..], env, guards);
+                context_at(col, &items, &path[2..], env, guards, around.as_mut().map(|(t, r, v)| (*t, *r, &mut **v)));
             }
             StmtKind::For(l) => {
                 for n in assigned_scalars(&l.body) {
                     env.insert(n, None);
                 }
-                env.insert(l.var.name.clone(), Some(Poly::var(&l.var.name)));
-                col.context.set_domain(constraints::Var::new(&l.var.name), constraints::Domain::integer());
-                let counter = Poly::var(&l.var.name);
-                if let Some(lo) = col.poly(&l.lo, env, guards) {
+                let name = around.as_ref().map_or_else(|| l.var.name.clone(), |(tag, ..)| crate::names::copy_of(&l.var.name, tag));
+                env.insert(l.var.name.clone(), Some(Poly::var(&name)));
+                col.context.set_domain(constraints::Var::new(&name), constraints::Domain::integer());
+                let counter = Poly::var(&name);
+                if let Some(lo) = col.poly(&l.lo, &env_here, guards) {
                     guards.push(Constraint::ge(&counter, &lo));
                 }
                 if let Some(hi) = col.poly(&l.hi, env, guards) {
                     guards.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
                 }
                 let items: Vec<Stmt> = children(&l.body).cloned().unwrap_or_else(|| vec![(*l.body).clone()]);
-                context_at(col, &items, &path[2..], env, guards);
+                context_at(col, &items, &path[2..], env, guards, around.as_mut().map(|(t, r, v)| (*t, *r, &mut **v)));
             }
             _ => {}
         }
+        // What follows the statement the path entered, with what it assigned unknown.
+        if let Some((_, _, after)) = around {
+            let mut env_after = env_here;
+            for n in assigned_scalars(s) {
+                env_after.insert(n, None);
+            }
+            let before = col.accesses.len();
+            col.stmts(&body[path[0] + 1..], &mut env_after, &guards_here);
+            after.extend(col.accesses.split_off(before));
+        }
+    } else if let Some((_, rest, after)) = around {
+        let mut env_after = env.clone();
+        for n in body.iter().skip(upto).flat_map(assigned_scalars) {
+            env_after.insert(n, None);
+        }
+        let before = col.accesses.len();
+        col.stmts(&body[rest.min(body.len())..], &mut env_after, guards);
+        after.extend(col.accesses.split_off(before));
     }
 }
 
@@ -201,14 +225,31 @@ pub fn reduce_granularity(function: &KernelFunction, kernel: &Kernel, backend: &
     if kernel.grid.is_empty() {
         return Ok(None);
     }
-    let Some(Independent { list_path, last, first, is_loop, count: g_expr, .. }) = independent_work(function, kernel, backend)? else { return Ok(None) };
+    let Some(Independent { list_path, last, first, is_loop, count: g_expr, .. }) = independent_across_threads(function, kernel, backend)? else { return Ok(None) };
     transform(kernel, list_path, last, first, is_loop, g_expr)
 }
 
 /// The thread's work list, found as [`reduce_granularity`] finds it, when its items are
 /// proved independent: no two items touch one element with a write, and no scalar is carried
-/// from one item to the next.
+/// from one item to the next. This is what running the items in another order within the
+/// thread needs (register blocking jams them); [`independent_across_threads`] is what
+/// running them on different threads needs.
 pub(crate) fn independent_work(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Option<Independent>, String> {
+    independent(function, kernel, backend, false)
+}
+
+/// As [`independent_work`], and also safe when each item runs on its own thread, every such
+/// thread running the rest of the body too: the statements before and after the work list
+/// (a local read from an array one item writes: nesterov's `vi = mu * v[i] + gi` before
+/// `v[i] = vi;`, recomputed by the thread of the other item) touch no element another item's
+/// thread writes, and write nothing (every item's thread would write it); and an enclosing
+/// serial loop's iterations are paired at any two counters, since the threads run the loop
+/// apart.
+pub(crate) fn independent_across_threads(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> Result<Option<Independent>, String> {
+    independent(function, kernel, backend, true)
+}
+
+fn independent(function: &KernelFunction, kernel: &Kernel, backend: &Backend, across_threads: bool) -> Result<Option<Independent>, String> {
     let Some(work) = find(&kernel.body, &mut Vec::new(), function) else { return Ok(None) };
     let mut ctx = base_context(function);
     for p in &kernel.params {
@@ -230,54 +271,72 @@ pub(crate) fn independent_work(function: &KernelFunction, kernel: &Kernel, backe
         WorkList::Loop(p) => (p.clone(), 0, true),
         WorkList::Statements(p, f) => (p.clone(), *f, false),
     };
-    // The list containing the work and the statements before it give the context.
     let mut probe = kernel.body.clone();
     let list_path: Vec<usize> = if is_loop { path[..path.len() - 1].to_vec() } else { path.clone() };
     let last = if is_loop { *path.last().unwrap_or(&0) } else { first };
     let mut walk_path = list_path.clone();
     walk_path.push(last);
-    context_at(&mut col, &probe, &walk_path, &mut env, &mut guards);
     let list = list_at(&mut probe, &list_path).clone();
-
-    // Two items of one thread, as access sets.
-    let (items, g_expr): (Vec<(Vec<Access>, Vec<Constraint>)>, Expr) = if is_loop {
+    // The items' copies: the loop's iterations under two tags, or the statements.
+    let tags: Vec<String> = if is_loop { vec!["1".into(), "2".into()] } else { (first..list.len()).map(|k| format!("s{k}")).collect() };
+    if is_loop {
         let StmtKind::For(l) = &list[last].kind else { return Ok(None) };
         if !assigned_scalars(&l.body).iter().all(|n| declared_inside(&l.body, n)) {
             return Ok(None); // a scalar carried between iterations
         }
-        let mut copies = Vec::new();
-        for tag in ["1", "2"] {
+    } else if list[first..].iter().any(|s| !assigned_scalars(s).iter().all(|n| declared_inside(s, n))) {
+        return Ok(None);
+    }
+    // The context (environment, guards) each copy runs in; across threads, one per copy, with
+    // the accesses before and after the work list that copy's thread makes.
+    let rest = if is_loop { last + 1 } else { list.len() };
+    let mut contexts: Vec<(Env, Vec<Constraint>, Vec<Access>)> = Vec::new();
+    if across_threads {
+        for tag in &tags {
+            let (mut env_t, mut guards_t, mut after) = (env.clone(), guards.clone(), Vec::new());
+            let before = col.accesses.len();
+            context_at(&mut col, &kernel.body, &walk_path, &mut env_t, &mut guards_t, Some((tag, rest, &mut after)));
+            let mut outside = col.accesses.split_off(before);
+            outside.extend(after);
+            contexts.push((env_t, guards_t, outside));
+        }
+    } else {
+        context_at(&mut col, &kernel.body, &walk_path, &mut env, &mut guards, None);
+        col.accesses.clear();
+        contexts = vec![(env.clone(), guards.clone(), Vec::new()); tags.len()];
+    }
+
+    // The items' copies, as access sets: the item's own, and what its thread does around it.
+    let mut items: Vec<(Vec<Access>, Vec<Access>)> = Vec::new();
+    let g_expr = if is_loop {
+        let StmtKind::For(l) = &list[last].kind else { return Ok(None) };
+        for (tag, (env_t, guards_t, outside)) in tags.iter().zip(&contexts) {
             let name = crate::names::copy_of(&l.var.name, tag);
-            let mut env_k = env.clone();
+            let mut env_k = env_t.clone();
             env_k.insert(l.var.name.clone(), Some(Poly::var(&name)));
             col.context.set_domain(constraints::Var::new(&name), constraints::Domain::integer());
-            let mut g = guards.clone();
+            let mut g = guards_t.clone();
             let k = Poly::var(&name);
-            if let Some(lo) = col.poly(&l.lo, &env, &guards) {
+            if let Some(lo) = col.poly(&l.lo, env_t, guards_t) {
                 g.push(Constraint::ge(&k, &lo));
             }
-            if let Some(hi) = col.poly(&l.hi, &env, &guards) {
+            if let Some(hi) = col.poly(&l.hi, env_t, guards_t) {
                 g.push(Constraint::lt(&k, &hi));
             }
             let before = col.accesses.len();
             col.stmts(&body_of(&l.body), &mut env_k, &g);
-            copies.push((col.accesses.split_off(before), g));
+            items.push((col.accesses.split_off(before), outside.clone()));
         }
         let trip = e(ExprKind::Binary(BinOp::Sub, Box::new(l.hi.clone()), Box::new(l.lo.clone())));
-        let trip = if matches!(l.lo.kind, ExprKind::Int(0)) { l.hi.clone() } else { trip };
-        (copies, trip)
+        if matches!(l.lo.kind, ExprKind::Int(0)) { l.hi.clone() } else { trip }
     } else {
-        let mut copies = Vec::new();
-        for s in &list[first..] {
+        for (s, (env_t, guards_t, outside)) in list[first..].iter().zip(&contexts) {
             let before = col.accesses.len();
-            let mut env_s = env.clone();
-            col.stmts(std::slice::from_ref(s), &mut env_s, &guards);
-            copies.push((col.accesses.split_off(before), guards.clone()));
+            let mut env_s = env_t.clone();
+            col.stmts(std::slice::from_ref(s), &mut env_s, guards_t);
+            items.push((col.accesses.split_off(before), outside.clone()));
         }
-        if list[first..].iter().any(|s| !assigned_scalars(s).iter().all(|n| declared_inside(s, n))) {
-            return Ok(None);
-        }
-        (copies, e(ExprKind::Int((list.len() - first) as i64)))
+        e(ExprKind::Int((list.len() - first) as i64))
     };
     // Loop copies must be distinct iterations.
     let distinct: Vec<Constraint> = match &work {
@@ -287,16 +346,17 @@ pub(crate) fn independent_work(function: &KernelFunction, kernel: &Kernel, backe
         }
         _ => Vec::new(),
     };
-    for (i, (a_set, _)) in items.iter().enumerate() {
-        for (j, (b_set, _)) in items.iter().enumerate() {
-            if i == j && !is_loop || (is_loop && i >= j) {
-                continue;
-            }
-            for a in a_set {
-                for b in b_set {
-                    if may_collide(backend, &col.context, a, b, &distinct) != Some(false) {
-                        return Ok(None);
-                    }
+    // Every pair of copies (the test is symmetric): the items, and across threads what each
+    // copy's thread does around its item against everything the other's does.
+    for i in 0..items.len() {
+        for j in i + 1..items.len() {
+            let (own_i, outside_i) = &items[i];
+            let (own_j, outside_j) = &items[j];
+            let pairs = own_i.iter().flat_map(|a| own_j.iter().map(move |b| (a, b)));
+            let around = outside_i.iter().flat_map(|a| own_j.iter().chain(outside_j).map(move |b| (a, b))).chain(own_i.iter().flat_map(|a| outside_j.iter().map(move |b| (a, b))));
+            for (a, b) in pairs.chain(around) {
+                if may_collide(backend, &col.context, a, b, &distinct) != Some(false) {
+                    return Ok(None);
                 }
             }
         }
