@@ -382,7 +382,9 @@ fn json_summary(output: &Path, trees: &[(&crate::frontend::model::KernelFunction
             })
         })
         .collect();
-    let names: Vec<&String> = files.keys().collect();
+    // Every file written, the manifest `write_dir` adds among them.
+    let mut names: Vec<&str> = files.keys().map(String::as_str).chain(std::iter::once(crate::output::manifest::MANIFEST)).collect();
+    names.sort_unstable();
     serde_json::json!({"output": command::shown(output), "schedules": schedules, "files": names})
 }
 

@@ -448,16 +448,48 @@ fn emit_global(out: &mut String, kernel: &Kernel) -> Result<(), String> {
 /// The body without declarations of locals nothing reads, removed until none is left (a
 /// strategy can leave them: caching turns `a[p1]` into a tile access and leaves `int p1 = p +
 /// 1;`), so nvcc has no unused variable to warn about. A declaration's scope is the rest of its
-/// block; a name read anywhere there (even by a nested declaration of the same name) keeps it.
-/// Initialisers have no side effects (the language has none in expressions), so the code that
-/// runs is the same; the kernel form itself (what the verifier runs) is left as it is.
+/// block up to a redeclaration of its name; a read of a nested declaration of the same name (a
+/// write-back's block re-declaring the body's locals) does not keep it. Initialisers have no
+/// side effects (the language has none in expressions), so the code that runs is the same; the
+/// kernel form itself (what the verifier runs) is left as it is.
 fn without_unused_locals(body: &[Stmt]) -> Vec<Stmt> {
-    fn reads(stmts: &[Stmt], name: &str) -> bool {
+    fn expr_reads(e: &Expr, name: &str) -> bool {
         let mut found = false;
-        for s in stmts {
-            crate::strategy::walk::walk_exprs(s, &mut |e| found |= matches!(&e.kind, ExprKind::Var(v) if v == name));
-        }
+        walk_expr(e, &mut |x| found |= matches!(&x.kind, ExprKind::Var(v) if v == name));
         found
+    }
+    /// Whether the statements of one block read this declaration of `name` (the scan stops
+    /// where the block declares the name again).
+    fn reads(stmts: &[Stmt], name: &str) -> bool {
+        for s in stmts {
+            if let StmtKind::Decl { vars, .. } = &s.kind {
+                for d in vars {
+                    if expr_reads(&d.init, name) {
+                        return true;
+                    }
+                    if d.name.name == name {
+                        return false;
+                    }
+                }
+            } else if stmt_reads(s, name) {
+                return true;
+            }
+        }
+        false
+    }
+    fn stmt_reads(s: &Stmt, name: &str) -> bool {
+        match &s.kind {
+            StmtKind::Block(items) => reads(items, name),
+            StmtKind::Decl { .. } => reads(std::slice::from_ref(s), name),
+            StmtKind::If { cond, then_branch, else_branch } => expr_reads(cond, name) || stmt_reads(then_branch, name) || else_branch.as_ref().is_some_and(|e| stmt_reads(e, name)),
+            // The loop's counter is declared by the loop: it hides `name` in the bound and body.
+            StmtKind::For(l) | StmtKind::MetaFor(l) => expr_reads(&l.lo, name) || (l.var.name != name && (expr_reads(&l.hi, name) || stmt_reads(&l.body, name))),
+            StmtKind::Assign { target, value, .. } => expr_reads(target, name) || expr_reads(value, name),
+            StmtKind::Assume(e) | StmtKind::Assert(e) => expr_reads(e, name),
+            StmtKind::Empty | StmtKind::Barrier => false,
+            // Not in kernel forms; taken as reading every name, to be safe.
+            StmtKind::LocalArray { .. } | StmtKind::MetaSchedule { .. } => true,
+        }
     }
     fn prune_block(items: &mut Vec<Stmt>, removed: &mut bool) {
         items.iter_mut().for_each(|x| prune_inside(x, removed));

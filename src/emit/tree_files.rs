@@ -89,6 +89,38 @@ pub struct Generated {
     pub text: String,
 }
 
+/// The leaf header's strategies: those the code has, and apart those its path applied and a
+/// later refusal undid (tiles cached then dropped), so that the line describes the code rather
+/// than read as a contradiction ("cache in shared memory, ..., do not cache in shared memory").
+fn strategies_line(applied: &[crate::tree::Strategy]) -> String {
+    use crate::tree::Strategy as S;
+    let undone_by = |later: S| -> &'static [S] {
+        match later {
+            // Without tiles, their padding choices mean nothing either.
+            S::DropCaching => &[S::CacheInSharedMemory, S::PadSharedRows, S::UnpadColumns],
+            S::DropBlockReduce => &[S::BlockReduce],
+            _ => &[],
+        }
+    };
+    let mut kept: Vec<S> = Vec::new();
+    let mut undone: Vec<S> = Vec::new();
+    for &s in applied {
+        let cancels = undone_by(s);
+        if !cancels.is_empty() {
+            undone.extend(kept.iter().copied().filter(|k| cancels.contains(k)));
+            kept.retain(|k| !cancels.contains(k));
+            continue;
+        }
+        kept.push(s);
+    }
+    let names = |v: &[S]| v.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ");
+    let mut line = format!("Strategies applied: {}.", if kept.is_empty() { "none".to_string() } else { names(&kept) });
+    if !undone.is_empty() {
+        let _ = write!(line, " Applied on this path and undone by a later refusal: {}.", names(&undone));
+    }
+    line
+}
+
 fn kind_name(k: &NodeKind) -> String {
     match k {
         NodeKind::Inner => "inner".into(),
@@ -251,7 +283,7 @@ fn kernels_and_yaml<R>(source: &str, trees: &[(&KernelFunction, Tree)], emit_cud
                         if !sharing.is_empty() {
                             header.push(format!("The same code also runs for {} {} (regions in tree.yaml).", if sharing.len() == 1 { "leaf" } else { "leaves" }, sharing.join(", ")));
                         }
-                        header.push(format!("Strategies applied: {}.", if n.applied.is_empty() { "none".to_string() } else { n.applied.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ") }));
+                        header.push(strategies_line(&n.applied));
                         pending.push((file.clone(), function, code, header));
                     }
                     (Some(file), Some(name))
@@ -359,3 +391,21 @@ fn render_text(tree: &Tree, by_code: &LeafGroups, out: &mut String) {
     walk(tree, by_code, 0, "", out);
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::strategies_line;
+    use crate::tree::Strategy as S;
+
+    #[test]
+    fn a_strategy_a_later_refusal_undid_is_not_listed_as_applied() {
+        let line = strategies_line(&[S::CacheInSharedMemory, S::EliminateCommonSubexpressions, S::PadSharedRows, S::DropCaching, S::Merge]);
+        assert_eq!(
+            line,
+            "Strategies applied: common sub-expression elimination, merge two grid-x iterations per block. Applied on this path and undone by a later refusal: cache in shared memory, pad shared tiles' rows by one element."
+        );
+        assert_eq!(strategies_line(&[]), "Strategies applied: none.");
+        assert_eq!(strategies_line(&[S::BlockReduce, S::DropBlockReduce]), "Strategies applied: none. Applied on this path and undone by a later refusal: reduce in the block first (a tree in shared memory, one atomic add per block).");
+        assert_eq!(strategies_line(&[S::CacheInSharedMemory, S::Unroll]), "Strategies applied: cache in shared memory, unroll the innermost serial loop by 4.");
+    }
+}

@@ -90,7 +90,8 @@ pub struct Config {
 pub struct Tuned {
     pub schedule: String,
     pub device: String,
-    /// How each parameter was enumerated: `fixed`, `range`, `block size`, `granularity`, `space`.
+    /// How each parameter was enumerated: `fixed`, `range`, `block size`, `granularity`,
+    /// `not read by this schedule`, `space`.
     pub enumeration: BTreeMap<String, String>,
     /// Where the registers come from: `ptxas sm_XX` (the compiled leaves, as the dispatcher
     /// reads them) or `estimate (...why...)`.
@@ -220,6 +221,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let dispatcher = Dispatcher::new(function, tree)?;
     check_request(function, request)?;
     let block_vars: BTreeSet<String> = tree.nodes[0].code.block.iter().flat_map(|p| p.vars()).map(|v| v.name().to_string()).collect();
+    let read = parameters_read(function, tree);
     let mut enumeration = BTreeMap::new();
     let mut domains = Vec::new();
     for p in &dispatcher.params {
@@ -229,6 +231,10 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             ("range", v.clone())
         } else if block_vars.contains(p) {
             ("block size", block_candidates(device))
+        } else if !read.contains(p) {
+            // Another schedule's parameter (its block size, say): enumerated so that facts
+            // relating it to others can hold, then folded into the configurations listed.
+            ("not read by this schedule", GRANULARITY_CANDIDATES.to_vec())
         } else {
             ("granularity", GRANULARITY_CANDIDATES.to_vec())
         };
@@ -306,7 +312,6 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let mut unresident = 0;
     // Configurations that differ only in parameters this schedule never reads are one
     // configuration: the first (in enumeration order) stands for them.
-    let read = parameters_read(function, tree);
     let mut seen_read: BTreeSet<Vec<i64>> = BTreeSet::new();
     let mut unread = 0;
     for (i, &leaf) in chosen.iter().enumerate() {

@@ -308,3 +308,47 @@ fn programs_that_compute_in_long_get_long_tile_corners_and_merged_blocks() {
     assert!(texts(&out).iter().any(|(_, t)| t.contains("int metafork_g0 = (int)blockIdx.x * B")), "the int program's tiles narrowed");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A cached array written back through locals the body also declares (`nxt`, the plane the
+/// step writes): the compute phase's copy of `nxt`, which nothing reads there once the store
+/// goes to the tile, is not emitted (it was kept because the write-back block re-declares and
+/// reads its own `nxt`), and a leaf whose tiles a refusal dropped does not list caching among
+/// its strategies.
+#[test]
+fn a_local_only_the_write_back_reads_is_not_left_unused_in_the_compute_phase() {
+    let src = "void leap(int N, int T, int B, double c2, double u[3][N]) {
+  assume(N >= 3 && T >= 1 && B >= 1);
+  int g = (N + B - 1) / B;
+  for (int t = 0; t < T; t++) {
+    meta_schedule cache(u) {
+      meta_for (int b = 0; b < g; b++)
+        meta_for (int tt = 0; tt < B; tt++) {
+          int i = b * B + tt;
+          int cur = (t + 1) % 3;
+          int prv = t % 3;
+          int nxt = (t + 2) % 3;
+          if (i >= 1 && i < N - 1)
+            u[nxt][i] = 2.0 * u[cur][i] - u[prv][i] + c2 * (u[cur][i - 1] - 2.0 * u[cur][i] + u[cur][i + 1]);
+        }
+    }
+  }
+}
+";
+    let (dir, out) = crate::common::gen_and_verify("caching-write-back-locals", "leap.mf", src);
+    let leaves = crate::common::cu_files(&out, "_leaf");
+    let texts: Vec<String> = leaves.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+    let cached: Vec<&String> = texts.iter().filter(|t| t.contains("u_tile2[")).collect();
+    assert!(!cached.is_empty(), "no leaf writes through a tile");
+    for t in &cached {
+        // One declaration of `nxt`: the write-back's.
+        assert_eq!(t.matches("int nxt = ").count(), 1, "{t}");
+    }
+    for t in &texts {
+        let line = t.lines().find(|l| l.starts_with("// Strategies applied:")).unwrap();
+        let applied = line.split(". Applied on this path").next().unwrap();
+        assert!(!(applied.contains("cache in shared memory") && applied.contains("do not cache")), "{line}");
+        assert_eq!(applied.contains("cache in shared memory"), t.contains("metafork_shared[]"), "{line}");
+    }
+    crate::common::assert_nvcc_compiles(&dir, &leaves);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -265,9 +265,12 @@ fn devices_gen_and_verify_speak_json() {
     written.sort();
     assert!(summary["files"].as_array().unwrap().iter().any(|f| f == "metafork_run_saxpy.cu"), "the host driver is among the files");
     assert_eq!(kernels, written, "the summary's kernels are the files written");
-    for f in summary["files"].as_array().unwrap() {
-        assert!(target.join(f.as_str().unwrap()).is_file(), "{f}");
-    }
+    // The files listed are exactly the files written, the manifest among them.
+    let listed: Vec<&str> = summary["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let mut on_disk: Vec<String> = std::fs::read_dir(&target).unwrap().map(|e| e.unwrap()).filter(|e| e.file_type().unwrap().is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    on_disk.sort();
+    assert_eq!(listed, on_disk, "the summary lists every file written, in order");
+    assert!(listed.contains(&"manifest.json"), "{listed:?}");
     let out = metafork(&["verify", "--json", target.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let verdicts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();

@@ -836,6 +836,10 @@ fn parameters_a_schedule_does_not_read_are_not_enumerated_for_it() {
     let table = metafork(&dir, &["tune", "two.mf", "--device", "h100", "--size", "N=100000", "--schedule", "two_0", "--estimates"]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("more differ from a listed one only in parameters schedule `two_0` does not read: not listed"), "{table}");
+    // The heading says what `G` is to this schedule, not that it is its granularity.
+    assert!(table.contains("G (not read by this schedule)") && !table.contains("G (granularity)"), "{table}");
+    let table = metafork(&dir, &["tune", "two.mf", "--device", "h100", "--size", "N=100000", "--schedule", "two_1", "--estimates"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("G (granularity)"), "{}", String::from_utf8_lossy(&table.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
