@@ -7,7 +7,7 @@
 //! packed without padding (so the launch asks for exactly the shared-memory counter). The
 //! launch wrapper takes the function's parameters and the host loop counters, computes the
 //! derived scalars, the grid, the block and the dynamic shared memory, launches nothing when the
-//! grid is empty (as the serial loops would run no iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
+//! grid or the block is empty (as the serial loops would run no iteration), and returns `cudaErrorInvalidConfiguration` for a grid the device cannot take.
 //! Two host helpers follow, for the dispatch code: the compiled kernel's attributes and
 //! opting into large dynamic shared memory.
 
@@ -676,8 +676,10 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     for (i, d) in dims.iter().enumerate() {
         let _ = writeln!(out, "  long metafork_grid_{d} = {}, metafork_block_{d} = {};", grid[i], block[i]);
     }
-    let _ = writeln!(out, "  if (metafork_grid_x <= 0 || metafork_grid_y <= 0 || metafork_grid_z <= 0) return cudaSuccess;  // no iteration to run");
-    let _ = writeln!(out, "  if (metafork_grid_x > 2147483647L || metafork_grid_y > 65535 || metafork_grid_z > 65535 || metafork_block_x <= 0 || metafork_block_y <= 0 || metafork_block_z <= 0)");
+    // An empty grid or block (a block loop from 1 to `B` at `B == 1`) is a nest the serial
+    // loops run no iteration of.
+    let _ = writeln!(out, "  if (metafork_grid_x <= 0 || metafork_grid_y <= 0 || metafork_grid_z <= 0 || metafork_block_x <= 0 || metafork_block_y <= 0 || metafork_block_z <= 0) return cudaSuccess;  // no iteration to run");
+    let _ = writeln!(out, "  if (metafork_grid_x > 2147483647L || metafork_grid_y > 65535 || metafork_grid_z > 65535)");
     let _ = writeln!(out, "    return cudaErrorInvalidConfiguration;");
     for (a, b) in restrict_pairs(kernel) {
         let (na, nb) = (c_ident(&a.name), c_ident(&b.name));

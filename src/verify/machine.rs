@@ -733,13 +733,10 @@ fn launch(host: &Code, site: &LaunchSite, host_slots: &[Value], globals: &mut [B
     let mut bdim = [1i64; 3];
     for (d, b) in k.kernel.block.iter().enumerate() {
         bdim[d] = eval_poly(b, &point, "the block extent")?;
-        if bdim[d] < 1 {
-            return Err(Fault::Error(format!("the block extent `{b}` is {} here", bdim[d])));
-        }
     }
     stats.launches += 1;
-    if gdim.iter().any(|g| *g <= 0) {
-        return Ok(()); // an empty grid: no work, as the serial loops do none
+    if gdim.iter().chain(&bdim).any(|g| *g <= 0) {
+        return Ok(()); // an empty grid or block: no work, as the serial loops do none (the launch returns success)
     }
     let threads = (bdim[0] * bdim[1] * bdim[2]) as usize;
     // The kernel's arrays: globals by name, then the shared ones (per block).

@@ -1394,3 +1394,31 @@ fn neighbours_past_a_border_test_written_with_equalities_are_proved() {
     let (f, tree) = tree_of(&src(""));
     caught(&f, &tree, &first_leaf(&tree), "out of bounds");
 }
+
+/// A block loop from 1 (`meta_for (c = 1; c < B)`) at `B == 1` has an empty block, where the
+/// serial program does nothing: the launch returns success without launching, as for an empty
+/// grid, and `verify` runs that point as no work (it stopped there, "the block extent `B - 1`
+/// is 0 here", and left every leaf unverified; the launch returned
+/// `cudaErrorInvalidConfiguration`).
+#[test]
+fn an_empty_block_is_no_work_like_an_empty_grid() {
+    let src = "void from1(int N, int B, float o[N][N]) {
+  assume(N >= 1 && B >= 1);
+  int g = (N + B - 1) / B;
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int c = 1; c < B; c++) {
+        int r = v * B + c;
+        if (r < N) o[r][0] = 1.0f;
+      }
+  }
+}
+";
+    let (dir, out) = crate::common::gen_and_verify("verify-empty-block", "from1.mf", src);
+    for leaf in crate::common::cu_files(&out, "_leaf") {
+        let text = std::fs::read_to_string(&leaf).unwrap();
+        assert!(text.contains("metafork_block_x <= 0 || metafork_block_y <= 0 || metafork_block_z <= 0) return cudaSuccess;"), "{text}");
+        assert!(!text.contains("metafork_block_x <= 0 || metafork_block_y <= 0 || metafork_block_z <= 0)\n    return cudaErrorInvalidConfiguration"), "{text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
