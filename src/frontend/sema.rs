@@ -720,6 +720,20 @@ impl Checker<'_> {
             s = after_group1;
         }
         let innermost = s;
+        // A `meta_for` in a block beside other statements (`meta_for (v ...) { float z = 2;
+        // meta_for (u ...) ... }`): the nest is not perfect. Say so at the statement in the
+        // way, rather than that no loop has a program-parameter extent.
+        if let StmtKind::Block(items) = &innermost.kind {
+            if let Some(inner) = items.iter().find_map(|x| if let StmtKind::MetaFor(l) = &x.kind { Some(l) } else { None }) {
+                let outer = group2.last().or(between.last()).or(group1.last()).map_or(String::new(), |l| l.var.name.clone());
+                let in_way = items.iter().find(|x| !matches!(x.kind, StmtKind::MetaFor(_) | StmtKind::Empty)).unwrap_or(innermost);
+                self.diags.push(
+                    Diagnostic::new(in_way.span, format!("`meta_for` loop `{}` is not perfectly nested in `{outer}`: a statement stands between them", inner.var.name), "statement between the loops")
+                        .with_note("the `meta_for` loops of a schedule (and serial loops between its grid and block groups) nest directly; move this statement into the innermost loop's body"),
+                );
+                return None;
+            }
+        }
         let split_by_tool = group2.is_empty();
         let (grid, block): (Vec<&ForLoop>, Vec<&ForLoop>) = if split_by_tool {
             let k = self.block_suffix(&group1);
@@ -737,7 +751,11 @@ impl Checker<'_> {
                 let bound = if reads(&l.hi, outer) { &l.hi } else { &l.lo };
                 self.diags.push(
                     Diagnostic::new(bound.span, format!("the bounds of `meta_for` loop `{}` use `{outer}`, the counter of an enclosing `meta_for`", l.var.name), "a thread block's size must be known before the launch")
-                        .with_note(format!("loop over the whole block (`{} < B`, a program parameter) and guard the body with the condition instead (`if (i < N)`)", l.var.name)),
+                        .with_note({
+                            // The guard is the loop's own bound, as written.
+                            let guard = if reads(&l.hi, outer) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
+                            format!("loop over the whole block (`{} < B`, a program parameter) and guard the body with the bound instead (`if ({guard})`)", l.var.name)
+                        }),
                 );
                 return None;
             }
