@@ -47,6 +47,13 @@
 //! backward, RMSProp, a 1-D leapfrog wave, upwind advection, a variable-coefficient 3-D
 //! diffusion, Coulomb sums, an RBF Gram matrix, pairwise distances, log-sum-exp, a census
 //! transform, a bilateral filter, popcount, Collatz, modular exponentiation on `long` and others.
+//! `examples/heldout-9/` (report-12, 2026-12-04, forty-sixth session): twenty-four more by a
+//! helper who read only the language document and `--help`, while no register rule changed: a
+//! cached GEMM and batched transpose, covariance in two kernels, lower SYRK, a rank-2 update,
+//! FDTD-2D, 3-D heat in two phases, a cached 5-point Jacobi, erosion, Bayer demosaicing,
+//! attention context, L2 and average pooling (backward), batch-norm statistics, embeddings,
+//! SiLU backward, a Nesterov step, Lennard-Jones forces, an Ising field, Kahan row sums, 64-bit
+//! LCGs and parity, and byte run and delta coding.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -73,7 +80,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 12] = [
+const PARTS: [(&str, &[&str]); 13] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
@@ -86,6 +93,7 @@ const PARTS: [(&str, &[&str]); 12] = [
     ("report-9", &["examples/heldout-6"]),
     ("report-10", &["examples/heldout-7"]),
     ("report-11", &["examples/heldout-8"]),
+    ("report-12", &["examples/heldout-9"]),
 ];
 
 struct Row {
