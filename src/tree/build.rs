@@ -571,6 +571,13 @@ impl Builder<'_> {
             return self.expand_contention(id);
         }
         let value = self.nodes[id].counters.value(counter);
+        // A constant the root's `1 <= limit` already admits (no shared memory: 0 bytes) forks
+        // nothing: the accept side adds nothing and the refusal is infeasible. It was a node
+        // with one child, `accept 0 <= Z_B`, on every path of a code without tiles.
+        if value.as_constant().is_some_and(|c| c <= constraints::Rational::from_integer(1.into())) {
+            self.nodes[id].counters_left.remove(0);
+            return self.expand(id);
+        }
         let limit = self.limit(counter);
         if matches!(counter, Counter::Registers | Counter::RegistersPerBlock) {
             self.count_refusals_ahead(id);

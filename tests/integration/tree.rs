@@ -28,6 +28,14 @@ fn leaves_are_consistent_and_the_height_is_bounded() {
                 assert!(!leaf.decisions.is_empty(), "{path}: leaf {} records no decision", leaf.id);
                 assert!(!leaf.unknown, "{path}: leaf {} rests on an unknown answer", leaf.id);
             }
+            // No resource fork on a constant the root's `1 <= limit` admits (a code without
+            // tiles forked `accept 0 <= Z_B` on every path, a node with one child).
+            for n in &tree.nodes {
+                for e in n.children.iter().filter(|e| matches!(e.counter, Counter::SharedMemory | Counter::Registers | Counter::ThreadsPerBlock | Counter::RegistersPerBlock) && e.kind == "accept") {
+                    let value = n.counters.value(e.counter);
+                    assert!(value.as_constant().is_none_or(|c| c > q(1)), "{path}: node {} forks on {} = {value}, which every device admits", n.id, e.counter.name());
+                }
+            }
             // No fork is left whose two sides split its region and run one code (issue 25).
             for fork in tree.nodes.iter().filter(|n| n.children.len() == 2) {
                 let (a, b) = (&fork.children[0], &fork.children[1]);
