@@ -593,7 +593,7 @@ impl<'b> Collector<'b> {
         r
     }
 
-    fn expr_accesses(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) {
+    pub(crate) fn expr_accesses(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) {
         match &e.kind {
             ExprKind::Index { array, indices } => {
                 for i in indices {
@@ -706,15 +706,30 @@ impl<'b> Collector<'b> {
                 // A bound chosen by a condition (`c ? a : b`) is either value here, whatever
                 // `c`: the body's guards are then not exact.
                 let mut exact = true;
-                match self.poly(&l.lo, env, guards) {
+                // The bounds' reads (`k < cnt[p]`): the lower bound once, before the loop; the
+                // upper one before every iteration and at the exit, with the counter at lo or
+                // beyond and the body's scalars as they vary.
+                self.expr_accesses(&l.lo, env, guards);
+                let lo_poly = self.poly(&l.lo, env, guards);
+                let mut from_lo = guards.to_vec();
+                if let Some(lo) = &lo_poly {
+                    from_lo.push(Constraint::ge(&counter, lo));
+                }
+                // In a loop that passes barriers that read recurs at every phase: none in particular.
+                let passes_barriers = !barrier_count(&l.body).is_some_and(|k| k.is_zero());
+                let phase = if passes_barriers { self.phase.take() } else { self.phase.clone() };
+                self.expr_accesses(&l.hi, &inner, &from_lo);
+                self.phase = phase;
+                // A bound not modelled (`k < min(m[i], 64)` where the body writes `m[i]`) leaves
+                // the body's guards without it: weaker, so not exact (a witness there may not be
+                // reachable; it was reported as a definite out-of-bounds read of `w[k]`).
+                match lo_poly {
                     Some(lo) if !self.names_conditional_choice(&lo) => g.push(Constraint::ge(&counter, &lo)),
-                    Some(_) => exact = false,
-                    None => {}
+                    _ => exact = false,
                 }
                 match self.poly(&l.hi, env, guards) {
                     Some(hi) if !self.names_conditional_choice(&hi) => g.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) }),
-                    Some(_) => exact = false,
-                    None => {}
+                    _ => exact = false,
                 }
                 let per_iteration = barrier_count(&l.body);
                 if per_iteration.as_ref().is_some_and(|k| k.is_zero()) {

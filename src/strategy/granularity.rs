@@ -152,9 +152,12 @@ fn context_at(col: &mut Collector, body: &[Stmt], path: &[usize], env: &mut Env,
                 env.insert(l.var.name.clone(), Some(Poly::var(&name)));
                 col.context.set_domain(constraints::Var::new(&name), constraints::Domain::integer());
                 let counter = Poly::var(&name);
+                // The bounds' reads (`k < cnt[p]`), which the item's thread makes around it.
+                col.expr_accesses(&l.lo, &env_here, guards);
                 if let Some(lo) = col.poly(&l.lo, &env_here, guards) {
                     guards.push(Constraint::ge(&counter, &lo));
                 }
+                col.expr_accesses(&l.hi, env, guards);
                 if let Some(hi) = col.poly(&l.hi, env, guards) {
                     guards.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) });
                 }

@@ -352,3 +352,19 @@ fn a_local_only_the_write_back_reads_is_not_left_unused_in_the_compute_phase() {
     crate::common::assert_nvcc_compiles(&dir, &leaves);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A cached subscript dividing a value of either sign (`(u - 1) % 4`, which C rounds toward
+/// zero): the tile's index has no expression for the model's truncated division, and `gen`
+/// failed with "cannot lower to LLVM IR: unknown variable `$aux_tr...`", no place given. The
+/// cache is now refused with a located warning naming the subscript, and the leaves are proved.
+#[test]
+fn a_cached_subscript_dividing_a_signed_value_is_refused_with_a_warning() {
+    let dir = crate::common::scratch("cache-signed-division");
+    std::fs::write(dir.join("neg.mf"), "void neg(int N, int B, const float a[N + 4], float b[N]) {\n  assume(N >= 1 && B >= 1);\n  int dim = N / B;\n  meta_schedule cache(a) {\n    meta_for (int v = 0; v < dim; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        b[i] = a[(u - 1) % 4 + 3];\n      }\n  }\n}\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).current_dir(&dir).args(["gen", "--emit-cuda", "--verify", "neg.mf", "-o", "out"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}{}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.contains("neg.mf:4:3: warning") && err.contains("`cache(a)` is not applied: subscript 1 of `a[(u - 1) % 4 + 3]` divides a value that may be negative"), "{err}");
+    assert!(!err.contains("$aux"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1422,3 +1422,98 @@ fn an_empty_block_is_no_work_like_an_empty_grid() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Arrays read in a serial loop's bounds (`r < cnt[p]`, `k < min(m[i], 64)`) are reads: the
+/// access model left them out, so granularity reduction split a write and the loop whose bound
+/// reads it over two blocks (a race), register blocking moved the next item's write before the
+/// bound's read, and caching left the bound reading global memory under the tile's new value
+/// (a mismatch). A helper's programs, each race-free as written: every leaf is proved. A bound
+/// the model cannot follow (the body writes `m[i]`) leaves the guards inexact: `w[k]` is
+/// "possibly" out of bounds, unverified, no longer a definite defect.
+#[test]
+fn arrays_read_by_loop_bounds_are_accesses() {
+    crate::common::gen_and_verify("loop-bound-p116", "p116_gran_loopbound.mf", "void p116_gran_loopbound(int N, int B, int m[N], const float w[64], float y[N]) {
+  assume(N >= 1 && B >= 1);
+  int dim = N / B;
+  meta_schedule {
+    meta_for (int v = 0; v < dim; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        for (int k = 0; k < min(m[i], 64); k++) {
+          m[i] = m[i] - 1;
+          y[i] += w[min(k, 63)];
+        }
+      }
+  }
+}
+");
+    crate::common::gen_and_verify("loop-bound-p119", "p119_stmt_loopbound.mf", "void p119_stmt_loopbound(int N, int B0, int B1, const int a[N][N], int c[N][N]) {
+  assume(N >= 1 && B0 >= 1 && B1 >= 1);
+  int dim0 = N / B0, dim1 = N / (2 * B1);
+  meta_schedule {
+    meta_for (int v = 0; v < dim0; v++)
+      meta_for (int p = 0; p < dim1; p++)
+        meta_for (int u = 0; u < B0; u++)
+          meta_for (int q = 0; q < B1; q++) {
+            int i = v * B0 + u;
+            int j = p * B1 + q;
+            if (i < N && j < N / 2) {
+              c[i][j] = a[i][j] % 5;
+              for (int r = 0; r < c[i][j]; r++)
+                c[i][j + N / 2] += a[i][j + N / 2];
+            }
+          }
+  }
+}
+");
+    crate::common::gen_and_verify("loop-bound-p121", "p121_jam_war_bound.mf", "void p121_jam_war_bound(int N, int B, int s, const int a[N], int b[N], int cnt[N]) {
+  assume(N >= 1 && B >= 1 && s >= 1);
+  int dim = N / (B * s);
+  meta_schedule {
+    meta_for (int v = 0; v < dim; v++)
+      meta_for (int u = 0; u < B; u++)
+        for (int k = 0; k < s; k++) {
+          int p = v * s * B + k * B + u;
+          int nxt = k + 1 < s ? p + B : p;
+          cnt[p] = a[p] % 4;
+          for (int r = 0; r < cnt[nxt]; r++)
+            b[p] += a[p] + r;
+        }
+  }
+}
+");
+    crate::common::gen_and_verify("loop-bound-p123", "p123_cache_bound.mf", "void p123_cache_bound(int N, int B, const int a[N], int b[N], int cnt[N]) {
+  assume(N >= 2 && B >= 1);
+  int dim = (N - 1) / B;
+  meta_schedule cache(a, cnt) {
+    meta_for (int v = 0; v < dim; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int p = v * B + u;
+        cnt[p] = (a[p] + a[p + 1]) % 4;
+        for (int r = 0; r < cnt[p]; r++)
+          b[p] += a[p] + r;
+      }
+  }
+}
+");
+    let dir = crate::common::scratch("loop-bound-p113");
+    std::fs::write(dir.join("p113.mf"), "void p113_bound_min_modified(int N, int B, int m[N], const float w[64], float y[N]) {
+  assume(N >= 1 && B >= 1);
+  int dim = N / B;
+  meta_schedule {
+    meta_for (int v = 0; v < dim; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        for (int k = 0; k < min(m[i], 64); k++) {
+          m[i] = m[i] - 1;
+          y[i] += w[k];
+        }
+      }
+  }
+}
+").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).current_dir(&dir).args(["gen", "--emit-cuda", "--verify", "p113.mf", "-o", "out"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "unverified, not a defect:\n{text}");
+    assert!(!text.contains("DEFECT") && text.contains("possible out of bounds"), "{text}");
+}

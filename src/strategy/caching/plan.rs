@@ -163,6 +163,12 @@ impl Frame<'_> {
                     // The access as the program writes it: the subscript's polynomial may hold
                     // the model's own names (a quotient's `$aux_q...`).
                     let written = accesses.iter().find(|a| a.span == *span).map_or_else(|| format!("`{array}`"), |a| format!("`{}`", a.text));
+                    // A division of a value of either sign (C's, truncated toward zero) is a
+                    // pair of model names the staged code has no expression for.
+                    let truncated = |v: &constraints::Var| v.name().starts_with(crate::access::AUX_TRUNCATED_QUOTIENT) || v.name().starts_with(crate::access::AUX_TRUNCATED_REMAINDER);
+                    if parts[d].vars().iter().any(truncated) || base[d].vars().iter().any(truncated) {
+                        return Err(format!("subscript {} of {written} divides a value that may be negative (C rounds it toward zero), which a tile's index cannot follow", d + 1));
+                    }
                     let (l, h) = local.range(&parts[d], guards, ctx, self).ok_or_else(|| format!("the range over a block of subscript {} of {written} is not known", d + 1))?;
                     lo[d] = Some(match lo[d].take() {
                         None => l,
