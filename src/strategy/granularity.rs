@@ -9,10 +9,13 @@
 //! original block.
 //!
 //! Safety: before, a thread ran its items in order; after, different threads run them in any
-//! order. That is the same program exactly when no two items of one thread touch the same
-//! element with a write. The strategy asks Z3 for two such items (the access model, with the
-//! loop counter renamed per item and the path guards) and applies only when that is unsat.
-//! Scalars carried from one item to the next (`acc += ...` declared outside) also refuse it.
+//! order, each also running the rest of the body (the statements before and after the work
+//! list, and the bounds of the loops around it). That is the same program exactly when no two
+//! items of one thread touch the same element with a write, the rest of the body touches no
+//! element another item writes, and writes nothing. The strategy asks Z3 for such a pair (the
+//! access model, with the loop counter, and any enclosing serial loop's, renamed per item, and
+//! the path guards) and applies only when every query is unsat. Scalars carried from one item
+//! to the next (`acc += ...` declared outside) also refuse it.
 
 use super::base_context;
 use crate::access::{assigned_scalars, may_collide, Access, Collector, Env};
