@@ -5,6 +5,7 @@
 //! [`model::CheckedProgram`]. No input makes any stage panic or loop forever.
 
 pub mod ast;
+pub mod boxed;
 pub mod diag;
 pub mod host_names;
 pub mod host_statements;

@@ -552,9 +552,6 @@ impl Parser {
                 ))
             }
         };
-        if meta && inclusive {
-            return Err(self.error_here("`meta_for` loops must use `<` in their condition", "expected `<`"));
-        }
         self.bump();
         let hi = self.expr()?;
         // `k < a && k <= b` parses as a bound that names the counter: say what to write.
@@ -572,6 +569,13 @@ impl Parser {
         let step = self.for_step(&var, meta)?;
         self.expect(")", &format!("to close the `{kw}` header"))?;
         let body = Box::new(self.stmt()?);
+        // A `meta_for` runs `lo <= v < hi`: `v <= b` is `v < b + 1` (a grid or block has an
+        // extent, not a last index).
+        if meta && inclusive {
+            let span = hi.span;
+            let hi = Expr::new(ExprKind::Binary(BinOp::Add, Box::new(hi), Box::new(Expr::new(ExprKind::Int(1), span))), span);
+            return Ok(ForLoop { var, ty, lo, hi, inclusive: false, step, body });
+        }
         Ok(ForLoop { var, ty, lo, hi, inclusive, step, body })
     }
 

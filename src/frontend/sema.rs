@@ -14,6 +14,7 @@
 //!   the inner loops whose extents are program parameters form the block.
 
 use super::ast::*;
+use super::boxed;
 use super::diag::Diagnostic;
 use super::model::*;
 use super::polyexpr::{expanded_size, to_constraint, to_poly, try_to_poly, DerivedPolys, MAX_EXPANDED};
@@ -242,6 +243,13 @@ fn body_stmts(s: &Stmt) -> Vec<Stmt> {
         StmtKind::Block(items) => items.clone(),
         _ => vec![s.clone()],
     }
+}
+
+/// `l`'s header with `bounds`' ends where given (its body is not needed: the schedule keeps
+/// the innermost statement apart).
+fn with_bounds(l: &ForLoop, bounds: Option<&boxed::Rebound>) -> ForLoop {
+    let (lo, hi) = bounds.map_or_else(|| (l.lo.clone(), l.hi.clone()), |b| (b.lo.clone(), b.hi.clone()));
+    ForLoop { var: l.var.clone(), ty: l.ty, lo, hi, inclusive: l.inclusive, step: l.step, body: Box::new(Stmt { kind: StmtKind::Empty, span: l.body.span }) }
 }
 
 fn serial(l: &ForLoop) -> SerialLoop {
@@ -719,14 +727,14 @@ impl Checker<'_> {
             between.clear();
             s = after_group1;
         }
-        let innermost = s;
+        let written_innermost = s;
         // A `meta_for` in a block beside other statements (`meta_for (v ...) { float z = 2;
         // meta_for (u ...) ... }`): the nest is not perfect. Say so at the statement in the
         // way, rather than that no loop has a program-parameter extent.
-        if let StmtKind::Block(items) = &innermost.kind {
+        if let StmtKind::Block(items) = &written_innermost.kind {
             if let Some(inner) = items.iter().find_map(|x| if let StmtKind::MetaFor(l) = &x.kind { Some(l) } else { None }) {
                 let outer = group2.last().or(between.last()).or(group1.last()).map_or(String::new(), |l| l.var.name.clone());
-                let in_way = items.iter().find(|x| !matches!(x.kind, StmtKind::MetaFor(_) | StmtKind::Empty)).unwrap_or(innermost);
+                let in_way = items.iter().find(|x| !matches!(x.kind, StmtKind::MetaFor(_) | StmtKind::Empty)).unwrap_or(written_innermost);
                 self.diags.push(
                     Diagnostic::new(in_way.span, format!("`meta_for` loop `{}` is not perfectly nested in `{outer}`: a statement stands between them", inner.var.name), "statement between the loops")
                         .with_note("the `meta_for` loops of a schedule (and serial loops between its grid and block groups) nest directly; move this statement into the innermost loop's body"),
@@ -734,8 +742,16 @@ impl Checker<'_> {
                 return None;
             }
         }
+        // Loops whose trip count varies with an enclosing `meta_for` counter (a triangle) run
+        // over their most trips, guarded by their own bounds (`boxed`): first with their start
+        // kept, which a block loop may have; a grid loop that starts at a counter is then
+        // bounded at both ends, since the host sizes the grid.
+        let written: Vec<&ForLoop> = group1.iter().chain(&group2).copied().collect();
+        let offsets: Vec<ForLoop> = (0..written.len()).map(|k| with_bounds(written[k], boxed::rebound(&written, k, boxed::Form::Offset).as_ref())).collect();
+        let written_group1 = group1;
+        let group1: Vec<&ForLoop> = offsets[..written_group1.len()].iter().collect();
         let split_by_tool = group2.is_empty();
-        let (grid, block): (Vec<&ForLoop>, Vec<&ForLoop>) = if split_by_tool {
+        let grid_len = if split_by_tool {
             let k = self.block_suffix(&group1);
             // A block whose size reads an enclosing counter (`t < min(B, N - b*B)`): say so.
             let reads = |e: &Expr, name: &str| {
@@ -743,7 +759,7 @@ impl Checker<'_> {
                 e.names(&mut names);
                 names.iter().any(|n| n == name)
             };
-            let enclosing_counter = group1.split_last().and_then(|(l, outer)| {
+            let enclosing_counter = written_group1.split_last().and_then(|(l, outer)| {
                 let o = outer.iter().find(|o| reads(&l.lo, &o.var.name) || reads(&l.hi, &o.var.name))?;
                 Some((*l, o.var.name.clone()))
             });
@@ -770,10 +786,37 @@ impl Checker<'_> {
                 );
                 return None;
             }
-            let cut = group1.len() - k;
-            (group1[..cut].to_vec(), group1[cut..].to_vec())
+            group1.len() - k
         } else {
-            (group1.clone(), group2.clone())
+            group1.len()
+        };
+        let mut guards = Vec::new();
+        let nest: Vec<ForLoop> = (0..written.len())
+            .map(|k| {
+                let reads_counter = |e: &Expr| {
+                    let mut names = Vec::new();
+                    e.names(&mut names);
+                    names.iter().any(|n| written[..k].iter().any(|o| &o.var.name == n))
+                };
+                let mut bounds = boxed::rebound(&written, k, boxed::Form::Offset);
+                if k < grid_len && reads_counter(&written[k].lo) {
+                    bounds = boxed::rebound(&written, k, boxed::Form::Box);
+                }
+                guards.extend(bounds.as_ref().map(|b| b.guard.clone()));
+                with_bounds(written[k], bounds.as_ref())
+            })
+            .collect();
+        let (grid, block): (Vec<&ForLoop>, Vec<&ForLoop>) = (nest[..grid_len].iter().collect(), nest[grid_len..].iter().collect());
+        let guarded;
+        let innermost = match guards.into_iter().reduce(|a, b| {
+            let span = a.span.to(b.span);
+            Expr::new(ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b)), span)
+        }) {
+            None => written_innermost,
+            Some(cond) => {
+                guarded = Stmt { kind: StmtKind::If { cond, then_branch: Box::new(written_innermost.clone()), else_branch: None }, span: written_innermost.span };
+                &guarded
+            }
         };
         if grid.len() > 3 {
             self.err(grid[3].var.span, "more than three grid dimensions", "a fourth grid `meta_for`");
@@ -838,7 +881,7 @@ impl Checker<'_> {
                 if let Some(outer) = names.iter().find(|n| grid[..k].iter().any(|g| &g.var.name == *n)) {
                     self.diags.push(
                         Diagnostic::new(e.span, format!("the bounds of grid loop `{}` use `{outer}`, the counter of an enclosing grid `meta_for`", l.var.name), "the grid's size must be known before the launch")
-                            .with_note(format!("the grid is a box: give `{}` bounds in the parameters and guard the body instead (`if ({} >= ...)`)", l.var.name, l.var.name)),
+                            .with_note(format!("the grid is a box: metafork bounds it itself where each bound is affine in the enclosing counters with constant coefficients (`w <= v`, `w >= v + 1`); otherwise give `{}` bounds in the parameters and guard the body (`if ({} >= ...)`)", l.var.name, l.var.name)),
                     );
                 } else if let Some(array) = names.iter().find(|n| matches!(self.lookup(n), Some(Sym::Array { .. }))) {
                     self.err(e.span, format!("the bounds of grid loop `{}` read the array `{array}`, which the host does not read before the launch", l.var.name), "the grid's size must be known before the launch");

@@ -34,5 +34,6 @@ mod reduction;
 mod robustness;
 mod spaces;
 mod tree;
+mod triangles;
 mod tune;
 mod verify;

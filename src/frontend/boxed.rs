@@ -1,0 +1,370 @@
+//! `meta_for` bounds that read enclosing `meta_for` counters (a triangle, `meta_for (j = 0; j <
+//! i; j++)`), as a loop of fixed extent and a guard.
+//!
+//! A launch has one grid and one block size, so a loop whose trip count varies with an
+//! enclosing counter becomes a loop over the most trips any enclosing iteration takes, with its
+//! own bounds as a guard of the body: the kernel covers the same iterations, and the threads
+//! (or blocks) past the original bound do nothing.
+//!
+//! Contract: [`rebound`] returns new bounds only where what the form bounds (the extent `hi -
+//! lo`, or each end) reads an enclosing `meta_for` counter and is affine in each such counter,
+//! with a constant coefficient, once the counters further in are replaced by their extreme
+//! values (the extreme of such a function over a counter's range is at one of its ends). Parameters, derived scalars
+//! and any part of the bound without counters (`N / B`, `min(N, M)`) stay as they are, as
+//! opaque terms. The new loop takes every value the original takes, at every point of the
+//! original iteration space (the ranges of the enclosing counters are their original bounds),
+//! and the guard is exactly the original bounds: the body runs on the same iterations. Where
+//! the extent is not of that form the loop is left as written, and the schedule's own checks
+//! refuse it with their located diagnostics.
+//!
+//! Two forms: [`Form::Offset`] keeps `lo` (a block loop may start at an enclosing counter's
+//! value: `v*B <= j`) and bounds the extent, `lo <= j < lo + max(hi - lo)`, with the guard `j <
+//! hi`; [`Form::Box`] bounds both ends by parameters, `min(lo) <= w < max(hi)`, with the guard
+//! `w >= lo && w < hi` as far as each end reads a counter (a grid loop, whose bounds the host
+//! computes before the launch; a band `v <= w < v + 2` is then a row of blocks of which two
+//! work).
+
+use super::ast::{BinOp, Expr, ExprKind, ForLoop, UnOp};
+use super::source::Span;
+use constraints::{Poly, Rational};
+use num_traits::{Signed, Zero};
+use std::collections::BTreeMap;
+
+/// Which bounds to make: see the module's contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Offset,
+    Box,
+}
+
+/// A loop's new bounds and the guard its body needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rebound {
+    pub lo: Expr,
+    pub hi: Expr,
+    pub guard: Expr,
+}
+
+/// The new bounds of `nest[k]` in `form`, where its extent reads a counter of `nest[..k]` and
+/// can be bounded (the module's contract); `None` otherwise.
+pub fn rebound(nest: &[&ForLoop], k: usize, form: Form) -> Option<Rebound> {
+    let l = nest[k];
+    let counters: Vec<&str> = nest[..k].iter().map(|o| o.var.name.as_str()).collect();
+    if l.inclusive || l.step != 1 {
+        return None;
+    }
+    let mut atoms = Atoms::default();
+    let lo = atoms.poly(&l.lo, &counters)?;
+    let hi = atoms.poly(&l.hi, &counters)?;
+    let extent = &hi - &lo;
+    let needed = match form {
+        Form::Offset => reads_any(&extent, &counters),
+        Form::Box => reads_any(&lo, &counters) || reads_any(&hi, &counters),
+    };
+    if !needed {
+        return None;
+    }
+    // Each enclosing counter's range, as polynomials in the counters outside it (`None` where
+    // a bound is not of that form: only an extreme that meets that counter fails).
+    let mut ranges = Vec::new();
+    for o in &nest[..k] {
+        let first = atoms.poly(&o.lo, &counters);
+        let last = atoms.poly(&o.hi, &counters).map(|hi| hi - Poly::one());
+        ranges.push((o.var.name.as_str(), first.zip(last)));
+    }
+    let span = l.hi.span;
+    let var = Expr::new(ExprKind::Var(l.var.name.clone()), l.var.span);
+    let below_hi = binary(BinOp::Lt, var.clone(), l.hi.clone(), span);
+    match form {
+        Form::Offset => {
+            let most = extreme(&extent, true, &ranges)?;
+            let hi = if lo.is_zero() { atoms.expr(&most, span)? } else { binary(BinOp::Add, l.lo.clone(), atoms.expr(&most, span)?, span) };
+            Some(Rebound { lo: l.lo.clone(), hi, guard: below_hi })
+        }
+        Form::Box => {
+            let least_lo = extreme(&lo, false, &ranges)?;
+            let most_hi = extreme(&hi, true, &ranges)?;
+            let at_lo = binary(BinOp::Ge, var, l.lo.clone(), l.lo.span);
+            let guard = match (reads_any(&lo, &counters), reads_any(&hi, &counters)) {
+                (true, true) => binary(BinOp::And, at_lo, below_hi, span),
+                (true, false) => at_lo,
+                _ => below_hi,
+            };
+            Some(Rebound { lo: atoms.expr(&least_lo, l.lo.span)?, hi: atoms.expr(&most_hi, span)?, guard })
+        }
+    }
+}
+
+/// Whether the extreme of `p` over the enclosing counters needs a counter at all.
+fn reads_any(p: &Poly, counters: &[&str]) -> bool {
+    p.vars().iter().any(|v| counters.contains(&v.name()))
+}
+
+/// The greatest (`most`) or least value of `p` over the counters' ranges, innermost counter
+/// first: `p` must be affine in it with a constant coefficient, and its extreme is then `p` at
+/// one end of the range, a polynomial in the counters outside it. The end is taken whatever the
+/// outer counters' values: where the range is empty no iteration is there to cover.
+fn extreme(p: &Poly, most: bool, ranges: &[(&str, Option<(Poly, Poly)>)]) -> Option<Poly> {
+    let mut p = p.clone();
+    for (name, range) in ranges.iter().rev() {
+        let v = constraints::Var::new(name);
+        if !p.vars().contains(&v) {
+            continue;
+        }
+        let (first, last) = range.as_ref()?;
+        let mut coefficient = Poly::zero();
+        for (m, c) in p.terms() {
+            match m.exponent(&v) {
+                0 => {}
+                1 => coefficient = coefficient + Poly::term(c.clone(), m.without(&v)),
+                _ => return None,
+            }
+        }
+        let c: Rational = coefficient.as_constant()?;
+        if c.is_zero() {
+            continue;
+        }
+        let end = if c.is_positive() == most { last } else { first };
+        p = p.substitute(&v, end);
+    }
+    Some(p)
+}
+
+/// Parts of the bounds read as opaque terms: each distinct subexpression without counters that
+/// is not a polynomial (`N / B`), by its printed form, named `$atom<k>` (no C identifier has a
+/// `$`, so no user name collides).
+#[derive(Default)]
+struct Atoms {
+    by_text: BTreeMap<String, String>,
+    exprs: BTreeMap<String, Expr>,
+}
+
+impl Atoms {
+    /// `e` as a polynomial over the counters, the other names and the atoms; `None` where a
+    /// counter sits under a non-polynomial operation (`i / 2`, `min(i, N)`).
+    fn poly(&mut self, e: &Expr, counters: &[&str]) -> Option<Poly> {
+        let mut names = Vec::new();
+        e.names(&mut names);
+        if !names.iter().any(|n| counters.contains(&n.as_str())) {
+            if let Some(p) = self.polynomial(e, counters) {
+                return Some(p);
+            }
+            return Some(self.atom(e));
+        }
+        self.polynomial(e, counters)
+    }
+
+    fn polynomial(&mut self, e: &Expr, counters: &[&str]) -> Option<Poly> {
+        Some(match &e.kind {
+            ExprKind::Int(v) => Poly::int(*v),
+            ExprKind::Var(name) => Poly::var(name),
+            ExprKind::Unary(UnOp::Neg, a) => -self.poly(a, counters)?,
+            ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), a, b) => {
+                let (a, b) = (self.poly(a, counters)?, self.poly(b, counters)?);
+                match op {
+                    BinOp::Add => a + b,
+                    BinOp::Sub => a - b,
+                    _ => {
+                        // Bounds of real loops are affine or of low degree; refuse a product
+                        // that would grow past what the rest of the tool takes.
+                        if a.total_degree() + b.total_degree() > super::polyexpr::MAX_DEGREE || a.num_terms().saturating_mul(b.num_terms()) > super::polyexpr::MAX_TERMS {
+                            return None;
+                        }
+                        a * b
+                    }
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn atom(&mut self, e: &Expr) -> Poly {
+        let text = e.to_string();
+        let n = self.by_text.len();
+        let name = self.by_text.entry(text).or_insert_with(|| format!("$atom{n}")).clone();
+        self.exprs.entry(name.clone()).or_insert_with(|| e.clone());
+        Poly::var(&name)
+    }
+
+    /// `p` as an expression, atoms replaced by what they stand for; `None` for a fractional or
+    /// huge coefficient (not produced from integer bounds, but not assumed).
+    fn expr(&self, p: &Poly, span: Span) -> Option<Expr> {
+        let mut sum: Option<Expr> = None;
+        let mut constant: Option<i64> = None;
+        for (m, c) in p.terms() {
+            if !c.is_integer() {
+                return None;
+            }
+            let k: i64 = c.numer().try_into().ok()?;
+            if m.is_one() {
+                constant = Some(k);
+                continue;
+            }
+            let magnitude = k.checked_abs()?;
+            let mut product: Option<Expr> = (magnitude != 1).then(|| Expr::new(ExprKind::Int(magnitude), span));
+            for (v, e) in m.factors() {
+                let factor = self.exprs.get(v.name()).cloned().unwrap_or_else(|| Expr::new(ExprKind::Var(v.name().to_string()), span));
+                for _ in 0..*e {
+                    product = Some(match product {
+                        None => factor.clone(),
+                        Some(p) => binary(BinOp::Mul, p, factor.clone(), span),
+                    });
+                }
+            }
+            let product = product?;
+            sum = Some(match (sum, k < 0) {
+                (None, false) => product,
+                (None, true) => Expr::new(ExprKind::Unary(UnOp::Neg, Box::new(product)), span),
+                (Some(s), false) => binary(BinOp::Add, s, product, span),
+                (Some(s), true) => binary(BinOp::Sub, s, product, span),
+            });
+        }
+        Some(match (sum, constant) {
+            (None, c) => Expr::new(ExprKind::Int(c.unwrap_or(0)), span),
+            (Some(s), None) => s,
+            (Some(s), Some(c)) if c < 0 => binary(BinOp::Sub, s, Expr::new(ExprKind::Int(c.checked_neg()?), span), span),
+            (Some(s), Some(c)) => binary(BinOp::Add, s, Expr::new(ExprKind::Int(c), span), span),
+        })
+    }
+}
+
+fn binary(op: BinOp, a: Expr, b: Expr, span: Span) -> Expr {
+    Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), span)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The rewrite's contract checked by enumeration: at small parameter values, the new nest's
+    //! iterations whose guards all hold are exactly the written nest's iterations.
+    use super::*;
+    use crate::cexpr::{Code, Resolved};
+    use crate::frontend::ast::{Stmt, StmtKind};
+    use std::collections::BTreeSet;
+
+    /// The `meta_for` nest of the first schedule of `source`.
+    fn nest(source: &str) -> Vec<ForLoop> {
+        let program = crate::frontend::parser::parse(crate::frontend::lexer::lex(source).unwrap()).unwrap();
+        fn find(s: &Stmt, out: &mut Vec<ForLoop>) {
+            match &s.kind {
+                StmtKind::MetaSchedule { body, .. } => find(body, out),
+                StmtKind::Block(items) => items.iter().for_each(|x| find(x, out)),
+                StmtKind::MetaFor(l) => {
+                    out.push(l.clone());
+                    find(&l.body, out);
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        program.functions[0].body.iter().for_each(|s| find(s, &mut out));
+        out
+    }
+
+    fn eval(e: &Expr, names: &[String], values: &[i64]) -> i64 {
+        let code = Code::compile(e, &|v| names.iter().position(|n| n == v).map(Resolved::Slot).ok_or_else(|| format!("unknown `{v}`"))).unwrap();
+        code.eval(values).unwrap()
+    }
+
+    const PARAMETERS: usize = 2;
+
+    /// Every iteration of `loops` (each given as lo, hi and a guard) at `values` of `names`.
+    fn iterations(loops: &[(Expr, Expr, Option<Expr>)], names: &mut Vec<String>, values: &mut Vec<i64>, out: &mut BTreeSet<Vec<i64>>, counters: &[String]) {
+        // The parameters come first, then one value per counter assigned so far.
+        let k = values.len() - PARAMETERS;
+        let Some((lo, hi, _)) = loops.get(k) else {
+            if loops.iter().all(|(_, _, g)| g.as_ref().is_none_or(|g| eval(g, names, values) != 0)) {
+                out.insert(values[PARAMETERS..].to_vec());
+            }
+            return;
+        };
+        let (lo, hi) = (eval(lo, names, values), eval(hi, names, values));
+        for x in lo..hi {
+            names.push(counters[k].clone());
+            values.push(x);
+            iterations(loops, names, values, out, counters);
+            names.pop();
+            values.pop();
+        }
+    }
+
+    /// The written nest and the rewritten one (grid loops `grid` in the box form where they
+    /// start at a counter) cover the same iterations at every `N` in 0..9 and `B` in 1..5.
+    fn same_iterations(source: &str, grid: usize) -> usize {
+        let written = nest(source);
+        let refs: Vec<&ForLoop> = written.iter().collect();
+        let counters: Vec<String> = written.iter().map(|l| l.var.name.clone()).collect();
+        let mut rewritten = Vec::new();
+        let mut changed = 0;
+        for k in 0..refs.len() {
+            let mut names = Vec::new();
+            refs[k].lo.names(&mut names);
+            let starts_at_counter = names.iter().any(|n| counters[..k].contains(n));
+            let form = if k < grid && starts_at_counter { Form::Box } else { Form::Offset };
+            match rebound(&refs, k, form) {
+                Some(b) => {
+                    changed += 1;
+                    rewritten.push((b.lo, b.hi, Some(b.guard)));
+                }
+                None => rewritten.push((refs[k].lo.clone(), refs[k].hi.clone(), None)),
+            }
+        }
+        let original: Vec<_> = written.iter().map(|l| (l.lo.clone(), l.hi.clone(), None)).collect();
+        for n in 0..9 {
+            for b in 1..5 {
+                let params = vec!["N".to_string(), "B".to_string()];
+                let (mut a, mut c) = (BTreeSet::new(), BTreeSet::new());
+                iterations(&original, &mut params.clone(), &mut vec![n, b], &mut a, &counters);
+                iterations(&rewritten, &mut params.clone(), &mut vec![n, b], &mut c, &counters);
+                assert_eq!(a, c, "N = {n}, B = {b}: {source}");
+            }
+        }
+        changed
+    }
+
+    fn schedule(loops: &str) -> String {
+        format!("void f(int N, int B, float a[N]) {{ meta_schedule {{ {loops} a[0] = 1.0f; }} }}")
+    }
+
+    #[test]
+    fn triangles_and_bands_cover_the_written_iterations() {
+        let cases = [
+            // (loops, grid loops, loops rewritten)
+            ("meta_for (int v = 0; v < N; v++) meta_for (int w = 0; w <= v; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int w = v; w < N; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int w = v + 1; w < N - 1; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int w = v; w < v + 2; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int w = N - v; w < N; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) meta_for (int q = 0; q <= u; q++)", 1, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) meta_for (int q = u; q < B; q++)", 1, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) meta_for (int q = v * B; q < v * B + u; q++)", 1, 1),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) meta_for (int q = 0; q < u; q++) meta_for (int r = 0; r < q; r++)", 1, 2),
+            ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < 2 * B - 3; u++) meta_for (int q = 0; q < 3 - 2 * u; q++)", 1, 1),
+            ("meta_for (int v = 0; v < N / B; v++) meta_for (int w = v; w < N / B; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+        ];
+        for (loops, grid, rewritten) in cases {
+            assert_eq!(same_iterations(&schedule(loops), grid), rewritten, "{loops}");
+        }
+    }
+
+    #[test]
+    fn bounds_it_cannot_bound_are_left_as_written() {
+        for loops in [
+            // A counter under a division, a product of counters, a coefficient that is a parameter.
+            "meta_for (int v = 0; v < N; v++) meta_for (int w = 0; w < v / 2; w++) meta_for (int u = 0; u < B; u++)",
+            "meta_for (int v = 0; v < N; v++) meta_for (int w = 0; w < v * v; w++) meta_for (int u = 0; u < B; u++)",
+            "meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) meta_for (int q = 0; q < v * B; q++)",
+            // An offset without a varying extent: a block loop keeps it as written.
+            "meta_for (int v = 0; v < N; v++) meta_for (int u = v * B; u < v * B + B; u++)",
+        ] {
+            assert_eq!(same_iterations(&schedule(loops), 1), 0, "{loops}");
+        }
+    }
+
+    #[test]
+    fn opaque_terms_are_printed_back() {
+        let written = nest(&schedule("meta_for (int v = 0; v < N / B; v++) meta_for (int w = v; w < min(N, B) / B; w++) meta_for (int u = 0; u < B; u++)"));
+        let refs: Vec<&ForLoop> = written.iter().collect();
+        let b = rebound(&refs, 1, Form::Box).unwrap();
+        assert_eq!((b.lo.to_string(), b.hi.to_string(), b.guard.to_string()), ("0".to_string(), "min(N, B) / B".to_string(), "w >= v".to_string()));
+    }
+}
