@@ -656,11 +656,20 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     let _ = writeln!(out, "extern \"C\" cudaError_t {}({}{}cudaStream_t metafork_stream) {{", launch_name(kernel), own.join(", "), if own.is_empty() { "" } else { ", " });
     // Host expressions as the serial program's C computes them (`min(float, int)` cast).
     let host = HostExprs::new(function);
+    // Each divisor is tested once, before its first division (`N / B` in two grid extents).
+    let mut tested: Vec<String> = Vec::new();
+    let mut test_divisor = |out: &mut String, divisor: &Expr| {
+        let text = spelled(divisor).to_string();
+        if !tested.contains(&text) {
+            let _ = writeln!(out, "  if (({text}) == 0) return cudaErrorInvalidValue;");
+            tested.push(text);
+        }
+    };
     for d in function.derived.iter().filter(|d| kernel.params.iter().any(|p| p.name == d.name)) {
         // C leaves an integer division by zero undefined: such a point has no launch. (A
         // floating division by zero is defined, and the serial program goes on with it.)
         for divisor in divisors(&d.value).into_iter().filter(|x| is_integer_valued(function, x)) {
-            let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
+            test_divisor(out, divisor);
         }
         let _ = writeln!(out, "  {} {} = {};", d.ty, c_ident(&d.name), host.expr(&d.value)?);
     }
@@ -671,7 +680,7 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
     let grid: Vec<String> = (0..3).map(|i| kernel.grid.get(i).map_or(Ok("1".into()), |e| host.expr(e).map(|e| format!("(long)({e})")))).collect::<Result<_, String>>()?;
     let block: Vec<String> = (0..3).map(|i| kernel.block.get(i).map_or(Ok("1".into()), |p| poly_expr(p).map(|e| spelled(&e).to_string()))).collect::<Result<_, _>>()?;
     for divisor in kernel.grid.iter().flat_map(divisors) {
-        let _ = writeln!(out, "  if (({}) == 0) return cudaErrorInvalidValue;", spelled(divisor));
+        test_divisor(out, divisor);
     }
     for (i, d) in dims.iter().enumerate() {
         let _ = writeln!(out, "  long metafork_grid_{d} = {}, metafork_block_{d} = {};", grid[i], block[i]);
