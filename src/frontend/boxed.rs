@@ -45,53 +45,91 @@ pub struct Rebound {
     pub guard: Expr,
 }
 
-/// The new bounds of `nest[k]` in `form`, where its extent reads a counter of `nest[..k]` and
-/// can be bounded (the module's contract); `None` otherwise.
+/// The new bounds of `nest[k]` in `form`, where what the form bounds reads a counter of
+/// `nest[..k]` and can be bounded (the module's contract); `None` otherwise. The enclosing loops
+/// may be serial loops too (a block loop inside the tile loop `k`): an inclusive bound or a
+/// step only makes the range taken larger than the values the counter takes, never smaller.
 pub fn rebound(nest: &[&ForLoop], k: usize, form: Form) -> Option<Rebound> {
     let l = nest[k];
     let counters: Vec<&str> = nest[..k].iter().map(|o| o.var.name.as_str()).collect();
     if l.inclusive || l.step != 1 {
         return None;
     }
+    let reads_counter = |e: &Expr| {
+        let mut names = Vec::new();
+        e.names(&mut names);
+        names.iter().any(|n| counters.contains(&n.as_str()))
+    };
     let mut atoms = Atoms::default();
     let lo = atoms.poly(&l.lo, &counters)?;
     let hi = atoms.poly(&l.hi, &counters)?;
     let extent = &hi - &lo;
     let needed = match form {
         Form::Offset => reads_any(&extent, &counters),
-        Form::Box => reads_any(&lo, &counters) || reads_any(&hi, &counters),
+        // As written: a bound naming a counter with no weight in it (`v - v`) names it still.
+        Form::Box => reads_counter(&l.lo) || reads_counter(&l.hi),
     };
     if !needed {
         return None;
     }
     // Each enclosing counter's range, as polynomials in the counters outside it (`None` where
-    // a bound is not of that form: only an extreme that meets that counter fails).
+    // a bound is not of that form: only an extreme that meets that counter fails), and the
+    // expressions of its ends as written.
     let mut ranges = Vec::new();
     for o in &nest[..k] {
         let first = atoms.poly(&o.lo, &counters);
-        let last = atoms.poly(&o.hi, &counters).map(|hi| hi - Poly::one());
-        ranges.push((o.var.name.as_str(), first.zip(last)));
+        let last = atoms.poly(&o.hi, &counters).map(|hi| if o.inclusive { hi } else { hi - Poly::one() });
+        ranges.push(Range { name: o.var.name.as_str(), ends: first.zip(last), first: o.lo.clone(), last: last_value(o) });
     }
     let span = l.hi.span;
     let var = Expr::new(ExprKind::Var(l.var.name.clone()), l.var.span);
     let below_hi = binary(BinOp::Lt, var.clone(), l.hi.clone(), span);
+    // The new bounds are the written expressions at the chosen ends, so that they compute as
+    // the program does at those iterations (an expanded polynomial could overflow where the
+    // written expression does not: `1073741825 * (M - 1) - 1073741823` is not
+    // `1073741825 * M - 2147483648` in `int`).
     match form {
         Form::Offset => {
-            let most = extreme(&extent, true, &ranges)?;
-            let hi = if lo.is_zero() { atoms.expr(&most, span)? } else { binary(BinOp::Add, l.lo.clone(), atoms.expr(&most, span)?, span) };
+            let ends = extreme(&extent, true, &ranges)?;
+            let hi = if reads_counter(&l.lo) {
+                let most = binary(BinOp::Sub, at_ends(&l.hi, &ends, &ranges), at_ends(&l.lo, &ends, &ranges), span);
+                binary(BinOp::Add, l.lo.clone(), most, span)
+            } else {
+                at_ends(&l.hi, &ends, &ranges)
+            };
             Some(Rebound { lo: l.lo.clone(), hi, guard: below_hi })
         }
         Form::Box => {
             let least_lo = extreme(&lo, false, &ranges)?;
             let most_hi = extreme(&hi, true, &ranges)?;
             let at_lo = binary(BinOp::Ge, var, l.lo.clone(), l.lo.span);
-            let guard = match (reads_any(&lo, &counters), reads_any(&hi, &counters)) {
+            let guard = match (reads_counter(&l.lo), reads_counter(&l.hi)) {
                 (true, true) => binary(BinOp::And, at_lo, below_hi, span),
                 (true, false) => at_lo,
                 _ => below_hi,
             };
-            Some(Rebound { lo: atoms.expr(&least_lo, l.lo.span)?, hi: atoms.expr(&most_hi, span)?, guard })
+            Some(Rebound { lo: at_ends(&l.lo, &least_lo, &ranges), hi: at_ends(&l.hi, &most_hi, &ranges), guard })
         }
+    }
+}
+
+/// An enclosing counter: its name, its ends as polynomials (when they are), and as written.
+struct Range<'a> {
+    name: &'a str,
+    ends: Option<(Poly, Poly)>,
+    first: Expr,
+    last: Expr,
+}
+
+/// The last value a loop's counter may take, as written: `hi - 1`, or `hi` for `<=` (`b` for a
+/// bound written `b + 1`).
+fn last_value(l: &ForLoop) -> Expr {
+    if l.inclusive {
+        return l.hi.clone();
+    }
+    match &l.hi.kind {
+        ExprKind::Binary(BinOp::Add, a, b) if b.kind == ExprKind::Int(1) => (**a).clone(),
+        _ => binary(BinOp::Sub, l.hi.clone(), Expr::new(ExprKind::Int(1), l.hi.span), l.hi.span),
     }
 }
 
@@ -100,18 +138,20 @@ fn reads_any(p: &Poly, counters: &[&str]) -> bool {
     p.vars().iter().any(|v| counters.contains(&v.name()))
 }
 
-/// The greatest (`most`) or least value of `p` over the counters' ranges, innermost counter
-/// first: `p` must be affine in it with a constant coefficient, and its extreme is then `p` at
-/// one end of the range, a polynomial in the counters outside it. The end is taken whatever the
+/// Which end of each enclosing counter's range (innermost first; `true` for the last value)
+/// makes `p` greatest (`most`) or least: `p` must be affine in the counter with a constant
+/// coefficient once the counters inside it are at their ends, and its extreme is then at one
+/// end of the range, a polynomial in the counters outside it. The end is taken whatever the
 /// outer counters' values: where the range is empty no iteration is there to cover.
-fn extreme(p: &Poly, most: bool, ranges: &[(&str, Option<(Poly, Poly)>)]) -> Option<Poly> {
+fn extreme(p: &Poly, most: bool, ranges: &[Range]) -> Option<Vec<(String, bool)>> {
     let mut p = p.clone();
-    for (name, range) in ranges.iter().rev() {
-        let v = constraints::Var::new(name);
+    let mut ends = Vec::new();
+    for r in ranges.iter().rev() {
+        let v = constraints::Var::new(r.name);
         if !p.vars().contains(&v) {
             continue;
         }
-        let (first, last) = range.as_ref()?;
+        let (first, last) = r.ends.as_ref()?;
         let mut coefficient = Poly::zero();
         for (m, c) in p.terms() {
             match m.exponent(&v) {
@@ -124,10 +164,48 @@ fn extreme(p: &Poly, most: bool, ranges: &[(&str, Option<(Poly, Poly)>)]) -> Opt
         if c.is_zero() {
             continue;
         }
-        let end = if c.is_positive() == most { last } else { first };
-        p = p.substitute(&v, end);
+        let at_last = c.is_positive() == most;
+        p = p.substitute(&v, if at_last { last } else { first });
+        ends.push((r.name.to_string(), at_last));
     }
-    Some(p)
+    Some(ends)
+}
+
+/// `e` with each counter replaced by its chosen end's expression, innermost first (an end's
+/// expression may name outer counters, replaced in turn); a counter left (one `e` names with no
+/// weight in the value, `v - v`) is replaced by its first value, which gives the same value.
+fn at_ends(e: &Expr, ends: &[(String, bool)], ranges: &[Range]) -> Expr {
+    let mut e = e.clone();
+    for r in ranges.iter().rev() {
+        let at_last = ends.iter().find(|(n, _)| n == r.name).is_some_and(|(_, last)| *last);
+        e = substitute(&e, r.name, if at_last { &r.last } else { &r.first });
+    }
+    // A bound of constants only (`3 - 2 * 0`) is its value: a block of constant size is a
+    // literal to `sema`.
+    let mut names = Vec::new();
+    e.names(&mut names);
+    if names.is_empty() {
+        if let Some(v) = super::polyexpr::to_poly(&e, &Default::default()).and_then(|p| p.as_constant()).filter(|c| c.is_integer()).and_then(|c| i64::try_from(c.to_integer()).ok()) {
+            return Expr::new(ExprKind::Int(v), e.span);
+        }
+    }
+    e
+}
+
+/// `e` with every read of `name` replaced by `by`.
+fn substitute(e: &Expr, name: &str, by: &Expr) -> Expr {
+    let sub = |x: &Expr| Box::new(substitute(x, name, by));
+    let kind = match &e.kind {
+        ExprKind::Var(n) if n == name => return by.clone(),
+        ExprKind::Index { array, indices } => ExprKind::Index { array: array.clone(), indices: indices.iter().map(|i| substitute(i, name, by)).collect() },
+        ExprKind::Unary(op, a) => ExprKind::Unary(*op, sub(a)),
+        ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, sub(a), sub(b)),
+        ExprKind::Cond(c, a, b) => ExprKind::Cond(sub(c), sub(a), sub(b)),
+        ExprKind::Cast(t, a) => ExprKind::Cast(*t, sub(a)),
+        ExprKind::Call(f, args) => ExprKind::Call(f.clone(), args.iter().map(|a| substitute(a, name, by)).collect()),
+        k => k.clone(),
+    };
+    Expr::new(kind, e.span)
 }
 
 /// Parts of the bounds read as opaque terms: each distinct subexpression without counters that
@@ -136,7 +214,6 @@ fn extreme(p: &Poly, most: bool, ranges: &[(&str, Option<(Poly, Poly)>)]) -> Opt
 #[derive(Default)]
 struct Atoms {
     by_text: BTreeMap<String, String>,
-    exprs: BTreeMap<String, Expr>,
 }
 
 impl Atoms {
@@ -182,49 +259,7 @@ impl Atoms {
         let text = e.to_string();
         let n = self.by_text.len();
         let name = self.by_text.entry(text).or_insert_with(|| format!("$atom{n}")).clone();
-        self.exprs.entry(name.clone()).or_insert_with(|| e.clone());
         Poly::var(&name)
-    }
-
-    /// `p` as an expression, atoms replaced by what they stand for; `None` for a fractional or
-    /// huge coefficient (not produced from integer bounds, but not assumed).
-    fn expr(&self, p: &Poly, span: Span) -> Option<Expr> {
-        let mut sum: Option<Expr> = None;
-        let mut constant: Option<i64> = None;
-        for (m, c) in p.terms() {
-            if !c.is_integer() {
-                return None;
-            }
-            let k: i64 = c.numer().try_into().ok()?;
-            if m.is_one() {
-                constant = Some(k);
-                continue;
-            }
-            let magnitude = k.checked_abs()?;
-            let mut product: Option<Expr> = (magnitude != 1).then(|| Expr::new(ExprKind::Int(magnitude), span));
-            for (v, e) in m.factors() {
-                let factor = self.exprs.get(v.name()).cloned().unwrap_or_else(|| Expr::new(ExprKind::Var(v.name().to_string()), span));
-                for _ in 0..*e {
-                    product = Some(match product {
-                        None => factor.clone(),
-                        Some(p) => binary(BinOp::Mul, p, factor.clone(), span),
-                    });
-                }
-            }
-            let product = product?;
-            sum = Some(match (sum, k < 0) {
-                (None, false) => product,
-                (None, true) => Expr::new(ExprKind::Unary(UnOp::Neg, Box::new(product)), span),
-                (Some(s), false) => binary(BinOp::Add, s, product, span),
-                (Some(s), true) => binary(BinOp::Sub, s, product, span),
-            });
-        }
-        Some(match (sum, constant) {
-            (None, c) => Expr::new(ExprKind::Int(c.unwrap_or(0)), span),
-            (Some(s), None) => s,
-            (Some(s), Some(c)) if c < 0 => binary(BinOp::Sub, s, Expr::new(ExprKind::Int(c.checked_neg()?), span), span),
-            (Some(s), Some(c)) => binary(BinOp::Add, s, Expr::new(ExprKind::Int(c), span), span),
-        })
     }
 }
 
@@ -248,7 +283,7 @@ mod tests {
             match &s.kind {
                 StmtKind::MetaSchedule { body, .. } => find(body, out),
                 StmtKind::Block(items) => items.iter().for_each(|x| find(x, out)),
-                StmtKind::MetaFor(l) => {
+                StmtKind::MetaFor(l) | StmtKind::For(l) => {
                     out.push(l.clone());
                     find(&l.body, out);
                 }
@@ -298,9 +333,13 @@ mod tests {
         for k in 0..refs.len() {
             let mut names = Vec::new();
             refs[k].lo.names(&mut names);
-            let starts_at_counter = names.iter().any(|n| counters[..k].contains(n));
-            let form = if k < grid && starts_at_counter { Form::Box } else { Form::Offset };
-            match rebound(&refs, k, form) {
+            // As `sema` chooses: a grid loop starting at a counter, or a block loop starting at
+            // a serial loop's counter, is bounded at both ends.
+            let serial = |n: &String| written.iter().any(|l| &l.var.name == n && l.inclusive | (l.step != 1) | is_serial(source, n));
+            let starts_unseen = if k < grid { names.iter().any(|n| counters[..k].contains(n)) } else { names.iter().any(serial) };
+            let form = if starts_unseen { Form::Box } else { Form::Offset };
+            let rebound = if is_serial(source, &counters[k]) { None } else { rebound(&refs, k, form) };
+            match rebound {
                 Some(b) => {
                     changed += 1;
                     rewritten.push((b.lo, b.hi, Some(b.guard)));
@@ -309,6 +348,13 @@ mod tests {
             }
         }
         let original: Vec<_> = written.iter().map(|l| (l.lo.clone(), l.hi.clone(), None)).collect();
+        // A serial loop's `<=` as its exclusive bound, in both nests.
+        let exclusive = |(lo, hi, g): (Expr, Expr, Option<Expr>), l: &ForLoop| {
+            let hi = if l.inclusive { Expr::new(ExprKind::Binary(BinOp::Add, Box::new(hi), Box::new(Expr::new(ExprKind::Int(1), Span::default()))), Span::default()) } else { hi };
+            (lo, hi, g)
+        };
+        let original: Vec<_> = original.into_iter().zip(&written).map(|(x, l)| exclusive(x, l)).collect();
+        let rewritten: Vec<_> = rewritten.into_iter().zip(&written).map(|(x, l)| exclusive(x, l)).collect();
         for n in 0..9 {
             for b in 1..5 {
                 let params = vec!["N".to_string(), "B".to_string()];
@@ -319,6 +365,11 @@ mod tests {
             }
         }
         changed
+    }
+
+    /// Whether `name` is the counter of a serial `for` in `source` (the tests' names are distinct).
+    fn is_serial(source: &str, name: &str) -> bool {
+        source.contains(&format!(" for (int {name} "))
     }
 
     fn schedule(loops: &str) -> String {
@@ -340,6 +391,11 @@ mod tests {
             ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < B; u++) meta_for (int q = 0; q < u; q++) meta_for (int r = 0; r < q; r++)", 1, 2),
             ("meta_for (int v = 0; v < N; v++) meta_for (int u = 0; u < 2 * B - 3; u++) meta_for (int q = 0; q < 3 - 2 * u; q++)", 1, 1),
             ("meta_for (int v = 0; v < N / B; v++) meta_for (int w = v; w < N / B; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            // Large coefficients, and loops bounded by a serial loop's counter (inclusive, with
+            // a step) between the grid and the block.
+            ("meta_for (int v = 0; v < N; v++) meta_for (int w = 1025 * v - 1025; w < 1025 * v - 1023; w++) meta_for (int u = 0; u < B; u++)", 2, 1),
+            ("meta_for (int v = 0; v < N; v++) for (int k = 0; k <= B; k++) meta_for (int u = k; u < B; u++)", 1, 1),
+            ("meta_for (int v = 0; v < N; v++) for (int k = 1; k < N; k += 2) meta_for (int u = 0; u < k; u++) meta_for (int q = u; q < k; q++)", 1, 2),
         ];
         for (loops, grid, rewritten) in cases {
             assert_eq!(same_iterations(&schedule(loops), grid), rewritten, "{loops}");
@@ -366,5 +422,11 @@ mod tests {
         let refs: Vec<&ForLoop> = written.iter().collect();
         let b = rebound(&refs, 1, Form::Box).unwrap();
         assert_eq!((b.lo.to_string(), b.hi.to_string(), b.guard.to_string()), ("0".to_string(), "min(N, B) / B".to_string(), "w >= v".to_string()));
+        // The new bounds are the written ones at the chosen ends: no product is expanded, so
+        // none overflows where the program's does not (`1073741825 * M` at `M = 2` would).
+        let written = nest(&schedule("meta_for (int v = 0; v < M; v++) meta_for (int x = 1073741825 * v - 1073741825; x < 1073741825 * v - 1073741823; x++) meta_for (int u = 0; u < B; u++)"));
+        let refs: Vec<&ForLoop> = written.iter().collect();
+        let b = rebound(&refs, 1, Form::Box).unwrap();
+        assert_eq!((b.lo.to_string(), b.hi.to_string()), ("-1073741825".to_string(), "1073741825 * (M - 1) - 1073741823".to_string()));
     }
 }

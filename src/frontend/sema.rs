@@ -747,7 +747,11 @@ impl Checker<'_> {
         // kept, which a block loop may have; a grid loop that starts at a counter is then
         // bounded at both ends, since the host sizes the grid.
         let written: Vec<&ForLoop> = group1.iter().chain(&group2).copied().collect();
-        let offsets: Vec<ForLoop> = (0..written.len()).map(|k| with_bounds(written[k], boxed::rebound(&written, k, boxed::Form::Offset).as_ref())).collect();
+        // Each loop with the loops around it, the serial ones between the groups included.
+        let around: Vec<&ForLoop> = group1.iter().chain(&between).chain(&group2).copied().collect();
+        let (grid_written, between_len) = (group1.len(), between.len());
+        let place = move |k: usize| if k < grid_written { k } else { k + between_len };
+        let offsets: Vec<ForLoop> = (0..written.len()).map(|k| with_bounds(written[k], boxed::rebound(&around, place(k), boxed::Form::Offset).as_ref())).collect();
         let written_group1 = group1;
         let group1: Vec<&ForLoop> = offsets[..written_group1.len()].iter().collect();
         let split_by_tool = group2.is_empty();
@@ -798,9 +802,18 @@ impl Checker<'_> {
                     e.names(&mut names);
                     names.iter().any(|n| written[..k].iter().any(|o| &o.var.name == n))
                 };
-                let mut bounds = boxed::rebound(&written, k, boxed::Form::Offset);
-                if k < grid_len && reads_counter(&written[k].lo) {
-                    bounds = boxed::rebound(&written, k, boxed::Form::Box);
+                let mut bounds = boxed::rebound(&around, place(k), boxed::Form::Offset);
+                // A grid loop's start is the host's, and a block loop's is computed before the
+                // loops between the groups: neither may start at a counter they cannot see.
+                let starts_unseen = if k < grid_len {
+                    reads_counter(&written[k].lo)
+                } else {
+                    let mut names = Vec::new();
+                    written[k].lo.names(&mut names);
+                    names.iter().any(|n| between.iter().any(|b| &b.var.name == n))
+                };
+                if starts_unseen {
+                    bounds = boxed::rebound(&around, place(k), boxed::Form::Box);
                 }
                 guards.extend(bounds.as_ref().map(|b| b.guard.clone()));
                 with_bounds(written[k], bounds.as_ref())
@@ -844,6 +857,20 @@ impl Checker<'_> {
         self.grid_bounds_known_on_the_host(&grid);
         for (l, m) in grid.iter().chain(&block).zip(maps) {
             let extent = to_poly(&l.hi, &self.derived).zip(to_poly(&l.lo, &self.derived)).map(|(h, lo)| h - lo);
+            // A block's size read from the tile loop's counter (`u < k`) that `boxed` could
+            // not bound: say so where the bound is, not as an internal error later.
+            let reads_serial = |b: &&&ForLoop| {
+                let mut names = Vec::new();
+                l.lo.names(&mut names);
+                names.contains(&b.var.name) || extent.as_ref().is_some_and(|e| e.vars().iter().any(|v| v.name() == b.var.name))
+            };
+            if let Some(serial) = between.iter().find(reads_serial) {
+                self.diags.push(
+                    Diagnostic::new(l.hi.span, format!("the bounds of block loop `{}` read `{}`, the counter of the serial loop between the grid and the block", l.var.name, serial.var.name), "a thread block's size must be known before the launch")
+                        .with_note(format!("metafork bounds it itself where the bounds are affine in `{}` with constant coefficients (`u < {}`); otherwise loop over the whole block and guard the body (`if (...)`)", serial.var.name, serial.var.name)),
+                );
+                continue;
+            }
             if extent.is_none() && block.iter().any(|b| std::ptr::eq(*b, *l)) {
                 self.diags.push(
                     Diagnostic::new(l.hi.span, format!("the extent of block loop `{}` is not a polynomial in the program parameters", l.var.name), "every thread block has this many threads")
