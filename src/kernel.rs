@@ -161,6 +161,11 @@ impl Kernel {
             prologue.push(decl(l.ty, &l.var, offset(&l.lo, Builtin::ThreadIdx(d))));
         }
         let mut body = schedule.body.clone();
+        // The block's iterations join at the end of each iteration of the loops between the
+        // grid and the block, where a thread may read what another wrote (`join`).
+        if crate::join::needs_join(function, schedule) {
+            body.push(Stmt { kind: StmtKind::Barrier, span: Span::default() });
+        }
         for s in schedule.between.iter().rev() {
             let l = ForLoop {
                 var: ident(&s.var),

@@ -14,6 +14,7 @@ pub mod counters;
 pub mod dispatch;
 pub mod frontend;
 pub mod gpucheck;
+pub mod join;
 pub mod kernel;
 pub mod lower;
 pub mod names;

@@ -25,6 +25,7 @@ mod granularity;
 mod host_statements;
 mod hostile;
 mod hygiene;
+mod joins;
 mod local_arrays;
 mod mixed_calls;
 mod ilp;
