@@ -124,3 +124,36 @@ fn triangles_in_the_block_and_bands_in_the_grid_are_proved() {
         common::assert_every_leaf_proved(name, text, &backend(), 4);
     }
 }
+
+/// A block loop bounded by the serial loop between the grid and the block (a helper's sweep:
+/// `u = k` and `u < k` gave internal errors, "unknown variable `k`"): its start is computed
+/// before that loop, so it runs over the loop's whole range and is guarded; a bound not affine
+/// in `k` is refused at the bound.
+#[test]
+fn block_loops_bounded_by_the_tile_loop_counter() {
+    let shape = |bounds: &str| {
+        format!(
+            "void t(int N, int B, float c[N][N]) {{
+  assume(N >= 0 && B >= 1 && B <= 8);
+  int nt = N / B;
+  meta_schedule {{
+    meta_for (int v = 0; v < nt; v++)
+      for (int k = 0; k < B; k++)
+        meta_for ({bounds}) {{
+          int i = v * B + u;
+          c[i][k] = c[i][k] + 1.0f;
+        }}
+  }}
+}}
+"
+        )
+    };
+    for (bounds, extent) in [("int u = k; u < B; u++", "B"), ("int u = 0; u <= k; u++", "B")] {
+        let src = shape(bounds);
+        let f = checked(&src);
+        assert_eq!(f.schedules[0].block[0].extent.as_ref().map(|e| e.to_string()).as_deref(), Some(extent), "{bounds}");
+        common::assert_every_leaf_proved("t.mf", &src, &backend(), 4);
+    }
+    let e = check_source("t.mf", &shape("int u = 0; u < k * k; u++")).unwrap_err().render(false);
+    assert!(e.contains("t.mf:7:") && e.contains("the bounds of block loop `u` read `k`, the counter of the serial loop between the grid and the block"), "{e}");
+}
