@@ -10,17 +10,16 @@
 //! Contract: [`needs_join`] is false where every array the body writes is accessed through one
 //! subscript tuple, spelled alike everywhere, that reads only values fixed for the thread for
 //! the whole launch (parameters, derived scalars, host loop counters, grid and block counters,
-//! scalars the body declares once at its top from those and never assigns) and counters of the
-//! body's loops over such bounds (declared once, never assigned). A thread then touches the
-//! same elements in every iteration, so two threads that share one share it within an
-//! iteration, where no barrier orders them. Everywhere else the barrier is added: it costs a
-//! synchronisation per iteration where the accesses were independent after all, never a
-//! wrong result. The rule only chooses where the barrier goes; what it leaves out (threads
-//! kept apart within an iteration by guards that change between iterations) is a race the
-//! checks of the schedule as written and `verify` report, as for any other race. Matrix
-//! multiplication's `C[i][j] += ...` in its tile loop needs none.
+//! scalars the body declares once from those and never assigns, counters of the body's loops
+//! over such bounds), and every such access is made under conditions of those values only (no
+//! `if (k == 0)`). A thread then makes the same accesses to those arrays in every iteration, so
+//! two threads that share an element share it within one iteration, where no barrier could
+//! order them (a race the checks of the schedule as written and `verify` refuse). Everywhere
+//! else the barrier is added: it costs a synchronisation per iteration where the accesses were
+//! independent after all (a thread's own `c[i][j]` reset at `k == 0`), never a wrong result.
+//! Matrix multiplication's `C[i][j] += ...` in its tile loop needs none.
 
-use crate::frontend::ast::{walk_expr, walk_stmt, Expr, ExprKind, StmtKind};
+use crate::frontend::ast::{walk_expr, walk_stmt, BinOp, Expr, ExprKind, Stmt, StmtKind};
 use crate::frontend::model::{KernelFunction, Schedule};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,14 +82,10 @@ pub fn needs_join(function: &KernelFunction, schedule: &Schedule) -> bool {
         }
     }
     // Every array's accesses: their subscript tuples as spelled, and whether one reads a value
-    // that is not fixed for the thread.
-    #[derive(Default)]
-    struct Accesses {
-        tuples: BTreeSet<String>,
-        varying: bool,
-    }
+    // that is not fixed for the thread or is made only under a condition that is not (`if (k
+    // == 0)`, a loop bounded by `k`, the right of `&&`): such an access may be made in one
+    // iteration and not the next.
     let mut written: BTreeSet<String> = BTreeSet::new();
-    let mut accesses: BTreeMap<String, Accesses> = BTreeMap::new();
     for s in &schedule.body {
         walk_stmt(
             s,
@@ -99,20 +94,94 @@ pub fn needs_join(function: &KernelFunction, schedule: &Schedule) -> bool {
                     written.insert(array.name.clone());
                 }
             },
-            &mut |e| {
-                walk_expr(e, &mut |x| {
-                    if let ExprKind::Index { array, indices } = &x.kind {
-                        let entry = accesses.entry(array.name.clone()).or_default();
-                        entry.tuples.insert(indices.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("]["));
-                        let mut names = Vec::new();
-                        indices.iter().for_each(|i| i.names(&mut names));
-                        entry.varying |= !names.iter().all(|n| fixed.contains(n)) || indices.iter().any(reads_array);
-                    }
-                })
-            },
+            &mut |_| {},
         );
     }
-    !written.iter().all(|array| accesses.get(array).is_some_and(|a| a.tuples.len() == 1 && !a.varying))
+    let mut accesses = Accesses { fixed: &fixed, by_array: BTreeMap::new() };
+    accesses.stmts(&schedule.body, true);
+    !written.iter().all(|array| accesses.by_array.get(array).is_some_and(|a| a.tuples.len() == 1 && !a.varying))
+}
+
+/// One array's accesses (see [`needs_join`]).
+#[derive(Default)]
+struct ArrayAccesses {
+    tuples: BTreeSet<String>,
+    varying: bool,
+}
+
+struct Accesses<'a> {
+    fixed: &'a BTreeSet<String>,
+    by_array: BTreeMap<String, ArrayAccesses>,
+}
+
+impl Accesses<'_> {
+    /// Whether `e` reads only fixed values (and no array).
+    fn is_fixed(&self, e: &Expr) -> bool {
+        let mut names = Vec::new();
+        e.names(&mut names);
+        !reads_array(e) && names.iter().all(|n| self.fixed.contains(n))
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt], always: bool) {
+        for s in stmts {
+            self.stmt(s, always);
+        }
+    }
+
+    /// `always`: every iteration of the loops between the groups reaches `s` alike.
+    fn stmt(&mut self, s: &Stmt, always: bool) {
+        match &s.kind {
+            StmtKind::Decl { vars, .. } => vars.iter().for_each(|d| self.expr(&d.init, always)),
+            StmtKind::Assign { target, value, .. } => {
+                self.expr(target, always);
+                self.expr(value, always);
+            }
+            StmtKind::If { cond, then_branch, else_branch } => {
+                self.expr(cond, always);
+                let inside = always && self.is_fixed(cond);
+                self.stmt(then_branch, inside);
+                else_branch.iter().for_each(|e| self.stmt(e, inside));
+            }
+            StmtKind::Block(items) => self.stmts(items, always),
+            StmtKind::For(l) | StmtKind::MetaFor(l) => {
+                self.expr(&l.lo, always);
+                self.expr(&l.hi, always);
+                let inside = always && self.is_fixed(&l.lo) && self.is_fixed(&l.hi);
+                self.stmt(&l.body, inside);
+            }
+            _ => {}
+        }
+    }
+
+    fn expr(&mut self, e: &Expr, always: bool) {
+        match &e.kind {
+            ExprKind::Index { array, indices } => {
+                let fixed = indices.iter().all(|i| self.is_fixed(i));
+                let entry = self.by_array.entry(array.name.clone()).or_default();
+                entry.tuples.insert(indices.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("]["));
+                entry.varying |= !always || !fixed;
+                indices.iter().for_each(|i| self.expr(i, always));
+            }
+            ExprKind::Binary(BinOp::And | BinOp::Or, a, b) => {
+                self.expr(a, always);
+                let inside = always && self.is_fixed(a);
+                self.expr(b, inside);
+            }
+            ExprKind::Cond(c, a, b) => {
+                self.expr(c, always);
+                let inside = always && self.is_fixed(c);
+                self.expr(a, inside);
+                self.expr(b, inside);
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr(a, always),
+            ExprKind::Binary(_, a, b) => {
+                self.expr(a, always);
+                self.expr(b, always);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| self.expr(a, always)),
+            _ => {}
+        }
+    }
 }
 
 fn reads_array(e: &Expr) -> bool {
@@ -156,6 +225,11 @@ mod tests {
         assert!(join_of("int i = v * B + u; i = i + 1; c[i % N][0] += 1.0f;"));
         // A subscript read from an array.
         assert!(join_of("int i = v * B + u; c[(int)a[i][0] % N][0] = 1.0f;"));
+        // One element of the block, reset at the first iteration and summed at the others, or
+        // written at one and read at the next (a helper's sweep: both lacked the barrier).
+        assert!(join_of("if (k == 0) { if (u == 0) c[v][0] = 0.0f; } else c[v][0] += a[v][u];"));
+        assert!(join_of("int i = v * B + u; if (k == 0) { if (u == 0) c[v][0] = a[i][0]; } else x[0][i] = c[v][0];"));
+        assert!(join_of("int i = v * B + u; x[0][i] = k > 0 && u == 0 ? c[v][0] : 0.0f; c[v][0] = 1.0f;"));
     }
 
     #[test]

@@ -180,12 +180,14 @@ fn at_ends(e: &Expr, ends: &[(String, bool)], ranges: &[Range]) -> Expr {
         let at_last = ends.iter().find(|(n, _)| n == r.name).is_some_and(|(_, last)| *last);
         e = substitute(&e, r.name, if at_last { &r.last } else { &r.first });
     }
-    // A bound of constants only (`3 - 2 * 0`) is its value: a block of constant size is a
-    // literal to `sema`.
-    let mut names = Vec::new();
-    e.names(&mut names);
-    if names.is_empty() {
-        if let Some(v) = super::polyexpr::to_poly(&e, &Default::default()).and_then(|p| p.as_constant()).filter(|c| c.is_integer()).and_then(|c| i64::try_from(c.to_integer()).ok()) {
+    // A bound that is one name or one constant (`N - 1 + 1`, `3 - 2 * 0`) is written as that:
+    // it cannot overflow, and a block of constant size is a literal to `sema`.
+    let mut atoms = Atoms::default();
+    if let Some(p) = atoms.poly(&e, &[]) {
+        if let Some(v) = p.as_var() {
+            return atoms.named.get(v.name()).cloned().unwrap_or_else(|| Expr::new(ExprKind::Var(v.name().to_string()), e.span));
+        }
+        if let Some(v) = p.as_constant().filter(|c| c.is_integer()).and_then(|c| i64::try_from(c.to_integer()).ok()) {
             return Expr::new(ExprKind::Int(v), e.span);
         }
     }
@@ -214,6 +216,8 @@ fn substitute(e: &Expr, name: &str, by: &Expr) -> Expr {
 #[derive(Default)]
 struct Atoms {
     by_text: BTreeMap<String, String>,
+    /// What each atom stands for.
+    named: BTreeMap<String, Expr>,
 }
 
 impl Atoms {
@@ -259,6 +263,7 @@ impl Atoms {
         let text = e.to_string();
         let n = self.by_text.len();
         let name = self.by_text.entry(text).or_insert_with(|| format!("$atom{n}")).clone();
+        self.named.entry(name.clone()).or_insert_with(|| e.clone());
         Poly::var(&name)
     }
 }

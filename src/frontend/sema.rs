@@ -763,9 +763,13 @@ impl Checker<'_> {
                 e.names(&mut names);
                 names.iter().any(|n| n == name)
             };
+            // (Only where `boxed` could not bound it: a triangle it bounds has no program-
+            // parameter extent either, which the message below says.)
             let enclosing_counter = written_group1.split_last().and_then(|(l, outer)| {
                 let o = outer.iter().find(|o| reads(&l.lo, &o.var.name) || reads(&l.hi, &o.var.name))?;
-                Some((*l, o.var.name.clone()))
+                let last = written_group1.len() - 1;
+                let bounded = [boxed::Form::Offset, boxed::Form::Box].into_iter().any(|form| boxed::rebound(&written_group1, last, form).is_some());
+                (!bounded).then(|| (*l, o.var.name.clone()))
             });
             if let (0, Some((l, outer))) = (k, &enclosing_counter) {
                 let bound = if reads(&l.hi, outer) { &l.hi } else { &l.lo };
