@@ -16,7 +16,10 @@
 //! two threads that share an element share it within one iteration, where no barrier could
 //! order them (a race the checks of the schedule as written and `verify` refuse). Everywhere
 //! else the barrier is added: it costs a synchronisation per iteration where the accesses were
-//! independent after all (a thread's own `c[i][j]` reset at `k == 0`), never a wrong result.
+//! independent after all, never a wrong result. The condition is waived for each thread's own
+//! element: a subscript tuple in which, for every block counter `u`, one subscript is `a*u + r`
+//! with a constant `a != 0` and `r` free of block counters and of the body's loop counters
+//! (`c[v*B0 + u0][w*B1 + u1]`, reset at `k == 0`): no other thread of the block touches it.
 //! Matrix multiplication's `C[i][j] += ...` in its tile loop needs none.
 
 use crate::frontend::ast::{walk_expr, walk_stmt, BinOp, Expr, ExprKind, Stmt, StmtKind};
@@ -99,14 +102,62 @@ pub fn needs_join(function: &KernelFunction, schedule: &Schedule) -> bool {
     }
     let mut accesses = Accesses { fixed: &fixed, by_array: BTreeMap::new() };
     accesses.stmts(&schedule.body, true);
-    !written.iter().all(|array| accesses.by_array.get(array).is_some_and(|a| a.tuples.len() == 1 && !a.varying))
+    // The polynomials of the fixed locals (declarations; a loop counter stays a name), to read
+    // a subscript in the grid and block counters.
+    let mut locals = crate::frontend::polyexpr::DerivedPolys::new();
+    loop {
+        let before = locals.len();
+        for (name, values) in &definitions {
+            if let ([init], true, false) = (values.as_slice(), fixed.contains(name), locals.contains_key(name)) {
+                let mut names = Vec::new();
+                init.names(&mut names);
+                if names.iter().all(|n| !definitions.iter().any(|(d, _)| d == n) || locals.contains_key(n)) {
+                    locals.insert(name.clone(), crate::frontend::polyexpr::to_poly(init, &locals));
+                }
+            }
+        }
+        if locals.len() == before {
+            break;
+        }
+    }
+    let block: Vec<&str> = schedule.block.iter().map(|l| l.var.as_str()).collect();
+    let varies_in_thread = |name: &str| block.contains(&name) || (fixed.contains(name) && definitions.iter().any(|(d, v)| d == name && v.len() == 2));
+    // A tuple that is each thread's own element: for every block counter `u`, one subscript is
+    // `a*u + r` with a constant `a != 0` and `r` free of what varies between the threads of a
+    // block or within one (block counters, the body's loop counters), so two threads of a block
+    // differ there. Only its own thread touches such an element, in whatever iterations.
+    let own_element = |indices: &[Expr]| {
+        let polys: Vec<Option<constraints::Poly>> = indices.iter().map(|i| crate::frontend::polyexpr::to_poly(i, &locals)).collect();
+        block.iter().all(|u| {
+            polys.iter().flatten().any(|p| {
+                let v = constraints::Var::new(u);
+                let (mut coefficient, mut rest_varies) = (constraints::Poly::zero(), false);
+                for (m, c) in p.terms() {
+                    match m.exponent(&v) {
+                        0 => rest_varies |= m.factors().iter().any(|(x, _)| varies_in_thread(x.name())),
+                        1 => coefficient = coefficient + constraints::Poly::term(c.clone(), m.without(&v)),
+                        _ => rest_varies = true,
+                    }
+                }
+                !rest_varies && coefficient.as_constant().is_some_and(|c| c != constraints::Rational::from_integer(0.into()))
+            })
+        })
+    };
+    !written.iter().all(|array| {
+        accesses.by_array.get(array).is_some_and(|a| a.tuples.len() == 1 && !a.varying_subscript && (!a.conditional || a.indices.as_deref().is_some_and(own_element)))
+    })
 }
 
 /// One array's accesses (see [`needs_join`]).
 #[derive(Default)]
 struct ArrayAccesses {
     tuples: BTreeSet<String>,
-    varying: bool,
+    /// A subscript reads a value not fixed for the thread.
+    varying_subscript: bool,
+    /// An access is made under a condition not fixed for the thread.
+    conditional: bool,
+    /// The first access's subscripts.
+    indices: Option<Vec<Expr>>,
 }
 
 struct Accesses<'a> {
@@ -159,7 +210,9 @@ impl Accesses<'_> {
                 let fixed = indices.iter().all(|i| self.is_fixed(i));
                 let entry = self.by_array.entry(array.name.clone()).or_default();
                 entry.tuples.insert(indices.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("]["));
-                entry.varying |= !always || !fixed;
+                entry.varying_subscript |= !fixed;
+                entry.conditional |= !always;
+                entry.indices.get_or_insert_with(|| indices.clone());
                 indices.iter().for_each(|i| self.expr(i, always));
             }
             ExprKind::Binary(BinOp::And | BinOp::Or, a, b) => {
@@ -230,6 +283,13 @@ mod tests {
         assert!(join_of("if (k == 0) { if (u == 0) c[v][0] = 0.0f; } else c[v][0] += a[v][u];"));
         assert!(join_of("int i = v * B + u; if (k == 0) { if (u == 0) c[v][0] = a[i][0]; } else x[0][i] = c[v][0];"));
         assert!(join_of("int i = v * B + u; x[0][i] = k > 0 && u == 0 ? c[v][0] : 0.0f; c[v][0] = 1.0f;"));
+        // A thread's own element reset at the first iteration (a tiled product's `kt == 0`):
+        // no other thread touches it, so no join; but a subscript mixing two threads' counters
+        // (`u / 2`) or a granularity loop's counter beside the thread's is not told apart.
+        assert!(!join_of("int i = v * B + u; if (k == 0) c[i][0] = 0.0f; c[i][0] += a[i][k % N];"));
+        assert!(!join_of("int i = v * B + u; if (k == 0) c[N - 1 - i][2] = 0.0f; else c[N - 1 - i][2] += 1.0f;"));
+        assert!(join_of("int i = v * B + u / 2; if (k == 0) c[i][0] = 0.0f; else c[i][0] += 1.0f;"));
+        assert!(join_of("for (int w = 0; w < s; w++) { int j = w * B + u; if (k == 0) c[v][j] = 0.0f; else c[v][j] += 1.0f; }"));
     }
 
     #[test]
