@@ -54,6 +54,9 @@ pub fn needs_join(function: &KernelFunction, schedule: &Schedule) -> bool {
             &mut |_| {},
         );
     }
+    // A name the body declares again (`int v = k;` inside) is the body's, not the launch's
+    // (`sema` refuses such a name today; the rule does not lean on it).
+    fixed.retain(|n| !declared.contains_key(n));
     // Scalars the body declares once and never assigns, from fixed values only, and counters
     // of its loops over fixed bounds (a granularity loop `w < s`: it runs over the same values
     // in every iteration of the loops outside), wherever they are: to a fixpoint, since either

@@ -787,7 +787,10 @@ impl Checker<'_> {
                 // The last loop's bounds read an enclosing counter (bounded above): say so, with
                 // its bound as the guard to write.
                 let note = match written_group1.split_last().and_then(|(l, outer)| outer.iter().find(|o| reads(&l.lo, &o.var.name) || reads(&l.hi, &o.var.name)).map(|o| (l, o))) {
-                    Some((l, o)) => format!("the bounds of `{}` read `{}`, so it runs over its most iterations, which no program parameter counts: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({} < {})`)", l.var.name, o.var.name, l.var.name, l.var.name, l.hi),
+                    Some((l, o)) => {
+                        let guard = if reads(&l.hi, &o.var.name) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
+                        format!("the bounds of `{}` read `{}`, so it runs over its most iterations, which no program parameter counts: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({guard})`)", l.var.name, o.var.name, l.var.name)
+                    }
                     None => "give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more".to_string(),
                 };
                 self.diags.push(

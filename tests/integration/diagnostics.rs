@@ -505,6 +505,9 @@ fn a_block_bound_reading_the_grid_counter_is_named() {
     // the program parameters: that is what is said, not that the bound reads `i`.
     let e = check_source("tri.mf", "void f(int N, float a[N][N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = 0; j < i; j++)\n        a[i][j] = 0.0f;\n  }\n}\n").unwrap_err().render(false);
     assert!(e.contains("tri.mf:4:21") && e.contains("cannot tell which `meta_for` loops form the thread block") && e.contains("the bounds of `j` read `i`") && e.contains("`if (j < i)`"), "{e}");
+    // Its start reading the counter: the guard is the start's.
+    let e = check_source("tri.mf", "void f(int N, float a[N][N]) {\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int j = i; j < N; j++)\n        a[i][j] = 0.0f;\n  }\n}\n").unwrap_err().render(false);
+    assert!(e.contains("the bounds of `j` read `i`") && e.contains("`if (j >= i)`"), "{e}");
 }
 
 /// A statement between a grid loop and a block loop: the nest is not perfect, said at the
