@@ -48,3 +48,34 @@ fn threads_reading_a_neighbours_last_iteration_are_joined_and_proved() {
     assert!(!f.schedules[0].between.is_empty());
     assert_eq!(barriers(&metafork::kernel::Kernel::from_schedule(f, &f.schedules[0]).unwrap()), 0);
 }
+
+/// A cached leaf of a joined loop ends each iteration with one barrier: the join and the
+/// barrier before the next iteration's tile loads are one (a helper's sweep saw two in a row).
+#[test]
+fn a_cached_leaf_joins_once_per_iteration() {
+    let src = "void cs(int N, int B, int s, int K, const float w[N], float a[2][N]) {
+  assume(N >= 1 && B >= 1 && s >= 1 && K >= 1 && N % (B * s) == 0);
+  meta_schedule cache(w) {
+    meta_for (int v = 0; v < N / (B * s); v++)
+      for (int k = 0; k < K; k++)
+        meta_for (int u = 0; u < B; u++)
+          for (int g = 0; g < s; g++) {
+            int i = v * B * s + g * B + u;
+            int lo = v * B * s;
+            int src = k % 2;
+            float l = i > lo ? a[src][i - 1] : a[src][i];
+            a[1 - src][i] = l * w[i] + a[src][i];
+          }
+  }
+}
+";
+    let (_, out) = common::gen_and_verify("joins-cached", "cs.mf", src);
+    let mut cached = 0;
+    for leaf in common::cu_files(&out, "_leaf") {
+        let text = std::fs::read_to_string(&leaf).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        cached += usize::from(text.contains("w_tile"));
+        assert!(!lines.windows(2).any(|w| w[0] == "__syncthreads();" && w[1] == "__syncthreads();"), "two barriers in a row in {}:\n{text}", leaf.display());
+    }
+    assert!(cached > 0, "no leaf stages `w`");
+}

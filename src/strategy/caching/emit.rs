@@ -153,6 +153,8 @@ impl Frame<'_> {
         if self.kernel.between > 0 && !plan.tiles.is_empty() {
             out.push(st(StmtKind::Barrier)); // the next iteration's loads overwrite the tiles
         }
+        // A body that ends with the block's join (`join`) meets the barrier above: one is enough.
+        out.dedup_by(|b, a| matches!(a.kind, StmtKind::Barrier) && matches!(b.kind, StmtKind::Barrier));
         Ok(out)
     }
 
