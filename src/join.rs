@@ -124,7 +124,9 @@ pub fn needs_join(function: &KernelFunction, schedule: &Schedule) -> bool {
         }
     }
     let block: Vec<&str> = schedule.block.iter().map(|l| l.var.as_str()).collect();
-    let varies_in_thread = |name: &str| block.contains(&name) || (fixed.contains(name) && definitions.iter().any(|(d, v)| d == name && v.len() == 2));
+    // A body name left in an expanded subscript is a loop counter or a local that could not be
+    // expanded (`int j = w * B;` reads `w`): either may vary within the thread.
+    let varies_in_thread = |name: &str| block.contains(&name) || definitions.iter().any(|(d, _)| d == name);
     // A tuple that is each thread's own element: for every block counter `u`, one subscript is
     // `a*u + r` with a constant `a != 0` and `r` free of what varies between the threads of a
     // block or within one (block counters, the body's loop counters), so two threads of a block
@@ -293,6 +295,10 @@ mod tests {
         assert!(!join_of("int i = v * B + u; if (k == 0) c[N - 1 - i][2] = 0.0f; else c[N - 1 - i][2] += 1.0f;"));
         assert!(join_of("int i = v * B + u / 2; if (k == 0) c[i][0] = 0.0f; else c[i][0] += 1.0f;"));
         assert!(join_of("for (int w = 0; w < s; w++) { int j = w * B + u; if (k == 0) c[v][j] = 0.0f; else c[v][j] += 1.0f; }"));
+        // A local that reads a loop counter stays a name in the subscript: not the thread's own
+        // (`u + j` meets another thread's at another `w`).
+        assert!(join_of("for (int w = 0; w < s; w++) { int j = w; if (k == 0 && u == 0) c[(u + j) % N][0] = 1.0f; if (k == 1) x[0][u] = c[(u + j) % N][0]; }"));
+        assert!(join_of("for (int w = 0; w < s; w++) { int j = w; if (k == 0) c[v][u + j] = 0.0f; else c[v][u + j] += 1.0f; }"));
     }
 
     #[test]
