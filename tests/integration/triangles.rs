@@ -157,3 +157,42 @@ fn block_loops_bounded_by_the_tile_loop_counter() {
     let e = check_source("t.mf", &shape("int u = 0; u < k * k; u++")).unwrap_err().render(false);
     assert!(e.contains("t.mf:7:") && e.contains("the bounds of block loop `u` read `k`, the counter of the serial loop between the grid and the block"), "{e}");
 }
+
+/// The blocks a guard on the grid counters leaves idle (a triangle's upper tiles; by hand, the
+/// odd blocks of `v % 2 == 0`) stage no tile: the staging, the body and the write-back sit
+/// inside the guard. Before, they loaded their tiles anyway: wasted traffic for syrk's upper
+/// tiles, and, for a cached array that is written, a race with the working blocks (the odd
+/// block read `x[i]` while the even one wrote it; `verify` reported the leaf as a DEFECT).
+#[test]
+fn blocks_a_grid_guard_leaves_idle_stage_nothing() {
+    let even_odd = "void even_odd(int N, int B, float a, float x[N]) {
+  assume(N >= 1 && B >= 1 && N % B == 0);
+  int nt = N / B;
+  meta_schedule cache(x) {
+    meta_for (int v = 0; v < 2 * nt; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = (v / 2) * B + u;
+        if (v % 2 == 0)
+          x[i] = a * x[i] + 1.0f;
+      }
+  }
+}
+";
+    let lower_written = LOWER_TILES.replace("cache(A)", "cache(A, C)");
+    for (name, src, guard) in [("even_odd", even_odd, "if (v % 2 == 0) {"), ("lower_written", lower_written.as_str(), "if (w < v + 1) {")] {
+        let (dir, out) = common::gen_and_verify(&format!("idle_{name}"), &format!("{name}.mf"), src);
+        let leaves = common::cu_files(&out, "_leaf");
+        let mut staged = 0;
+        for p in &leaves {
+            let text = std::fs::read_to_string(p).unwrap();
+            let Some(first_load) = text.find("_tile0[metafork_e") else { continue };
+            staged += 1;
+            let opened = text.find(guard).unwrap_or_else(|| panic!("{}: no `{guard}`:\n{text}", p.display()));
+            assert!(opened < first_load, "{}: a tile is loaded before `{guard}`:\n{text}", p.display());
+            let barriers: Vec<usize> = text.match_indices("__syncthreads()").map(|(at, _)| at).collect();
+            assert!(barriers.iter().all(|b| *b > opened), "{}: a barrier outside `{guard}`:\n{text}", p.display());
+        }
+        assert!(staged > 0, "{name}: no leaf stages a tile");
+        common::assert_nvcc_compiles(&dir, &leaves);
+    }
+}

@@ -103,6 +103,12 @@ impl Frame<'_> {
         let names = &slots.names[index];
         let aux = &plan.aux;
         let (rank, nthreads) = self.thread_rank()?;
+        // A body that does nothing unless a condition on the block holds (a triangle's `w <= v`)
+        // is staged inside that condition: the other blocks load no tile.
+        let (guard, body_src) = match block_guard(&plan.body, &self.block_uniform) {
+            Some((cond, inner)) => (Some(cond), inner),
+            None => (None, plan.body.clone()),
+        };
         let mut out = Vec::new();
         // Loads: all threads, row-major over each tile that is read, within the array.
         for (t, slot) in plan.tiles.iter().zip(names) {
@@ -122,7 +128,7 @@ impl Frame<'_> {
                 at.insert(a.span, e(ExprKind::Index { array: ident(slot), indices: vec![pos] }));
             }
         }
-        let mut body = plan.body.clone();
+        let mut body = body_src.clone();
         for s in body.iter_mut() {
             map_stmt_exprs(s, &mut |x| {
                 if let Some(r) = at.get(&x.span) {
@@ -141,7 +147,7 @@ impl Frame<'_> {
             .collect();
         if !written.is_empty() {
             out.push(st(StmtKind::Barrier));
-            let replayed = replay(&plan.body, &|s| written.get(&s).cloned(), &mut assigned_in(&plan.body))?;
+            let replayed = replay(&body_src, &|s| written.get(&s).cloned(), &mut assigned_in(&body_src))?;
             // The replay repeats the body's integer definitions (`int p = i * B + j;`): in a
             // block of its own, so that C sees no name declared twice in one scope.
             if replayed.iter().any(|s| matches!(s.kind, StmtKind::Decl { .. })) {
@@ -149,6 +155,11 @@ impl Frame<'_> {
             } else {
                 out.extend(replayed);
             }
+        }
+        if let Some(cond) = guard {
+            // Every thread of a block takes the same branch, so the barriers inside are reached
+            // by all of the block's threads or by none.
+            out = vec![st(StmtKind::If { cond, then_branch: Box::new(st(StmtKind::Block(out))), else_branch: None })];
         }
         if self.kernel.between > 0 && !plan.tiles.is_empty() {
             out.push(st(StmtKind::Barrier)); // the next iteration's loads overwrite the tiles
@@ -240,4 +251,38 @@ impl Frame<'_> {
             body: Box::new(st(StmtKind::Block(inner))),
         })))
     }
+}
+
+/// `decls...; if (c) S` where `c` is the same for every thread of a block (`block_uniform`
+/// names only, none the body declares or assigns) and the declarations read no array and call
+/// nothing: then the body does nothing where `c` fails, and it is `(c, [decls..., S])`.
+/// Trailing barriers after the `if` (the block's join) stay with it. `None` otherwise.
+pub(super) fn block_guard(body: &[Stmt], block_uniform: &BTreeSet<String>) -> Option<(Expr, Vec<Stmt>)> {
+    let mut end = body.len();
+    while end > 0 && matches!(body[end - 1].kind, StmtKind::Barrier) {
+        end -= 1;
+    }
+    let (last, decls) = body[..end].split_last()?;
+    let StmtKind::If { cond, then_branch, else_branch: None } = &last.kind else { return None };
+    let pure = |x: &Expr| {
+        let mut ok = true;
+        walk_expr(x, &mut |y| ok &= !matches!(y.kind, ExprKind::Index { .. } | ExprKind::Call(..)));
+        ok
+    };
+    let pure_decl = |s: &Stmt| match &s.kind {
+        StmtKind::Decl { vars, .. } => vars.iter().all(|d| pure(&d.init)),
+        _ => false,
+    };
+    if !decls.iter().all(pure_decl) {
+        return None;
+    }
+    let mut local = declared_names(body);
+    local.extend(assigned_in(body));
+    if !is_uniform(cond, block_uniform, &local) {
+        return None;
+    }
+    let mut inner = decls.to_vec();
+    inner.push((**then_branch).clone());
+    inner.extend(body[end..].iter().cloned());
+    Some((cond.clone(), inner))
 }

@@ -150,8 +150,12 @@ struct Frame<'a> {
     guards: Vec<Constraint>,
     /// The statements of the scope.
     scope: Vec<Stmt>,
-    /// Names whose value is the same for every thread of a block in one scope iteration.
+    /// Names whose value is the same for every thread of the launch in one scope iteration
+    /// (parameters, the between loops' counters): conditions on them split versions.
     uniform: BTreeSet<String>,
+    /// `uniform` and the grid counters: the same for every thread of a block (a guard on them
+    /// encloses the staging, so that idle blocks stage nothing: `emit::block_guard`).
+    block_uniform: BTreeSet<String>,
     /// Array element types and extents, by name.
     arrays: BTreeMap<String, (ScalarType, Vec<Poly>)>,
     /// The program computes in `long` ([`Kernel::computes_in_long`]): the tiles' corners are
@@ -256,13 +260,19 @@ impl<'a> Frame<'a> {
             bound_counter(&mut collector, &l.var.name, &l.lo, &l.hi, l.inclusive, &env_before, &mut guards);
             uniform.insert(l.var.name.clone());
         }
+        let mut block_uniform = uniform.clone();
+        for s in &kernel.body[..kernel.grid.len()] {
+            if let StmtKind::Decl { vars, .. } = &s.kind {
+                block_uniform.extend(vars.iter().map(|d| d.name.name.clone()));
+            }
+        }
         let mut arrays = BTreeMap::new();
         for p in &kernel.params {
             if let KernelParamKind::Array { elem, extents, .. } = &p.kind {
                 arrays.insert(p.name.clone(), (*elem, extents.clone()));
             }
         }
-        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, arrays, long_indices: kernel.computes_in_long() })
+        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, block_uniform, arrays, long_indices: kernel.computes_in_long() })
     }
 
     fn replace_scope(&self, body: &mut Vec<Stmt>, new_scope: Vec<Stmt>) {
