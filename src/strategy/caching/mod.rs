@@ -18,7 +18,10 @@
 //!    cached array rewritten to its tile, a barrier, and the write-back: each thread replays
 //!    its own writes (the same loops, guards and subscripts) storing the tile's final value,
 //!    so exactly the elements the original writes are written. Inside a serial loop a final
-//!    barrier protects the tiles from the next iteration's loads.
+//!    barrier protects the tiles from the next iteration's loads. A body that does nothing
+//!    unless a condition on the block holds (pure declarations, then `if (w < v + 1)` over the
+//!    grid counters) is staged inside that condition, so idle blocks load nothing (and read
+//!    nothing a working block writes).
 //!
 //! Safety (checked with Z3 per array and version; `unknown` refuses): (a) no two distinct
 //! threads, in any blocks, touch an element that one of them writes; (b) no thread writes an
