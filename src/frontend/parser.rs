@@ -563,7 +563,8 @@ impl Parser {
                 hi.span,
                 format!("the loop's bound cannot use its own counter `{v}`: the condition is `{v} {op} bound` with one bound (for two, write `{v} < min(a, b)`)", v = var.name),
                 "the bound names the counter",
-            ));
+            )
+            .with_note("or keep one bound in the condition and test the other in an `if` around the body: a `meta_for` bound that reads an enclosing `meta_for` counter (`w <= v`) cannot be inside `min`"));
         }
         self.expect(";", "after the loop condition")?;
         let step = self.for_step(&var, meta)?;

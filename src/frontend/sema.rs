@@ -791,7 +791,15 @@ impl Checker<'_> {
                         let guard = if reads(&l.hi, &o.var.name) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
                         format!("the bounds of `{}` read `{}`, so it runs over its most iterations, which no program parameter counts: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({guard})`)", l.var.name, o.var.name, l.var.name)
                     }
-                    None => "give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more".to_string(),
+                    None => match written_group1.last().and_then(|l| host_loops.iter().find(|h| reads(&l.lo, &h.var) || reads(&l.hi, &h.var)).map(|h| (l, h))) {
+                        // A host loop's counter changes from launch to launch; the tree is
+                        // keyed by parameters, so a block cannot be sized by it.
+                        Some((l, h)) => {
+                            let guard = if reads(&l.hi, &h.var) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
+                            format!("the bounds of `{}` read `{}`, the counter of the host loop around the schedule, which changes from launch to launch: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({guard})`)", l.var.name, h.var, l.var.name)
+                        }
+                        None => "give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more".to_string(),
+                    },
                 };
                 self.diags.push(
                     Diagnostic::new(

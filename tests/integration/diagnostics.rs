@@ -520,3 +520,41 @@ fn a_statement_between_meta_for_loops_is_named_as_such() {
         "`meta_for` loop `u` is not perfectly nested in `v`: a statement stands between them",
     );
 }
+
+/// Two bounds joined by `&&`, one reading an enclosing `meta_for` counter: the message's `min`
+/// form would be refused in turn (`min` is not affine), so a note gives the form that works.
+/// A block loop bounded by the host loop's counter: the note names that counter as such.
+#[test]
+fn two_bounds_and_a_host_counter_in_a_block_bound_get_notes_that_work() {
+    let src = "void d(int N, int B, float c[N][N]) {
+  assume(N >= 1 && B >= 1 && N % B == 0);
+  int nt = N / B;
+  meta_schedule {
+    meta_for (int v = 0; v < nt; v++)
+      meta_for (int w = 0; w < $nt && w <= v; w++)
+        meta_for (int u = 0; u < B; u++)
+          c[v * B + u][w] = 1.0f;
+  }
+}
+";
+    refused(src, "the loop's bound cannot use its own counter `w`");
+    let e = check_source("d.mf", &src.replace('$', "")).unwrap_err().render(false);
+    assert!(e.contains("test the other in an `if` around the body"), "{e}");
+    let fixed = src.replace("w < $nt && w <= v", "w <= v");
+    check_source("d.mf", &fixed).unwrap_or_else(|d| panic!("{}", d.render(false)));
+
+    let host = "void h(int N, int T, float c[T][N]) {
+  assume(N >= 1 && T >= 1 && T <= 64);
+  for (int t = 0; t < T; t++) {
+    meta_schedule {
+      meta_for (int v = 0; v < N; v++)
+        meta_for (int $u = 0; u < t; u++)
+          c[u][v] = 1.0f;
+    }
+  }
+}
+";
+    refused(host, "cannot tell which `meta_for` loops form the thread block");
+    let e = check_source("h.mf", &host.replace('$', "")).unwrap_err().render(false);
+    assert!(e.contains("the bounds of `u` read `t`, the counter of the host loop around the schedule") && e.contains("`if (u < t)`"), "{e}");
+}
