@@ -54,6 +54,15 @@
 //! attention context, L2 and average pooling (backward), batch-norm statistics, embeddings,
 //! SiLU backward, a Nesterov step, Lennard-Jones forces, an Ising field, Kahan row sums, 64-bit
 //! LCGs and parity, and byte run and delta coding.
+//! `examples/heldout-10/` (report-13, 2026-12-04, forty-ninth session): twenty-four more by a
+//! helper who read only the language document and `--help`, measured before any rule was
+//! fitted on report-9 to report-12: masked attention scores, bit reversal and modular
+//! exponentiation on `long`, a cached 5x5 box blur, a depthwise convolution, doitgen, a gamma
+//! lookup table, GELU, gesummv, a radius-2 1-D heat stencil (ping-pong, cached), Jacobi-2D by
+//! `t % 2`, layer norm, LCG skip-ahead, max pooling with its argmax, a median of three on
+//! `char`, 2mm's first product (tiled, cached), mvt, fixed-point RGB to grey, rolling row
+//! hashes, a tiled 90-degree rotation, a stable softmax, a weighted radius-2 star stencil, a
+//! 7-point 3-D stencil with coefficients, and trisolv by columns.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -80,7 +89,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 13] = [
+const PARTS: [(&str, &[&str]); 14] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
@@ -94,6 +103,7 @@ const PARTS: [(&str, &[&str]); 13] = [
     ("report-10", &["examples/heldout-7"]),
     ("report-11", &["examples/heldout-8"]),
     ("report-12", &["examples/heldout-9"]),
+    ("report-13", &["examples/heldout-10"]),
 ];
 
 struct Row {
