@@ -539,6 +539,12 @@ impl<'b> Collector<'b> {
                 v.extend(self.condition(b, false, env, guards));
                 v
             }
+            // `c == 0 || c == N - 1` (a stencil's edges) holds exactly when the product of the
+            // differences is zero: one constraint, so the guards stay exact.
+            ExprKind::Binary(BinOp::Or, ..) if positive => match self.equalities_disjoined(e, env, guards) {
+                Some(c) => vec![c],
+                None => self.dropped(),
+            },
             ExprKind::Unary(UnOp::Not, a) => self.condition(a, !positive, env, guards),
             ExprKind::Binary(op, a, b) if op.is_comparison() => {
                 let comparison = match (self.poly(a, env, guards), self.poly(b, env, guards)) {
@@ -560,6 +566,59 @@ impl<'b> Collector<'b> {
                 None => self.dropped(),
             },
         }
+    }
+
+    /// The disjuncts of `a == b || c == d || ...` (two to four) as equalities, or `None`.
+    fn equality_cases(&mut self, cond: &Expr, env: &Env, guards: &[Constraint]) -> Option<Vec<Constraint>> {
+        if !matches!(cond.kind, ExprKind::Binary(BinOp::Or, ..)) {
+            return None;
+        }
+        let mut cases = Vec::new();
+        let mut pending = vec![cond];
+        while let Some(d) = pending.pop() {
+            match &d.kind {
+                ExprKind::Binary(BinOp::Or, l, r) => {
+                    pending.push(r);
+                    pending.push(l);
+                }
+                ExprKind::Binary(BinOp::Eq, a, b) => {
+                    let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);
+                    if self.names_conditional_choice(&x) || self.names_conditional_choice(&y) {
+                        return None;
+                    }
+                    cases.push(Constraint::eq(&x, &y));
+                }
+                _ => return None,
+            }
+            if cases.len() > 4 {
+                return None;
+            }
+        }
+        Some(cases)
+    }
+
+    /// `a == b || c == d || ...` as one product equality (`polyexpr::one_of_zero`); `None`
+    /// where a disjunct is not an equality of two polynomials.
+    fn equalities_disjoined(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) -> Option<Constraint> {
+        let mut factors = Vec::new();
+        let mut pending = vec![e];
+        while let Some(d) = pending.pop() {
+            match &d.kind {
+                ExprKind::Binary(BinOp::Or, l, r) => {
+                    pending.push(r);
+                    pending.push(l);
+                }
+                ExprKind::Binary(BinOp::Eq, a, b) => {
+                    let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);
+                    if self.names_conditional_choice(&x) || self.names_conditional_choice(&y) {
+                        return None;
+                    }
+                    factors.push(&x - &y);
+                }
+                _ => return None,
+            }
+        }
+        crate::frontend::polyexpr::one_of_zero(&factors)
     }
 
     /// Every access collected from now on has inexact guards: the context it is checked in
@@ -671,9 +730,36 @@ impl<'b> Collector<'b> {
                     self.uniformity.push(Uniformity { guards: guards.to_vec(), phase: self.phase.clone(), condition, bounds: None, text: cond.to_string(), thread_dependent });
                 }
                 let before = self.phase.clone();
-                let (gt, exact) = self.guarded(cond, true, env, guards);
                 let mut env_t = env.clone();
-                self.under(exact, |me| me.stmt(then_branch, &mut env_t, &gt));
+                let cases = if self.choices.is_some() { self.equality_cases(cond, env, guards) } else { None };
+                match cases {
+                    // `c == 0 || c == N - 1`, for a client that reads accesses case by case
+                    // (`with_choices`: the verifier): the branch once per equality, each exact
+                    // and linear where the equalities are (their product is not, and Z3 gave
+                    // up on a median filter's edge copy under it). The strategies, which key
+                    // accesses by their place in the code, see one access under the product.
+                    Some(cases) => {
+                        let mut after = None;
+                        for case in cases {
+                            self.phase = before.clone();
+                            let mut g = guards.to_vec();
+                            g.push(case);
+                            let mut env_case = env.clone();
+                            self.stmt(then_branch, &mut env_case, &g);
+                            forget_assigned(&mut env_t, &env_case);
+                            after = match after {
+                                None => Some(self.phase.clone()),
+                                Some(p) if p == self.phase => Some(p),
+                                Some(_) => Some(None),
+                            };
+                        }
+                        self.phase = after.flatten();
+                    }
+                    None => {
+                        let (gt, exact) = self.guarded(cond, true, env, guards);
+                        self.under(exact, |me| me.stmt(then_branch, &mut env_t, &gt));
+                    }
+                }
                 let after_then = std::mem::replace(&mut self.phase, before);
                 let (gf, exact) = self.guarded(cond, false, env, guards);
                 let mut env_f = env.clone();

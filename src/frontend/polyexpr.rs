@@ -116,18 +116,27 @@ fn alternatives(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
     }
     let mut all = Vec::new();
     disjuncts(e, &mut all);
-    if all.len() > MOST_ALTERNATIVES {
+    let mut factors = Vec::new();
+    for d in all {
+        let ExprKind::Binary(BinOp::Eq, a, b) = &d.kind else { return None };
+        factors.push(&to_poly(a, derived)? - &to_poly(b, derived)?);
+    }
+    one_of_zero(&factors)
+}
+
+/// `f1 == 0 || f2 == 0 || ...` as the one equality `f1 * f2 * ... == 0` (exact), or `None`
+/// past [`MOST_ALTERNATIVES`] factors or the limits every polynomial keeps (`MAX_DEGREE`,
+/// `MAX_TERMS`).
+pub fn one_of_zero(factors: &[Poly]) -> Option<Constraint> {
+    if factors.len() > MOST_ALTERNATIVES {
         return None;
     }
     let mut product = Poly::one();
-    for d in all {
-        let ExprKind::Binary(BinOp::Eq, a, b) = &d.kind else { return None };
-        let factor = &to_poly(a, derived)? - &to_poly(b, derived)?;
-        // Within the limits every polynomial keeps (`MAX_DEGREE`, `MAX_TERMS`).
+    for factor in factors {
         if product.total_degree() + factor.total_degree() > MAX_DEGREE || product.num_terms().saturating_mul(factor.num_terms()) > MAX_TERMS {
             return None;
         }
-        product = &product * &factor;
+        product = &product * factor;
     }
     Some(Constraint::eq(&product, &Poly::zero()))
 }

@@ -1517,3 +1517,33 @@ fn arrays_read_by_loop_bounds_are_accesses() {
     assert_eq!(o.status.code(), Some(4), "unverified, not a defect:\n{text}");
     assert!(!text.contains("DEFECT") && text.contains("possible out of bounds"), "{text}");
 }
+
+/// A guard that is a disjunction of equalities (`c == 0 || c == N - 1`, a filter's edge copy):
+/// the verifier takes the branch once per equality, each exact, where it used to drop the
+/// guard ("possible out of bounds ... not exact": a helper's median filter, report-13); the
+/// `else` side (`c != 0 && c != N - 1`) was exact already. A guard on the same accesses that
+/// does not keep them in bounds (`c == 0 || c == N`) is still caught, at `c == N`.
+#[test]
+fn a_disjunction_of_equalities_guards_exactly() {
+    let src = "void edges(int R, int N, int B, const float p[R][N], float m[R][N]) {
+  assume(R >= 1 && N >= 3 && B >= 1 && B <= 1024);
+  int nb = (N + B - 1) / B;
+  meta_schedule {
+    meta_for (int r = 0; r < R; r++)
+      meta_for (int cb = 0; cb < nb; cb++)
+        meta_for (int t = 0; t < B; t++) {
+          int c = cb * B + t;
+          if (c == 0 || c == N - 1)
+            m[r][c] = p[r][c];
+          else if (c < N - 1)
+            m[r][c] = (p[r][c - 1] + p[r][c] + p[r][c + 1]) / 3.0f;
+        }
+  }
+}
+";
+    common::assert_every_leaf_proved("edges.mf", src, &backend(), 4);
+    let wrong = src.replace("c == 0 || c == N - 1", "c == 0 || c == N");
+    let (f, tree) = tree_of(&wrong);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Defect("out of bounds", _))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
+}
