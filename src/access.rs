@@ -568,6 +568,41 @@ impl<'b> Collector<'b> {
         }
     }
 
+    /// Runs `collect` under the guards `cond` adds when true: once per equality of a
+    /// disjunction of equalities for a client that reads accesses case by case (see
+    /// [`Self::equality_cases`]), else once under [`Self::guarded`]'s guards.
+    fn when_true(&mut self, cond: &Expr, env: &Env, guards: &[Constraint], collect: &mut dyn FnMut(&mut Self, &[Constraint])) {
+        // A conjunct that is such a disjunction splits the cases; the other conjuncts guard each.
+        let split = if self.choices.is_some() {
+            let conjuncts = cond.conjuncts();
+            conjuncts.iter().enumerate().find_map(|(k, c)| self.equality_cases(c, env, guards).map(|cases| (k, cases))).map(|(k, cases)| {
+                let rest: Vec<&Expr> = conjuncts.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, c)| *c).collect();
+                (cases, rest)
+            })
+        } else {
+            None
+        };
+        match split {
+            Some((cases, rest)) => {
+                for case in cases {
+                    let mut g = guards.to_vec();
+                    g.push(case);
+                    let mut exact = true;
+                    for c in &rest {
+                        let (more, whole) = self.guarded(c, true, env, &g);
+                        g = more;
+                        exact &= whole;
+                    }
+                    self.under(exact, |me| collect(me, &g));
+                }
+            }
+            None => {
+                let (g, exact) = self.guarded(cond, true, env, guards);
+                self.under(exact, |me| collect(me, &g));
+            }
+        }
+    }
+
     /// The disjuncts of `a == b || c == d || ...` (two to four) as equalities, or `None`.
     fn equality_cases(&mut self, cond: &Expr, env: &Env, guards: &[Constraint]) -> Option<Vec<Constraint>> {
         if !matches!(cond.kind, ExprKind::Binary(BinOp::Or, ..)) {
@@ -664,9 +699,13 @@ impl<'b> Collector<'b> {
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             // `&&` and `||` evaluate their right operand only when the left one is true
             // (false): its accesses happen under that guard, as C and CUDA define them.
-            ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+            ExprKind::Binary(BinOp::And, a, b) => {
                 self.expr_accesses(a, env, guards);
-                let (g, exact) = self.guarded(a, *op == BinOp::And, env, guards);
+                self.when_true(a, env, guards, &mut |me, g| me.expr_accesses(b, env, g));
+            }
+            ExprKind::Binary(BinOp::Or, a, b) => {
+                self.expr_accesses(a, env, guards);
+                let (g, exact) = self.guarded(a, false, env, guards);
                 self.under(exact, |me| me.expr_accesses(b, env, &g));
             }
             ExprKind::Binary(_, a, b) => {
@@ -675,8 +714,7 @@ impl<'b> Collector<'b> {
             }
             ExprKind::Cond(c, a, b) => {
                 self.expr_accesses(c, env, guards);
-                let (gt, exact) = self.guarded(c, true, env, guards);
-                self.under(exact, |me| me.expr_accesses(a, env, &gt));
+                self.when_true(c, env, guards, &mut |me, g| me.expr_accesses(a, env, g));
                 let (gf, exact) = self.guarded(c, false, env, guards);
                 self.under(exact, |me| me.expr_accesses(b, env, &gf));
             }
@@ -731,35 +769,21 @@ impl<'b> Collector<'b> {
                 }
                 let before = self.phase.clone();
                 let mut env_t = env.clone();
-                let cases = if self.choices.is_some() { self.equality_cases(cond, env, guards) } else { None };
-                match cases {
-                    // `c == 0 || c == N - 1`, for a client that reads accesses case by case
-                    // (`with_choices`: the verifier): the branch once per equality, each exact
-                    // and linear where the equalities are (their product is not, and Z3 gave
-                    // up on a median filter's edge copy under it). The strategies, which key
-                    // accesses by their place in the code, see one access under the product.
-                    Some(cases) => {
-                        let mut after = None;
-                        for case in cases {
-                            self.phase = before.clone();
-                            let mut g = guards.to_vec();
-                            g.push(case);
-                            let mut env_case = env.clone();
-                            self.stmt(then_branch, &mut env_case, &g);
-                            forget_assigned(&mut env_t, &env_case);
-                            after = match after {
-                                None => Some(self.phase.clone()),
-                                Some(p) if p == self.phase => Some(p),
-                                Some(_) => Some(None),
-                            };
-                        }
-                        self.phase = after.flatten();
-                    }
-                    None => {
-                        let (gt, exact) = self.guarded(cond, true, env, guards);
-                        self.under(exact, |me| me.stmt(then_branch, &mut env_t, &gt));
-                    }
-                }
+                // Each case of a disjunction of equalities (`when_true`) starts from the phase
+                // before the branch; the phase after it is theirs where they agree.
+                let mut after: Option<Option<Poly>> = None;
+                self.when_true(cond, env, guards, &mut |me, g| {
+                    me.phase = before.clone();
+                    let mut env_case = env.clone();
+                    me.stmt(then_branch, &mut env_case, g);
+                    forget_assigned(&mut env_t, &env_case);
+                    after = Some(match after.take() {
+                        None => me.phase.clone(),
+                        Some(p) if p == me.phase => p,
+                        Some(_) => None,
+                    });
+                });
+                self.phase = after.flatten();
                 let after_then = std::mem::replace(&mut self.phase, before);
                 let (gf, exact) = self.guarded(cond, false, env, guards);
                 let mut env_f = env.clone();

@@ -1542,6 +1542,13 @@ fn a_disjunction_of_equalities_guards_exactly() {
 }
 ";
     common::assert_every_leaf_proved("edges.mf", src, &backend(), 4);
+    // The same guard choosing a value (`?:`) and guarding the right side of `&&`.
+    let chosen = src.replace(
+        "if (c == 0 || c == N - 1)\n            m[r][c] = p[r][c];\n          else if (c < N - 1)\n            m[r][c] = (p[r][c - 1] + p[r][c] + p[r][c + 1]) / 3.0f;",
+        "float e = (c == 0 || c == N - 1) ? p[r][c] : 0.0f;\n          if ((c == 0 || c == N - 1) && p[r][c] > 0.0f)\n            m[r][c] = e;",
+    );
+    assert_ne!(chosen, src);
+    common::assert_every_leaf_proved("chosen.mf", &chosen, &backend(), 4);
     let wrong = src.replace("c == 0 || c == N - 1", "c == 0 || c == N");
     let (f, tree) = tree_of(&wrong);
     let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
