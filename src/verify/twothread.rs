@@ -506,12 +506,46 @@ impl Checker<'_, '_> {
     fn solve(&mut self, sys: &System, key: String) -> CheckResult {
         self.queries += 1;
         let started = std::time::Instant::now();
-        let result = self.backend.check(sys);
+        let mut result = self.backend.check(sys);
         trace(sys, &result, started);
+        // Z3's nonlinear procedures can lose their way on a product of parameters that the
+        // question does not need (`BY * BX <= 1024`, a tree's `32*B^2 <= R_B`): asked again
+        // without such facts, unsat still proves the whole system unsat (fewer constraints,
+        // more solutions); any other answer leaves it unknown.
+        if matches!(result, CheckResult::Unknown(_)) {
+            if let Some(relaxed) = self.without_parameter_products(sys) {
+                self.queries += 1;
+                let started = std::time::Instant::now();
+                let retried = self.backend.check(&relaxed);
+                trace(&relaxed, &retried, started);
+                if retried.is_unsat() {
+                    result = CheckResult::Unsat;
+                }
+            }
+        }
         if !matches!(result, CheckResult::Unknown(_)) {
             remember(key, result.is_unsat());
         }
         result
+    }
+
+    /// `sys` without its nonlinear facts on parameters alone (every variable shared by the
+    /// two threads, none an auxiliary the model made up, such as a quotient's definition,
+    /// which bounds need), or `None` when it has none.
+    fn without_parameter_products(&self, sys: &System) -> Option<System> {
+        let product_of_parameters = |c: &Constraint| {
+            let vars = c.vars();
+            c.poly().total_degree() >= 2 && vars.iter().all(|v| !self.m.thread_local(v) && !crate::names::is_internal(v.name()))
+        };
+        if !sys.constraints().iter().any(product_of_parameters) {
+            return None;
+        }
+        let mut relaxed = System::new();
+        sys.constraints().iter().filter(|c| !product_of_parameters(c)).for_each(|c| relaxed.add(c.clone()));
+        for (v, d) in sys.domains() {
+            relaxed.set_domain(v.clone(), d.clone());
+        }
+        Some(relaxed)
     }
 
     /// Whether the query with its context is unsat, remembered or from Z3. Unknown is "not

@@ -1554,3 +1554,43 @@ fn a_disjunction_of_equalities_guards_exactly() {
     let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
     assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Defect("out of bounds", _))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
 }
+
+/// A product of parameters the question does not need (`BY * BX <= 1024`, the threads of a
+/// block) sent Z3's nonlinear procedures astray on a 2-D tiled copy's bounds ("Z3 could not
+/// decide a query (max. resource limit exceeded)", every leaf, as on report-13's cached box
+/// blur): such a query is asked again without those facts, whose unsat proves the whole.
+/// Where the product is what keeps an access in bounds (`c[v * BX + u]` inside `c[1024]`),
+/// the whole query decides it (proved), and a retry without it, which has solutions, never
+/// turns into a defect.
+#[test]
+fn a_product_of_parameters_the_proof_does_not_need_is_set_aside() {
+    let src = "void tiles(int IH, int IW, int BY, int BX, const float img[IH][IW], float out[IH][IW]) {
+  assume(IH >= 5 && IW >= 5 && BY >= 1 && BX >= 1 && BY * BX <= 1024);
+  int gy = (IH - 4) / BY, gx = (IW - 4) / BX;
+  meta_schedule {
+    meta_for (int by = 0; by < gy; by++)
+      meta_for (int bx = 0; bx < gx; bx++)
+        meta_for (int ty = 0; ty < BY; ty++)
+          meta_for (int tx = 0; tx < BX; tx++) {
+            int y = by * BY + ty + 2;
+            int x = bx * BX + tx + 2;
+            out[y][x] = img[y][x];
+          }
+  }
+}
+";
+    common::assert_every_leaf_proved("tiles.mf", src, &backend(), 2);
+    let needed = "void needed(int BY, int BX, float c[1024]) {
+  assume(BY >= 1 && BX >= 1 && BY * BX <= 1024);
+  meta_schedule {
+    meta_for (int g = 0; g < 1; g++)
+      meta_for (int v = 0; v < BY; v++)
+        meta_for (int u = 0; u < BX; u++)
+          c[v * BX + u] = 1.0f;
+  }
+}
+";
+    let (f, tree) = tree_of(needed);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty() && reports.iter().all(|r| r.status() == Status::Proved), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
+}
