@@ -608,34 +608,21 @@ impl<'b> Collector<'b> {
         if !matches!(cond.kind, ExprKind::Binary(BinOp::Or, ..)) {
             return None;
         }
-        let mut cases = Vec::new();
-        let mut pending = vec![cond];
-        while let Some(d) = pending.pop() {
-            match &d.kind {
-                ExprKind::Binary(BinOp::Or, l, r) => {
-                    pending.push(r);
-                    pending.push(l);
-                }
-                ExprKind::Binary(BinOp::Eq, a, b) => {
-                    let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);
-                    if self.names_conditional_choice(&x) || self.names_conditional_choice(&y) {
-                        return None;
-                    }
-                    cases.push(Constraint::eq(&x, &y));
-                }
-                _ => return None,
-            }
-            if cases.len() > 4 {
-                return None;
-            }
-        }
-        Some(cases)
+        let sides = self.disjoined_equalities(cond, env, guards)?;
+        (sides.len() <= 4).then(|| sides.iter().map(|(x, y)| Constraint::eq(x, y)).collect())
     }
 
     /// `a == b || c == d || ...` as one product equality (`polyexpr::one_of_zero`); `None`
     /// where a disjunct is not an equality of two polynomials.
     fn equalities_disjoined(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) -> Option<Constraint> {
-        let mut factors = Vec::new();
+        let sides = self.disjoined_equalities(e, env, guards)?;
+        crate::frontend::polyexpr::one_of_zero(&sides.iter().map(|(x, y)| x - y).collect::<Vec<_>>())
+    }
+
+    /// The two sides of each equality `a == b` that `||` joins in `e`, in order; `None` where
+    /// a disjunct is anything else or a side is not a polynomial.
+    fn disjoined_equalities(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) -> Option<Vec<(Poly, Poly)>> {
+        let mut sides = Vec::new();
         let mut pending = vec![e];
         while let Some(d) = pending.pop() {
             match &d.kind {
@@ -648,12 +635,12 @@ impl<'b> Collector<'b> {
                     if self.names_conditional_choice(&x) || self.names_conditional_choice(&y) {
                         return None;
                     }
-                    factors.push(&x - &y);
+                    sides.push((x, y));
                 }
                 _ => return None,
             }
         }
-        crate::frontend::polyexpr::one_of_zero(&factors)
+        Some(sides)
     }
 
     /// Every access collected from now on has inexact guards: the context it is checked in
