@@ -561,10 +561,10 @@ impl Parser {
             let op = if inclusive { "<=" } else { "<" };
             return Err(Diagnostic::new(
                 hi.span,
-                format!("the loop's bound cannot use its own counter `{v}`: the condition is `{v} {op} bound` with one bound (for two, write `{v} < min(a, b)`)", v = var.name),
+                format!("the loop's bound cannot use its own counter `{v}`: the condition is `{v} {op} bound` with one bound (for two, write `{v} < min(a, b)`, or test one of them in an `if` around the body)", v = var.name),
                 "the bound names the counter",
             )
-            .with_note("or keep one bound in the condition and test the other in an `if` around the body: a `meta_for` bound that reads an enclosing `meta_for` counter (`w <= v`) cannot be inside `min`"));
+            .with_note("a `meta_for` bound that reads an enclosing `meta_for` counter (`w <= v`) cannot be inside `min`: keep that one in the loop's condition and test the other in the `if`"));
         }
         self.expect(";", "after the loop condition")?;
         let step = self.for_step(&var, meta)?;

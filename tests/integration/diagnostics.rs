@@ -539,7 +539,7 @@ fn two_bounds_and_a_host_counter_in_a_block_bound_get_notes_that_work() {
 ";
     refused(src, "the loop's bound cannot use its own counter `w`");
     let e = check_source("d.mf", &src.replace('$', "")).unwrap_err().render(false);
-    assert!(e.contains("test the other in an `if` around the body"), "{e}");
+    assert!(e.contains("or test one of them in an `if` around the body") && e.contains("keep that one in the loop's condition and test the other in the `if`"), "{e}");
     let fixed = src.replace("w < $nt && w <= v", "w <= v");
     check_source("d.mf", &fixed).unwrap_or_else(|d| panic!("{}", d.render(false)));
 

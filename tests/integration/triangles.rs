@@ -195,4 +195,35 @@ fn blocks_a_grid_guard_leaves_idle_stage_nothing() {
         assert!(staged > 0, "{name}: no leaf stages a tile");
         common::assert_nvcc_compiles(&dir, &leaves);
     }
+    // A helper's sweep: the same with an `else` (`if (w == v) a[i] = ...; else c[i][w] = ...`),
+    // a guard whose other conjunct is the thread's (`w == v && u < B`), and a square grid. The
+    // cached `a` is read and written by block (v, v) alone; the other blocks staged it anyway
+    // (a race `verify` reported). The scope is now split into versions on such conditions,
+    // and only the version that reads `a` stages it.
+    let triangle = |body: &str, w_bound: &str| {
+        format!(
+            "void d(int N, int B, float a[N], float c[N][N]) {{
+  assume(N >= 1 && B >= 1 && N % B == 0);
+  int nt = N / B;
+  meta_schedule cache(a) {{
+    meta_for (int v = 0; v < nt; v++)
+      meta_for (int w = 0; {w_bound}; w++)
+        meta_for (int u = 0; u < B; u++) {{
+          int i = v * B + u;
+          {body}
+        }}
+  }}
+}}
+"
+        )
+    };
+    let cases = [
+        ("with_else", triangle("if (w == v) a[i] = a[i] * 2.0f; else c[i][w] = 1.0f;", "w <= v")),
+        ("thread_conjunct", triangle("if (w == v && u < B) a[i] = a[i] * 2.0f;", "w <= v")),
+        ("square_with_else", triangle("if (w == 0) a[i] = a[i] * 2.0f; else c[i][w] = 1.0f;", "w < nt")),
+    ];
+    for (name, src) in &cases {
+        let (_, out) = common::gen_and_verify(&format!("idle_{name}"), &format!("{name}.mf"), src);
+        assert!(common::cu_files(&out, "_leaf").iter().any(|p| std::fs::read_to_string(p).unwrap().contains("a_tile0[metafork_e")), "{name}: no leaf stages `a`");
+    }
 }

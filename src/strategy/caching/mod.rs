@@ -5,8 +5,10 @@
 //! 1. The *scope* is the schedule's body inside the serial loops between the grid and block
 //!    counters (matrix multiplication's `t`), so tiles are refilled once per iteration.
 //! 2. An `if` whose condition reads only parameters (uniform over the launch, like Jacobi's
-//!    `t % 2`) splits the scope into *versions*, one per branch, each with its own tiles;
-//!    versions share the shared-memory block, so the footprint is the larger version's.
+//!    `t % 2`), or, with no loop between the groups, grid counters as well (uniform over a
+//!    block, like a triangle's `w == v`), splits the scope into *versions*, one per branch,
+//!    each with its own tiles, planned under the conditions that choose it; versions share
+//!    the shared-memory block, so the footprint is the larger version's.
 //! 3. In a version, each access `X[f]` is modelled (the access model) and split into a *base*
 //!    (terms free of the thread index and the scope's loop counters) and an affine *local*
 //!    part; accesses with the same base share a tile whose extent, per dimension, is the range
@@ -85,11 +87,17 @@ pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> R
     let Some(frame) = Frame::new(function, kernel, backend) else {
         return Ok(refuse_all("the kernel's body does not have the schedule's shape"));
     };
-    let versions = split_versions(&frame.scope, &frame.uniform, &kernel.cache, MAX_SPLITS);
+    // On the grid counters too where no loop lies between the groups: a block that takes a
+    // branch without the cached array's accesses then stages none of it (a triangle's
+    // `if (w == v) a[i] = ...; else ...`: the other blocks read `a` while block (v, v) wrote
+    // it). Inside such loops the barriers' count per iteration would depend on the block,
+    // which the verifier's phases do not model.
+    let splitting_on = if kernel.between == 0 { &frame.block_uniform } else { &frame.uniform };
+    let versions = split_versions(&frame.scope, splitting_on, &kernel.cache, MAX_SPLITS);
 
     // Plan every version once. Arrays are planned independently, so an array refused in any
     // version is simply dropped from all of them; the others' proofs stand.
-    let mut plans: Vec<Plan> = versions.leaves().into_iter().map(|body| frame.plan(body, &kernel.cache)).collect::<Result<_, _>>()?;
+    let mut plans: Vec<Plan> = versions.leaves().into_iter().map(|(path, body)| frame.plan(body, &path, &kernel.cache)).collect::<Result<_, _>>()?;
     let mut refused: Vec<(String, String)> = Vec::new();
     for (a, why) in plans.iter().flat_map(|p| &p.refused) {
         if !refused.iter().any(|(x, _)| x == a) {

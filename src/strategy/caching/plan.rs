@@ -104,13 +104,21 @@ pub(super) struct Dims {
 }
 
 impl Frame<'_> {
-    pub(super) fn plan(&self, body: &[Stmt], cache: &[String]) -> Result<Plan, String> {
+    /// The plan of a version's `body`, chosen where each condition of `path` holds (or fails).
+    pub(super) fn plan(&self, body: &[Stmt], path: &[(Expr, bool)], cache: &[String]) -> Result<Plan, String> {
         let body = label(body, cache);
         let mut col = Collector::new(self.backend, self.collector.context.clone());
         col.aux_defs = self.collector.aux_defs.clone();
         col.floating = self.collector.floating.clone();
         let mut env = self.env.clone();
-        col.stmts(&body, &mut env, &self.guards);
+        // The version's conditions hold throughout its body (a condition left out only
+        // weakens the guards: more accesses meet, never fewer).
+        let mut guards = self.guards.clone();
+        for (cond, holds) in path {
+            let more = col.condition(cond, *holds, &env, &guards);
+            guards.extend(more);
+        }
+        col.stmts(&body, &mut env, &guards);
         let counters = loop_counters(&body);
         let local = Locality::new(&counters, &col.aux_defs, self.kernel.block.len());
         let mut plan = Plan { body: body.clone(), tiles: Vec::new(), refused: Vec::new(), aux: col.aux_defs.clone() };

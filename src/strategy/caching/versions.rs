@@ -1,5 +1,6 @@
-//! Versions: the scope split on conditions every thread evaluates alike (only parameters), so
-//! that each branch gets its own tiles.
+//! Versions: the scope split on conditions every thread of a block evaluates alike
+//! (parameters; with no loop between the grid and block groups, grid counters too), so that
+//! each branch gets its own tiles, and a block stages only what its branch reads.
 
 use super::*;
 
@@ -9,12 +10,19 @@ pub(super) enum Versions {
 }
 
 impl Versions {
-    pub(super) fn leaves(&self) -> Vec<&Vec<Stmt>> {
+    /// Each version's body, with the conditions that choose it (`(c, true)`: `c` holds), in
+    /// the order [`Versions::rebuild`] takes them.
+    pub(super) fn leaves(&self) -> Vec<(Vec<(Expr, bool)>, &Vec<Stmt>)> {
         match self {
-            Versions::One(b) => vec![b],
-            Versions::Split(_, t, f) => {
-                let mut v = t.leaves();
-                v.extend(f.leaves());
+            Versions::One(b) => vec![(Vec::new(), b)],
+            Versions::Split(c, t, f) => {
+                let mut v = Vec::new();
+                for (side, holds) in [(t, true), (f, false)] {
+                    for (mut path, body) in side.leaves() {
+                        path.insert(0, (c.clone(), holds));
+                        v.push((path, body));
+                    }
+                }
                 v
             }
         }
@@ -33,10 +41,12 @@ impl Versions {
                     Ok(f) => f,
                     Err(x) => return Some(Err(x)),
                 };
+                // (A branch that does nothing, a guard's other side, is left out.)
+                let idle = f.iter().all(|x| matches!(&x.kind, StmtKind::Empty) || matches!(&x.kind, StmtKind::Block(b) if b.is_empty()));
                 Some(Ok(vec![st(StmtKind::If {
                     cond: cond.clone(),
                     then_branch: Box::new(st(StmtKind::Block(t))),
-                    else_branch: Some(Box::new(st(StmtKind::Block(f)))),
+                    else_branch: (!idle).then(|| Box::new(st(StmtKind::Block(f)))),
                 })]))
             }
         }
@@ -78,7 +88,9 @@ pub(super) fn split_versions(scope: &[Stmt], uniform: &BTreeSet<String>, cache: 
     if splits_left == 0 {
         return Versions::One(scope.to_vec());
     }
-    let local = declared_names(scope);
+    // A name the scope declares or assigns varies within the block.
+    let mut local = declared_names(scope);
+    local.extend(assigned_in(scope));
     match split_first(scope, uniform, &local, cache) {
         Some((cond, t, f)) => Versions::Split(
             cond,
@@ -109,6 +121,16 @@ pub(super) fn split_stmt(s: &Stmt, uniform: &BTreeSet<String>, local: &BTreeSet<
         StmtKind::If { cond, then_branch, else_branch } if is_uniform(cond, uniform, local) && mentions_array(s, cache) => {
             let f = else_branch.as_ref().map_or(st(StmtKind::Empty), |x| (**x).clone());
             Some((cond.clone(), (**then_branch).clone(), f))
+        }
+        // `if (w == v && u < B) X else Y` is `if (w == v) { if (u < B) X else Y } else Y`:
+        // split on the uniform conjunct.
+        StmtKind::If { cond, then_branch, else_branch } if mentions_array(s, cache) && cond.conjuncts().iter().any(|c| is_uniform(c, uniform, local)) && cond.conjuncts().len() > 1 => {
+            let conjuncts = cond.conjuncts();
+            let k = conjuncts.iter().position(|c| is_uniform(c, uniform, local))?;
+            let rest = conjuncts.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, c)| (*c).clone()).reduce(|a, b| bin(BinOp::And, a, b))?;
+            let f = else_branch.as_ref().map_or(st(StmtKind::Empty), |x| (**x).clone());
+            let t = wrap(StmtKind::If { cond: rest, then_branch: then_branch.clone(), else_branch: else_branch.clone() });
+            Some((conjuncts[k].clone(), t, f))
         }
         StmtKind::If { cond, then_branch, else_branch } => {
             if let Some((c, t, f)) = split_stmt(then_branch, uniform, local, cache) {
