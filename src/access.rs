@@ -540,8 +540,11 @@ impl<'b> Collector<'b> {
                 v
             }
             // `c == 0 || c == N - 1` (a stencil's edges) holds exactly when the product of the
-            // differences is zero: one constraint, so the guards stay exact.
-            ExprKind::Binary(BinOp::Or, ..) if positive => match self.equalities_disjoined(e, env, guards) {
+            // differences is zero: one constraint, so the verifier's guards stay exact (where
+            // it does not take the equalities case by case). Not for the strategies: the
+            // product's degree made Z3 give up on their proofs, where leaving the guard out
+            // (more behaviours) is all they need.
+            ExprKind::Binary(BinOp::Or, ..) if positive && self.choices.is_some() => match self.equalities_disjoined(e, env, guards) {
                 Some(c) => vec![c],
                 None => self.dropped(),
             },
