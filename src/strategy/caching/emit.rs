@@ -268,16 +268,7 @@ pub(super) fn block_guard(body: &[Stmt], block_uniform: &BTreeSet<String>) -> Op
     }
     let (last, decls) = body[..end].split_last()?;
     let StmtKind::If { cond, then_branch, else_branch: None } = &last.kind else { return None };
-    let pure = |x: &Expr| {
-        let mut ok = true;
-        walk_expr(x, &mut |y| ok &= !matches!(y.kind, ExprKind::Index { .. } | ExprKind::Call(..)));
-        ok
-    };
-    let pure_decl = |s: &Stmt| match &s.kind {
-        StmtKind::Decl { vars, .. } => vars.iter().all(|d| pure(&d.init)),
-        _ => false,
-    };
-    if !decls.iter().all(pure_decl) {
+    if !decls.iter().all(|s| matches!(s.kind, StmtKind::Decl { .. }) && does_nothing(s)) {
         return None;
     }
     let mut local = declared_names(body);

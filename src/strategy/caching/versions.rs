@@ -41,8 +41,9 @@ impl Versions {
                     Ok(f) => f,
                     Err(x) => return Some(Err(x)),
                 };
-                // (A branch that does nothing, a guard's other side, is left out.)
-                let idle = f.iter().all(|x| matches!(&x.kind, StmtKind::Empty) || matches!(&x.kind, StmtKind::Block(b) if b.is_empty()));
+                // (A branch that does nothing, a guard's other side with at most the body's
+                // declarations before it, is left out.)
+                let idle = f.iter().all(does_nothing);
                 Some(Ok(vec![st(StmtKind::If {
                     cond: cond.clone(),
                     then_branch: Box::new(st(StmtKind::Block(t))),
@@ -151,5 +152,21 @@ pub(super) fn split_stmt(s: &Stmt, uniform: &BTreeSet<String>, local: &BTreeSet<
             Some((c, mk(t), mk(f)))
         }
         _ => None,
+    }
+}
+
+/// Whether `s` has no effect: nothing, an empty block, or declarations whose values read no
+/// array and call nothing.
+pub(super) fn does_nothing(s: &Stmt) -> bool {
+    let pure = |x: &Expr| {
+        let mut ok = true;
+        walk_expr(x, &mut |y| ok &= !matches!(y.kind, ExprKind::Index { .. } | ExprKind::Call(..)));
+        ok
+    };
+    match &s.kind {
+        StmtKind::Empty => true,
+        StmtKind::Block(items) => items.iter().all(does_nothing),
+        StmtKind::Decl { vars, .. } => vars.iter().all(|d| pure(&d.init)),
+        _ => false,
     }
 }
