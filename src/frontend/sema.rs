@@ -763,6 +763,8 @@ impl Checker<'_> {
                 e.names(&mut names);
                 names.iter().any(|n| n == name)
             };
+            // The loop's own bound that reads `name`, as the guard to write instead.
+            let guard_for = |l: &ForLoop, name: &str| if reads(&l.hi, name) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
             // (Only where `boxed` could not bound it: a triangle it bounds has no program-
             // parameter extent either, which the message below says.)
             let enclosing_counter = written_group1.split_last().and_then(|(l, outer)| {
@@ -777,7 +779,7 @@ impl Checker<'_> {
                     Diagnostic::new(bound.span, format!("the bounds of `meta_for` loop `{}` use `{outer}`, the counter of an enclosing `meta_for`", l.var.name), "a thread block's size must be known before the launch")
                         .with_note({
                             // The guard is the loop's own bound, as written.
-                            let guard = if reads(&l.hi, outer) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
+                            let guard = guard_for(l, outer);
                             format!("loop over the whole block (`{} < B`, a program parameter) and guard the body with the bound instead (`if ({guard})`)", l.var.name)
                         }),
                 );
@@ -788,14 +790,14 @@ impl Checker<'_> {
                 // its bound as the guard to write.
                 let note = match written_group1.split_last().and_then(|(l, outer)| outer.iter().find(|o| reads(&l.lo, &o.var.name) || reads(&l.hi, &o.var.name)).map(|o| (l, o))) {
                     Some((l, o)) => {
-                        let guard = if reads(&l.hi, &o.var.name) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
+                        let guard = guard_for(l, &o.var.name);
                         format!("the bounds of `{}` read `{}`, so it runs over its most iterations, which no program parameter counts: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({guard})`)", l.var.name, o.var.name, l.var.name)
                     }
                     None => match written_group1.last().and_then(|l| host_loops.iter().find(|h| reads(&l.lo, &h.var) || reads(&l.hi, &h.var)).map(|h| (l, h))) {
                         // A host loop's counter changes from launch to launch; the tree is
                         // keyed by parameters, so a block cannot be sized by it.
                         Some((l, h)) => {
-                            let guard = if reads(&l.hi, &h.var) { format!("{} < {}", l.var.name, l.hi) } else { format!("{} >= {}", l.var.name, l.lo) };
+                            let guard = guard_for(l, &h.var);
                             format!("the bounds of `{}` read `{}`, the counter of the host loop around the schedule, which changes from launch to launch: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({guard})`)", l.var.name, h.var, l.var.name)
                         }
                         None => "give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more".to_string(),
