@@ -368,3 +368,31 @@ fn a_cached_subscript_dividing_a_signed_value_is_refused_with_a_warning() {
     assert!(!err.contains("$aux"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A tile's box against other blocks' writes. Block `i` reads `a[p + 1]` only where `j < B -
+/// 1` and its thread 0 writes `a[p]`: its accesses span `[i*B, i*B + B - 1]`, but the box was
+/// taken over every thread, `B + 1` elements, so each block loaded the first element of the
+/// next block, which that block's thread 0 writes (`verify`: a race between blocks, on a
+/// race-free program). A guard that bounds the thread index now narrows the box (`B`
+/// elements); where none does (`j != B - 1`), the cache is refused, since loading the box would
+/// race. Both programs' leaves are proved.
+#[test]
+fn a_tile_never_loads_an_element_another_block_writes() {
+    let source = |guard: &str| {
+        format!("void f(int N, int B, float a[N], float x[N]) {{\n  assume(N >= 2 && B >= 2);\n  int dim = N / B;\n  meta_schedule cache(a) {{\n    meta_for (int i = 0; i < dim; i++)\n      meta_for (int j = 0; j < B; j++) {{\n        int p = i * B + j;\n        if ({guard}) x[p] = a[p + 1];\n        if (j == 0) a[p] = 0;\n      }}\n  }}\n}}\n")
+    };
+    let narrowed = source("j < B - 1");
+    let (f, k) = kernel_of("narrowed.mf", &narrowed);
+    let s = stage(&f, &k, &Backend::default()).unwrap();
+    assert_eq!(s.cached, ["a"], "{:?}", s.refused);
+    let sizes: Vec<String> = s.kernel.shared.iter().map(|t| t.extents[0].to_string()).collect();
+    assert_eq!(sizes, ["B"], "the tile holds the block's B elements, not B + 1");
+    let unnarrowed = source("j != B - 1");
+    let (f, k) = kernel_of("unnarrowed.mf", &unnarrowed);
+    let s = stage(&f, &k, &Backend::default()).unwrap();
+    assert!(s.cached.is_empty(), "{:?}", s.kernel.shared);
+    assert!(s.refused[0].1.contains("spans elements another block may write"), "{:?}", s.refused);
+    for (name, src) in [("narrowed", &narrowed), ("unnarrowed", &unnarrowed)] {
+        crate::common::gen_and_verify(&format!("box_{name}"), &format!("{name}.mf"), src);
+    }
+}

@@ -27,9 +27,12 @@
 //!
 //! Safety (checked with Z3 per array and version; `unknown` refuses): (a) no two distinct
 //! threads, in any blocks, touch an element that one of them writes; (b) no thread writes an
-//! element through one tile that it accesses through another. Under (a) and (b) every read
-//! sees the value the original would, and write-back stores what the original stored. Loads
-//! may read elements of the tile's box that the block never uses (their values are unused).
+//! element through one tile that it accesses through another; (c) no element a block loads
+//! (the box, within the array and the footprint) is one a thread of another block writes, in
+//! any version. Under (a) and (b) every read sees the value the original would, and
+//! write-back stores what the original stored; (c) keeps the loads of elements the block
+//! never uses (their values are unused) from racing with other blocks. A guard that bounds a
+//! thread index narrows the box (`if (u < B - 1) ... a[i + 1]`).
 //! An array that cannot be modelled (a subscript that is not a polynomial, a non-affine local
 //! part, a range Z3 cannot order) or fails a check is not cached, and the reason is returned.
 
@@ -157,6 +160,9 @@ struct Frame<'a> {
     backend: &'a Backend,
     /// The collector after the prologue and the between loops (their facts in its context).
     collector: Collector<'a>,
+    /// `collector` after the whole scope, every version: the writes other blocks make, which
+    /// no block's loads may reach (`safety::check_boxes`).
+    scope_collector: Collector<'a>,
     env: Env,
     guards: Vec<Constraint>,
     /// The statements of the scope.
@@ -283,7 +289,11 @@ impl<'a> Frame<'a> {
                 arrays.insert(p.name.clone(), (*elem, extents.clone()));
             }
         }
-        Some(Frame { kernel, backend, collector, env, guards, scope, uniform, block_uniform, arrays, long_indices: kernel.computes_in_long() })
+        let mut scope_collector = Collector::new(backend, collector.context.clone());
+        scope_collector.aux_defs = collector.aux_defs.clone();
+        scope_collector.floating = collector.floating.clone();
+        scope_collector.stmts(&scope, &mut env.clone(), &guards);
+        Some(Frame { kernel, backend, collector, scope_collector, env, guards, scope, uniform, block_uniform, arrays, long_indices: kernel.computes_in_long() })
     }
 
     fn replace_scope(&self, body: &mut Vec<Stmt>, new_scope: Vec<Stmt>) {

@@ -128,7 +128,7 @@ impl Frame<'_> {
                 continue;
             }
             match self.tiles_of(array, &accesses, &col, &local) {
-                Ok(tiles) => match self.check_safety(&accesses, &tiles, &col, &local, &body) {
+                Ok(tiles) => match self.check_safety(&accesses, &tiles, &col, &local, &body).and_then(|()| self.check_boxes(&tiles, &col, &guards)) {
                     Ok(()) => plan.tiles.extend(tiles),
                     Err(why) => plan.refused.push((array.clone(), why)),
                 },
@@ -346,7 +346,7 @@ impl Locality {
                 }
                 [(v, 1)] => {
                     let k = coeff.substitute(v, &Poly::one());
-                    let (vlo, vhi) = self.bounds(v.name(), guards, frame)?;
+                    let (vlo, vhi) = self.guarded_bounds(v.name(), guards, frame)?;
                     let sign = match k.as_constant() {
                         Some(c) => c >= Rational::from_integer(0.into()),
                         None if frame.proves(ctx, &Constraint::ge(&k, &Poly::zero())) => true,
@@ -386,7 +386,8 @@ impl Locality {
         })
     }
 
-    /// A local variable's bounds `[lo, hi]`, free of local variables.
+    /// A local variable's bounds `[lo, hi]`, free of local variables: a thread index's are the
+    /// block's (what the mixed-radix argument of [`Frame::injective`] needs).
     pub(super) fn bounds(&self, name: &str, guards: &[Constraint], frame: &Frame) -> Option<(Poly, Poly)> {
         if let Some(Builtin::ThreadIdx(d)) = builtin_of_var(name) {
             let extent = frame.kernel.block.get(d as usize)?;
@@ -396,6 +397,33 @@ impl Locality {
             // A remainder lies in [0, d - 1]; a quotient's range is not tracked.
             return (!def.quotient && !def.divisor.vars().iter().any(|v| self.is_local(v.name()))).then(|| (Poly::zero(), &def.divisor - &Poly::one()));
         }
+        let (lo, hi) = self.stated_bounds(name, guards);
+        Some((lo?, hi?))
+    }
+
+    /// [`Self::bounds`], a thread index's narrowed by what its guards state where Z3 orders the
+    /// two (`if (u < B - 1) ... a[i + 1]` reads up to `B - 1` past the block's start, not `B`):
+    /// the range a tile must hold. A box wider than the accesses would load elements the block
+    /// never uses, which another block may write (`safety::check_boxes` refuses that).
+    pub(super) fn guarded_bounds(&self, name: &str, guards: &[Constraint], frame: &Frame) -> Option<(Poly, Poly)> {
+        let (lo, hi) = self.bounds(name, guards, frame)?;
+        if !matches!(builtin_of_var(name), Some(Builtin::ThreadIdx(_))) {
+            return Some((lo, hi));
+        }
+        let (stated_lo, stated_hi) = self.stated_bounds(name, guards);
+        let ctx = &frame.collector.context;
+        let narrow_lo = stated_lo.and_then(|s| frame.order(&lo, &s, ctx, false)).unwrap_or_else(|| lo.clone());
+        let narrow_hi = stated_hi.and_then(|s| frame.order(&hi, &s, ctx, true)).unwrap_or_else(|| hi.clone());
+        // Guards no thread meets (`u > B`) would leave an empty or negative range: the block's.
+        if frame.proves(ctx, &Constraint::le(&narrow_lo, &narrow_hi)) {
+            return Some((narrow_lo, narrow_hi));
+        }
+        Some((lo, hi))
+    }
+
+    /// The bounds on a local variable its guards state directly (`v <= P`, `v > Q` with `P`,
+    /// `Q` free of local variables), the last one of each kind.
+    fn stated_bounds(&self, name: &str, guards: &[Constraint]) -> (Option<Poly>, Option<Poly>) {
         let v = Var::new(name);
         let (mut lo, mut hi) = (None, None);
         for g in guards {
@@ -417,7 +445,7 @@ impl Locality {
                 _ => {}
             }
         }
-        Some((lo?, hi?))
+        (lo, hi)
     }
 }
 

@@ -106,6 +106,113 @@ impl Frame<'_> {
 }
 
 impl Frame<'_> {
+    /// (c) The elements a block loads into each tile it reads (the tile's box, clipped to the
+    /// array and the footprint) against every write of the array in the whole scope (every
+    /// version) by a thread of another block: a box wider than the block's accesses (a read
+    /// `a[i + 1]` only where `u < B - 1`) would otherwise load an element a neighbour block
+    /// writes, a race whose value is unused but a race all the same. `guards` are the
+    /// version's conditions (and the between loops' bounds) the loading block meets.
+    pub(super) fn check_boxes(&self, tiles: &[Tile], col: &Collector, guards: &[Constraint]) -> Result<(), String> {
+        let blocks: Vec<String> = (0..self.kernel.grid.len()).rev().map(block_var).collect();
+        for t in tiles.iter().filter(|t| t.read()) {
+            let writes: Vec<&Access> = self.scope_collector.accesses.iter().filter(|a| a.array == t.array && (a.write || a.atomic)).collect();
+            if writes.is_empty() {
+                continue;
+            }
+            let Some((box_sys, element)) = self.loaded_elements(t, col, guards) else {
+                return Err(format!("the elements a block loads into `{}`'s tile cannot be modelled", t.array));
+            };
+            for w in writes {
+                let Some(index) = w.indices.iter().cloned().collect::<Option<Vec<Poly>>>() else {
+                    return Err(format!("a write of `{}` has a subscript that is not a polynomial, so its blocks' writes cannot be kept apart from the tiles other blocks load", t.array));
+                };
+                // The writer: every variable that is not the launch's own (parameters and
+                // their quotients) primed.
+                let shared = self.shared_names(&self.scope_collector);
+                let mut names: BTreeSet<String> = self.scope_collector.context.vars().iter().map(|v| v.name().to_string()).collect();
+                index.iter().for_each(|p| names.extend(p.vars().iter().map(|v| v.name().to_string())));
+                w.guards.iter().for_each(|g| names.extend(g.vars().iter().map(|v| v.name().to_string())));
+                let primed: BTreeSet<String> = names.into_iter().filter(|v| !shared.contains(v)).collect();
+                let mut sys = box_sys.clone();
+                for c in self.scope_collector.context.constraints() {
+                    sys.add(rename_constraint(c, &primed));
+                }
+                for (v, d) in self.scope_collector.context.domains().clone() {
+                    if primed.contains(v.name()) {
+                        sys.set_domain(Var::new(&crate::names::copy_of(v.name(), "2")), d);
+                    }
+                }
+                w.guards.iter().for_each(|g| sys.add(rename_constraint(g, &primed)));
+                for (x, y) in element.iter().zip(&index) {
+                    sys.add(Constraint::eq(x, &rename_poly(y, &primed)));
+                }
+                for v in sys.vars() {
+                    if !sys.domains().contains_key(&v) {
+                        sys.set_domain(v, Domain::integer());
+                    }
+                }
+                // Another block: the blocks differ in a first coordinate (z, y, then x).
+                for (i, c) in blocks.iter().enumerate() {
+                    let mut case = sys.clone();
+                    for same in &blocks[..i] {
+                        case.add(Constraint::eq(&Poly::var(same), &Poly::var(&crate::names::copy_of(same, "2"))));
+                    }
+                    case.add(Constraint::ne(&Poly::var(c), &Poly::var(&crate::names::copy_of(c, "2"))));
+                    if !self.unsat(&case) {
+                        return Err(format!(
+                            "a block's tile of `{}` spans elements another block may write (its box is wider than the block's accesses; not proved otherwise), and loading them would race with that write",
+                            t.array
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The elements one block loads into tile `t` (what `emit::load_loop` reads: the box, within
+    /// the array and the footprint), as a system over fresh coordinates and the array
+    /// subscripts those coordinates name; `None` when a size is not a polynomial.
+    fn loaded_elements(&self, t: &Tile, col: &Collector, guards: &[Constraint]) -> Option<(System, Vec<Poly>)> {
+        let (_, array_extents) = self.arrays.get(&t.array)?;
+        let mut sys = col.context.clone();
+        guards.iter().for_each(|g| sys.add(g.clone()));
+        let coords: Vec<Poly> = (0..t.extents.len()).map(|d| Poly::var(&crate::names::internal(&format!("loaded{d}")))).collect();
+        for (d, x) in coords.iter().enumerate() {
+            sys.add(Constraint::ge(x, &t.origin[d]));
+            sys.add(Constraint::lt(x, &(&t.origin[d] + &t.extents[d])));
+        }
+        let element = match &t.modulus {
+            Some(m) => {
+                sys.add(Constraint::ge(&coords[1], &Poly::zero()));
+                sys.add(Constraint::lt(&coords[1], m));
+                vec![&coords[0] * m + &coords[1]]
+            }
+            None => {
+                for (d, x) in coords.iter().enumerate() {
+                    let (lo, hi) = &t.footprint[d];
+                    if let Some(lo) = lo {
+                        sys.add(Constraint::ge(x, lo));
+                    }
+                    if let Some(hi) = hi {
+                        sys.add(Constraint::le(x, hi));
+                    }
+                }
+                coords.clone()
+            }
+        };
+        if element.len() != array_extents.len() {
+            return None;
+        }
+        for (x, n) in element.iter().zip(array_extents) {
+            sys.add(Constraint::ge(x, &Poly::zero()));
+            sys.add(Constraint::lt(x, n));
+        }
+        Some((sys, element))
+    }
+}
+
+impl Frame<'_> {
     /// The kernel's parameters, and the quotients and remainders of parameters alone (`h % 2`,
     /// `(N - 2) / (B * s)`): one value for every thread, so not primed in a two-thread system
     /// and not a coordinate of an index. (Primed, two threads' parities of one `h` were equal
