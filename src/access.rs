@@ -163,6 +163,10 @@ pub struct Collector<'b> {
     pub element_values: Option<BTreeMap<String, ScalarType>>,
     /// The element value auxiliaries, by name: the array and the subscripts read.
     pub value_defs: BTreeMap<String, (String, Vec<Poly>)>,
+    /// The integer scalars the walked code declares, by name, with their type (`None` where
+    /// two declarations of one name differ in type): an assignment to one is modelled in that
+    /// type ([`Self::assigned_value`]).
+    declared_integers: BTreeMap<String, Option<ScalarType>>,
     /// How many parts of conditions [`Self::condition`] has left out so far.
     dropped_conditions: usize,
     /// How many enclosing conditions of the statement being collected were not modelled whole.
@@ -171,7 +175,7 @@ pub struct Collector<'b> {
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
     }
 
     /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
@@ -713,8 +717,29 @@ impl<'b> Collector<'b> {
         }
     }
 
-    /// Walk statements, recording accesses. Local scalars assigned after their definition
-    /// become unknown (`None`): their value is no longer the definition's.
+    /// The value of integer scalar `n` after `n op= value` (`op` `=`, `+=`, `-=` or `*=`), in
+    /// its declared type, as a declaration's initialiser is (`int i = v * B; i += u;` is
+    /// `v*B + u`; the front end's range facts cover the assignment as they cover a
+    /// declaration); `None` where the scalar is not a declared integer whose value is known,
+    /// or the value is not a polynomial. (Before, every assigned scalar was unknown from then
+    /// on, and `a[i]` after `i += u` was an access the verifier could not model.)
+    fn assigned_value(&mut self, n: &str, op: AssignOp, value: &Expr, env: &Env, guards: &[Constraint]) -> Option<Poly> {
+        let ty = (*self.declared_integers.get(n)?)?;
+        let v = self.poly(value, env, guards)?;
+        let now = || env.get(n).cloned().flatten();
+        let computed = match op {
+            AssignOp::Set => v,
+            AssignOp::Add => now()? + v,
+            AssignOp::Sub => now()? - v,
+            AssignOp::Mul => now()? * v,
+            AssignOp::Div | AssignOp::AtomicAdd => return None,
+        };
+        self.converted(computed, ty, guards)
+    }
+
+    /// Walk statements, recording accesses. A local integer assigned after its definition
+    /// takes the assigned value ([`Self::assigned_value`]) in straight-line code, and is
+    /// unknown (`None`) after a branch or loop that assigns it and throughout such a loop.
     pub fn stmts(&mut self, stmts: &[Stmt], env: &mut Env, guards: &[Constraint]) {
         for s in stmts {
             self.stmt(s, env, guards);
@@ -727,6 +752,12 @@ impl<'b> Collector<'b> {
                 for d in vars {
                     self.expr_accesses(&d.init, env, guards);
                     let v = if ty.is_integer() { self.poly(&d.init, env, guards).and_then(|x| self.converted(x, *ty, guards)) } else { None };
+                    if ty.is_integer() {
+                        let known = self.declared_integers.entry(d.name.name.clone()).or_insert(Some(*ty));
+                        if *known != Some(*ty) {
+                            *known = None;
+                        }
+                    }
                     env.insert(d.name.name.clone(), v);
                 }
             }
@@ -745,7 +776,8 @@ impl<'b> Collector<'b> {
                         self.record(Access { array: array.name.clone(), indices: idx, write: true, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string() });
                     }
                     ExprKind::Var(n) => {
-                        env.insert(n.clone(), None);
+                        let v = self.assigned_value(n, *op, value, env, guards);
+                        env.insert(n.clone(), v);
                     }
                     _ => {}
                 }

@@ -1594,3 +1594,41 @@ fn a_product_of_parameters_the_proof_does_not_need_is_set_aside() {
     let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
     assert!(!reports.is_empty() && reports.iter().all(|r| r.status() == Status::Proved), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
 }
+
+/// A local integer assigned after its declaration (`int i = v * B; i += u;`) takes the
+/// assigned value in straight-line code, in its type. Before, any assignment made it unknown,
+/// so `a[i]` was "subscript 1 of `a[i]` is not modelled" in every leaf. Here `+=`, `-=`, `*=`
+/// and `=` are proved; a scalar a branch assigns is unknown after it, and a read one past the
+/// end through such a sum is a defect, not unverified: the model is the program's.
+#[test]
+fn a_local_assigned_after_its_declaration_is_modelled() {
+    let src = "void shifted(int N, int B, float a[N], float b[2 * N]) {
+  assume(N >= 1 && B >= 1);
+  meta_schedule {
+    meta_for (int v = 0; v < N / B; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B;
+        i += u;
+        int j = i + 3;
+        j -= 3;
+        j *= 2;
+        int k = 0;
+        k = j + 1;
+        if (i < N)
+          a[i] = 2.0f * a[i] + b[j] + b[k];
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("shifted.mf", src, &backend(), 4);
+    // `k` assigned in a branch is unknown after it: the read is not modelled, never proved.
+    let branch = src.replace("k = j + 1;", "if (u > 0) k = j + 1;");
+    let (f, tree) = tree_of(&branch);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Unverified(_))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
+    let wrong = src.replace("i += u;", "i += u + 1;").replace("if (i < N)\n          a[i]", "if (i <= N)\n          a[i]");
+    assert_ne!(wrong, src);
+    let (f, tree) = tree_of(&wrong);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Defect("out of bounds", _))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
+}
