@@ -137,6 +137,10 @@ fn refuses_arrays_two_threads_write_or_that_cannot_be_modelled() {
     // A write guarded by array data cannot be replayed by the write-back.
     let (cached, refused) = staged_src("if (x[p] > 0) a[p] = x[p];");
     assert!(cached.is_empty() && refused[0].1.contains("condition on data"), "{refused:?}");
+    // A subscript through a scalar the body reassigns: the write-back replays declarations
+    // only, and the reason names the scalar (it said "depends on data" before).
+    let (cached, refused) = staged_src("int q = p; q += 1; a[q - 1] = a[q - 1] + x[p];");
+    assert!(cached.is_empty() && refused[0].1.contains("the staged write `a[q - 1]` reads `q`, which the body assigns after declaring it"), "{refused:?}");
     // The same element per thread is fine: staged, one tile of B elements.
     let (cached, refused) = staged_src("a[p] = a[p] + x[p];");
     assert_eq!(cached, ["a"], "{refused:?}");

@@ -151,7 +151,7 @@ impl Frame<'_> {
             .collect();
         if !written.is_empty() {
             out.push(st(StmtKind::Barrier));
-            let replayed = replay(&body_src, &|s| written.get(&s).cloned(), &mut assigned_in(&body_src))?;
+            let replayed = replay(&body_src, &|s| written.get(&s).cloned(), &mut unreplayable(&body_src))?;
             // The replay repeats the body's integer definitions (`int p = i * B + j;`): in a
             // block of its own, so that C sees no name declared twice in one scope.
             if replayed.iter().any(|s| matches!(s.kind, StmtKind::Decl { .. })) {

@@ -101,7 +101,7 @@ impl Frame<'_> {
             }
         }
         let spans: BTreeSet<Span> = writes.iter().map(|w| w.span).collect();
-        replay(body, &|s| spans.contains(&s).then(|| e(ExprKind::Int(0))), &mut assigned_in(body)).map(|_| ())
+        replay(body, &|s| spans.contains(&s).then(|| e(ExprKind::Int(0))), &mut unreplayable(body)).map(|_| ())
     }
 }
 
@@ -295,22 +295,46 @@ pub(super) fn assigned_in(body: &[Stmt]) -> BTreeSet<String> {
     body.iter().flat_map(assigned_scalars).collect()
 }
 
+/// The scalars the write-back cannot recompute (see [`replay`]), each with why: at first the
+/// ones `body` assigns after declaring them.
+pub(super) fn unreplayable(body: &[Stmt]) -> BTreeMap<String, &'static str> {
+    assigned_in(body).into_iter().map(|n| (n, "which the body assigns after declaring it")).collect()
+}
+
+/// Why the write-back cannot compute `x`: it reads an array element, or a scalar `dropped`.
+fn unreplayable_read(x: &Expr, dropped: &BTreeMap<String, &'static str>) -> Option<String> {
+    if has_index(x) {
+        return Some("data (an array element)".to_string());
+    }
+    let mut found = None;
+    walk_expr(x, &mut |y| {
+        if let ExprKind::Var(n) = &y.kind {
+            if found.is_none() {
+                found = dropped.get(n).map(|why| format!("`{n}`, {why}"));
+            }
+        }
+    });
+    found
+}
+
 /// The write-back: the body's control flow and integer definitions, with each write of a
 /// staged element (`write_value` gives its tile expression) turned into a store of the tile's
-/// final value; everything else dropped. Fails when a kept guard, bound or subscript depends
-/// on array data or on a scalar the body assigns (`dropped`).
-pub(super) fn replay(stmts: &[Stmt], write_value: &dyn Fn(Span) -> Option<Expr>, dropped: &mut BTreeSet<String>) -> Result<Vec<Stmt>, String> {
-    let data = |x: &Expr, dropped: &BTreeSet<String>| has_index(x) || uses_any(x, dropped);
+/// final value; everything else dropped. Fails, saying which name or read is at fault, when a
+/// kept guard, bound or subscript depends on array data or on a scalar in `dropped` (one the
+/// body assigns, or a declaration not kept).
+pub(super) fn replay(stmts: &[Stmt], write_value: &dyn Fn(Span) -> Option<Expr>, dropped: &mut BTreeMap<String, &'static str>) -> Result<Vec<Stmt>, String> {
     let mut out = Vec::new();
     for s in stmts {
         match &s.kind {
             StmtKind::Decl { ty, vars } => {
                 let mut kept = Vec::new();
                 for d in vars {
-                    if ty.is_integer() && !data(&d.init, dropped) {
-                        kept.push(d.clone());
+                    if !ty.is_integer() {
+                        dropped.insert(d.name.name.clone(), "which is not an integer");
+                    } else if unreplayable_read(&d.init, dropped).is_some() {
+                        dropped.insert(d.name.name.clone(), "whose definition reads data");
                     } else {
-                        dropped.insert(d.name.name.clone());
+                        kept.push(d.clone());
                     }
                 }
                 if !kept.is_empty() {
@@ -320,8 +344,8 @@ pub(super) fn replay(stmts: &[Stmt], write_value: &dyn Fn(Span) -> Option<Expr>,
             StmtKind::Assign { target, .. } => {
                 if let ExprKind::Index { indices, .. } = &target.kind {
                     if let Some(v) = write_value(target.span) {
-                        if indices.iter().any(|i| data(i, dropped)) {
-                            return Err("a staged write's subscript depends on data the write-back cannot recompute".into());
+                        if let Some(what) = indices.iter().find_map(|i| unreplayable_read(i, dropped)) {
+                            return Err(format!("the subscript of the staged write `{target}` reads {what}: the write-back, which replays only the body's integer declarations of known values, cannot recompute it"));
                         }
                         out.push(Stmt { kind: StmtKind::Assign { target: target.clone(), op: AssignOp::Set, value: v }, span: s.span });
                     }
@@ -336,8 +360,8 @@ pub(super) fn replay(stmts: &[Stmt], write_value: &dyn Fn(Span) -> Option<Expr>,
                 if t.is_empty() && f.is_empty() {
                     continue;
                 }
-                if data(cond, dropped) {
-                    return Err("a staged write is guarded by a condition on data".into());
+                if let Some(what) = unreplayable_read(cond, dropped) {
+                    return Err(format!("a staged write is guarded by a condition on {what}: the write-back, which replays only the body's integer declarations of known values, cannot recompute it"));
                 }
                 out.push(st(StmtKind::If {
                     cond: cond.clone(),
@@ -350,8 +374,8 @@ pub(super) fn replay(stmts: &[Stmt], write_value: &dyn Fn(Span) -> Option<Expr>,
                 if inner.is_empty() {
                     continue;
                 }
-                if data(&l.lo, dropped) || data(&l.hi, dropped) {
-                    return Err("a loop around a staged write has bounds that depend on data".into());
+                if let Some(what) = unreplayable_read(&l.lo, dropped).or_else(|| unreplayable_read(&l.hi, dropped)) {
+                    return Err(format!("the bounds of loop `{}` around a staged write read {what}: the write-back, which replays only the body's integer declarations of known values, cannot recompute them", l.var.name));
                 }
                 out.push(st(StmtKind::For(ForLoop { body: Box::new(st(StmtKind::Block(inner))), ..l.clone() })));
             }
