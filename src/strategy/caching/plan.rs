@@ -146,7 +146,7 @@ impl Frame<'_> {
         // Group by (modulus, base); keep each access's local part.
         let mut groups: Vec<Group> = Vec::new();
         for a in accesses {
-            let index: Vec<Poly> = a.indices.iter().cloned().collect::<Option<_>>().ok_or_else(|| format!("a subscript of `{array}` is not a polynomial"))?;
+            let index: Vec<Poly> = a.indices.iter().cloned().collect::<Option<_>>().ok_or_else(|| format!("a subscript of `{}` is not a polynomial in the counters and parameters (a value read from memory, chosen by `?:`, `min` or `max`, or set in a branch or loop)", a.text))?;
             let dims = self.delinearise(&index, &extents, a, col, local);
             let mut base = Vec::new();
             let mut parts = Vec::new();

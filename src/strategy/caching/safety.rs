@@ -124,7 +124,7 @@ impl Frame<'_> {
             };
             for w in writes {
                 let Some(index) = w.indices.iter().cloned().collect::<Option<Vec<Poly>>>() else {
-                    return Err(format!("a write of `{}` has a subscript that is not a polynomial, so its blocks' writes cannot be kept apart from the tiles other blocks load", t.array));
+                    return Err(format!("a subscript of the write `{}` is not a polynomial in the counters and parameters, so other blocks' writes cannot be kept apart from a block's tile", w.text));
                 };
                 // The writer: every variable that is not the launch's own (parameters and
                 // their quotients) primed.
