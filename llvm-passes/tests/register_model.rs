@@ -227,6 +227,31 @@ fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_fr
     assert_eq!(llvm_passes::registers::occupancy_free_registers("sm_86"), Some(42));
 }
 
+/// A loop whose body calls one of ptxas's slow-path subroutines (here a precise division) is
+/// unrolled too, but each copy branches to its call, so the copies run in turn: the loop holds
+/// one iteration's words, where the same loop with a multiplication holds four copies'.
+#[test]
+fn copies_of_a_loop_that_calls_a_subroutine_run_in_turn() {
+    use llvm_passes::registers::FIXED_COST;
+    let body = common::load_sum_body(4);
+    let with = |op: &str| {
+        let changed = body.replace("%s3 = fadd float %s2, %x3", &format!("%s3 = {op} float %s2, %x3"));
+        assert_ne!(changed, body);
+        estimate_ir(&loop_over(&changed))
+    };
+    let multiplied = with("fmul");
+    let divided = with("fdiv");
+    assert!(multiplied.unrolled_loop && divided.unrolled_loop, "{multiplied:?} {divided:?}");
+    assert!(multiplied.registers > multiplied.max_live_words + FIXED_COST, "{multiplied:?}");
+    assert_eq!(divided.registers, divided.max_live_words + FIXED_COST, "{divided:?}");
+    assert!(divided.unrolled_demand <= divided.max_live_words + FIXED_COST, "{divided:?}");
+    for arch in ["sm_75", "sm_80"] {
+        let bank = divided.constant_bank_bases.as_deref().unwrap_or(&divided);
+        let words = if arch == "sm_75" { bank.max_live_words_uniform_addresses } else { bank.max_live_words };
+        assert!(divided.for_architecture(arch) <= words.max(bank.least_live_words) + FIXED_COST, "{arch}: {divided:?}");
+    }
+}
+
 /// A phi chooses one incoming value per path: five uniform addresses (kernel argument plus
 /// constant) merged by a phi count as one 64-bit address at the phi, not five.
 #[test]
