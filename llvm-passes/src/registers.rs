@@ -122,6 +122,10 @@ pub fn occupancy_free_registers(arch: &str) -> Option<u32> {
 /// unrolled kernels holds four copies of each such loop's body.
 pub const UNROLL_COPIES: u32 = 4;
 
+/// The copies that overlap in a loop ptxas unrolls whose body calls one of its slow-path
+/// subroutines: each copy branches to its call, so fewer of them run at once.
+pub const CALLING_COPIES: u32 = 3;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterEstimate {
     /// The estimate: `max_live_words + FIXED_COST` (at most the occupancy-free budget where
@@ -357,7 +361,10 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     // `@!P0 BRA`, `CALL.REL.NOINC`), so the copies run one after another and hold one
     // iteration's words. Fitted on the design part and report to report-12 against overlapped
     // copies (1,714 kernels, sm_75 mean 16.3 -> 15.4%), read on report-13 (17.8 -> 15.8%).
-    let overlapped: Vec<bool> = unrolled.iter().map(|body| !body.iter().flat_map(|&b| info[b].instrs.iter()).any(calls_subroutine)).collect();
+    let copies_of: Vec<u32> = unrolled
+        .iter()
+        .map(|body| if body.iter().flat_map(|&b| info[b].instrs.iter()).any(calls_subroutine) { CALLING_COPIES } else { UNROLL_COPIES })
+        .collect();
     // The peak words (and predicates) and the unrolled loops' peak, given the values
     // rematerialised and the liveness that goes with it.
     let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>], sunk: &dyn Fn(&InstructionValue) -> bool| -> Peak {
@@ -402,13 +409,13 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
                 let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform)) } else { at_instruction - uniform_read };
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction_uniform_addresses);
                 max_p = max_p.max(p);
-                for ((body, defined), _) in unrolled.iter().zip(&defined_in).zip(&overlapped).filter(|(_, o)| **o) {
+                for ((body, defined), overlapped) in unrolled.iter().zip(&defined_in).zip(&copies_of) {
                     if body.contains(&b) {
                         let one_iteration: u32 = live.iter().filter(|k| defined.contains(k)).map(|k| width.get(k).map_or(0, |w| w.0)).sum();
                         // The copies' values overlap; what the instruction holds while it runs
                         // (operands read, an expansion's temporaries) is held by one copy at a
                         // time (design part: sm_75 mean 15.6 -> 14.6%, bench/RESULTS.md).
-                        let copies = UNROLL_COPIES * one_iteration + at_instruction;
+                        let copies = overlapped * one_iteration + at_instruction;
                         unrolled_peak = unrolled_peak.max(w - one_iteration + copies);
                     }
                 }

@@ -12,7 +12,9 @@
 //! round (program parameters also 32, 33 or 64; data up to `WIDE_DATA`, often 1), and when
 //! that finds none, Z3's own point (given the facts, `N % B == 0` as `N == B*q`; program parameters at most `WIDE_PROGRAM`, data at most
 //! `WIDE_DATA` in absolute value, bounded below by the facts only, so an offset the facts make
-//! zero or negative is found; made smaller a few times); in the wide round a size that facts make a multiple
+//! zero or negative is found; made smaller a few times; where there is none, the same with
+//! program parameters up to `MAX_THREADS` and data up to `LARGE_DATA`, for facts such as
+//! `B >= 256`); in the wide round a size that facts make a multiple
 //! of the program parameters' product may reach `LARGE_DATA`. A leaf with some small points but fewer than wanted
 //! gets instead a round with both small bounds doubled, whose values past the small bounds are
 //! then made smaller where the region allows. A parameter a fact defines from others
@@ -35,6 +37,9 @@ pub const WIDE_DATA: i64 = 96;
 /// The largest size the wide round gives a data parameter that facts make a multiple of a
 /// large product of program parameters (the smallest such multiple).
 pub const LARGE_DATA: i64 = 1024;
+/// The bound of the last round (Z3's points) on program parameters: the most threads a block
+/// holds on every architecture.
+pub const MAX_THREADS: i64 = 1024;
 
 /// Up to `wanted` distinct points of `system` (within `attempts` candidates).
 pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wanted: usize, attempts: usize, seed: u64) -> Result<Vec<BTreeMap<String, i64>>, String> {
@@ -158,15 +163,22 @@ pub fn points(function: &KernelFunction, system: &System, backend: &Backend, wan
             }
         }
     }
-    if out.is_empty() {
+    // Z3's points within the wide bounds, then, for a region whose facts force large values
+    // (`assume(B >= 256 && N % B == 0)`: no point with B <= 64), within the largest block and
+    // `LARGE_DATA`.
+    for (program_limit, data_limit) in [(WIDE_PROGRAM, WIDE_DATA), (MAX_THREADS, LARGE_DATA)] {
+        if !out.is_empty() {
+            break;
+        }
         // Z3 is given the facts too (`N % B == 0` as `N == B*q`): a narrow region such as
         // `32 <= B`, `64*N_SM*W_SM + B <= N + 1` under that fact holds few points, and a model
         // that breaks the fact is no point at all.
         // The quotients make the query nonlinear over the integers, which Z3 may leave
         // unknown under load: then the system alone, its models filtered by the facts.
-        out = bounded_models(&with_facts(function, system), &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
+        let bounds = (program_limit, data_limit);
+        out = bounded_models(&with_facts(function, system), &program, &data, bounds, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
         if out.is_empty() {
-            out = bounded_models(system, &program, &data, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
+            out = bounded_models(system, &program, &data, bounds, backend).into_iter().rev().filter(|p| facts.holds(p)).take(wanted).collect();
         }
     }
     Ok(out)
@@ -350,16 +362,16 @@ fn data_divisors(function: &KernelFunction, data: &[String]) -> Vec<(String, Div
     out
 }
 
-/// Points of `system` with program parameters in 1..=`WIDE_PROGRAM` and data in
-/// -`WIDE_DATA`..=`WIDE_DATA` (the facts bound sizes below), from Z3 models, each with a smaller sum of the parameters than the one
+/// Points of `system` with program parameters in 1..=`program_limit` and data in
+/// -`data_limit`..=`data_limit` (the facts bound sizes below), from Z3 models, each with a smaller sum of the parameters than the one
 /// before (the differential run's cost grows with them); integer values only; none when there
 /// is no such point or Z3 cannot tell.
-fn bounded_models(system: &System, program: &[String], data: &[String], backend: &Backend) -> Vec<BTreeMap<String, i64>> {
+fn bounded_models(system: &System, program: &[String], data: &[String], (program_limit, data_limit): (i64, i64), backend: &Backend) -> Vec<BTreeMap<String, i64>> {
     let mut bounded = system.clone();
     // Program parameters (block sizes, factors) are positive. A data parameter is bounded
     // below by the facts only: an offset `0 <= k < n` is 0 wherever `n == 1` (its leaf had
     // no point while every data parameter was drawn from 1).
-    for (names, lo, hi) in [(program, 1, WIDE_PROGRAM), (data, -WIDE_DATA, WIDE_DATA)] {
+    for (names, lo, hi) in [(program, 1, program_limit), (data, -data_limit, data_limit)] {
         for n in names {
             bounded.add(Constraint::le(&Poly::int(lo), &Poly::var(n)));
             bounded.add(Constraint::le(&Poly::var(n), &Poly::int(hi)));

@@ -1632,3 +1632,24 @@ fn a_local_assigned_after_its_declaration_is_modelled() {
     let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
     assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Defect("out of bounds", _))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
 }
+
+/// A program whose facts force large blocks (`assume(B >= 256 ...)`, a helper's sweep): no
+/// point within the wide round's bounds (program parameters up to 64) exists, and every leaf
+/// was "UNVERIFIED: Z3 found no small parameter point in the leaf's constraints". The last
+/// round now looks up to the largest block (1024) and `LARGE_DATA`: every leaf is proved.
+#[test]
+fn facts_that_force_large_blocks_still_get_points() {
+    let src = "void bigblock(int N, int B, const float a[N], float c[N]) {
+  assume(B >= 256 && B <= 1024 && N >= B && N % B == 0);
+  int d = N / B;
+  meta_schedule cache(a) {
+    meta_for (int v = 0; v < d; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        c[i] = a[i] * 3.0f;
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("bigblock.mf", src, &backend(), 2);
+}
