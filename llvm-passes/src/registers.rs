@@ -67,7 +67,7 @@
 //! 64 ([`RegisterEstimate::for_architecture`]; measured: ptxas gives 54–64 registers at sm_75
 //! to most kernels estimated at 32 for sm_90). A body that calls one of ptxas's slow-path
 //! subroutines (precise division, 64-bit division, double square root) is unrolled too, but
-//! each copy branches to its call: the copies run in turn and hold one iteration's words.
+//! each copy branches to its call: fewer copies overlap ([`CALLING_COPIES`]).
 //! A loop whose latch carries
 //! `llvm.loop.unroll.disable` is exempt: the NVPTX back end emits `.pragma "nounroll"` for
 //! it, and ptxas honours it.
@@ -123,7 +123,12 @@ pub fn occupancy_free_registers(arch: &str) -> Option<u32> {
 pub const UNROLL_COPIES: u32 = 4;
 
 /// The copies that overlap in a loop ptxas unrolls whose body calls one of its slow-path
-/// subroutines: each copy branches to its call, so fewer of them run at once.
+/// subroutines: each copy branches to its call, so fewer of them run at once. Chosen on the
+/// design part and report to report-12 (1,714 kernels) among 1 to 4: 1 and 2 have the lowest
+/// mean there (sm_75 15.4, 15.5% against 16.3% for 4) but put the paper's jacobi1d kernel
+/// past the design part's 25% bound at sm_90 (19 and 21 registers against nvcc's 29); 3
+/// (15.8%) is the least overlap that keeps it. Read on report-13, which no rule saw: sm_75
+/// 17.8 -> 16.1% (bench/RESULTS.md, fiftieth session).
 pub const CALLING_COPIES: u32 = 3;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -358,9 +363,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
         unrolled.iter().map(|body| body.iter().flat_map(|&b| info[b].defs.iter().copied()).collect()).collect();
     // A body that calls one of ptxas's slow-path subroutines is unrolled as well, but each copy
     // branches to its call (coulomb_grid's leaf at sm_75 and sm_80: four copies of `MUFU.RSQ`,
-    // `@!P0 BRA`, `CALL.REL.NOINC`), so the copies run one after another and hold one
-    // iteration's words. Fitted on the design part and report to report-12 against overlapped
-    // copies (1,714 kernels, sm_75 mean 16.3 -> 15.4%), read on report-13 (17.8 -> 15.8%).
+    // `@!P0 BRA`, `CALL.REL.NOINC`), so fewer copies overlap: [`CALLING_COPIES`].
     let copies_of: Vec<u32> = unrolled
         .iter()
         .map(|body| if body.iter().flat_map(|&b| info[b].instrs.iter()).any(calls_subroutine) { CALLING_COPIES } else { UNROLL_COPIES })

@@ -228,10 +228,11 @@ fn a_loop_ptxas_unrolls_holds_four_copies_of_an_iteration_up_to_the_occupancy_fr
 }
 
 /// A loop whose body calls one of ptxas's slow-path subroutines (here a precise division) is
-/// unrolled too, but each copy branches to its call, so the copies run in turn: the loop holds
-/// one iteration's words, where the same loop with a multiplication holds four copies'.
+/// unrolled too, but each copy branches to its call, so fewer copies run at once: the loop
+/// holds `CALLING_COPIES` iterations' words where the same loop with a multiplication holds
+/// `UNROLL_COPIES`'.
 #[test]
-fn copies_of_a_loop_that_calls_a_subroutine_run_in_turn() {
+fn copies_of_a_loop_that_calls_a_subroutine_overlap_less() {
     use llvm_passes::registers::FIXED_COST;
     let body = common::load_sum_body(4);
     let with = |op: &str| {
@@ -242,14 +243,11 @@ fn copies_of_a_loop_that_calls_a_subroutine_run_in_turn() {
     let multiplied = with("fmul");
     let divided = with("fdiv");
     assert!(multiplied.unrolled_loop && divided.unrolled_loop, "{multiplied:?} {divided:?}");
-    assert!(multiplied.registers > multiplied.max_live_words + FIXED_COST, "{multiplied:?}");
-    assert_eq!(divided.registers, divided.max_live_words + FIXED_COST, "{divided:?}");
-    assert!(divided.unrolled_demand <= divided.max_live_words + FIXED_COST, "{divided:?}");
-    for arch in ["sm_75", "sm_80"] {
-        let bank = divided.constant_bank_bases.as_deref().unwrap_or(&divided);
-        let words = if arch == "sm_75" { bank.max_live_words_uniform_addresses } else { bank.max_live_words };
-        assert!(divided.for_architecture(arch) <= words.max(bank.least_live_words) + FIXED_COST, "{arch}: {divided:?}");
-    }
+    // What the copies add over one iteration: (copies - 1) x one iteration's words.
+    let raise = |e: &RegisterEstimate| e.unrolled_demand.saturating_sub(e.max_live_words + FIXED_COST);
+    assert!(raise(&multiplied) > 0 && raise(&divided) > 0, "{multiplied:?} {divided:?}");
+    assert!(raise(&divided) < raise(&multiplied), "{divided:?} against {multiplied:?}");
+    assert!(divided.registers < multiplied.registers, "{divided:?} {multiplied:?}");
 }
 
 /// A phi chooses one incoming value per path: five uniform addresses (kernel argument plus
