@@ -800,7 +800,19 @@ impl Checker<'_> {
                             let guard = guard_for(l, &h.var);
                             format!("the bounds of `{}` read `{}`, the counter of the host loop around the schedule, which changes from launch to launch: loop over a block of a program parameter's size (`{} < B`) and guard the body with the bound (`if ({guard})`)", l.var.name, h.var, l.var.name)
                         }
-                        None => "give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more".to_string(),
+                        None => {
+                            // A parameter that sizes an array is a data size, given at run time,
+                            // never a block size (`a[N][B][M]` with `j < B`): say so.
+                            let sizing = written_group1.last().and_then(|l| {
+                                let mut names = Vec::new();
+                                l.hi.names(&mut names);
+                                names.into_iter().find(|n| self.data_params.contains(n)).map(|n| (l, n))
+                            });
+                            match sizing {
+                                Some((l, n)) => format!("`{n}` sizes an array, so it is a data parameter (a size given at run time), not a block size the tuner chooses: loop `{}` over a block of a parameter of its own (`{} < B{n}`, sizing no array) and guard the body with `if ({} < {n})`, or write the block loops as a second group after a serial loop", l.var.name, l.var.name, l.var.name),
+                                None => "give the innermost loops program-parameter extents (`u < B0`), or write the block loops as a second group after a serial loop; the outermost loop always stays in the grid, so a schedule needs two `meta_for` loops or more".to_string(),
+                            }
+                        }
                     },
                 };
                 self.diags.push(

@@ -558,3 +558,27 @@ fn two_bounds_and_a_host_counter_in_a_block_bound_get_notes_that_work() {
     let e = check_source("h.mf", &host.replace('$', "")).unwrap_err().render(false);
     assert!(e.contains("the bounds of `u` read `t`, the counter of the host loop around the schedule") && e.contains("`if (u < t)`"), "{e}");
 }
+
+/// A block loop bounded by a parameter that also sizes an array (`a[N][B][M]`, `k < M`; a
+/// helper's sweep): `M` is a data parameter, so no loop of the group has a program-parameter
+/// extent. The note said only to give the loops such extents; it now says that `M` sizes an
+/// array, and what to write instead, which is then accepted.
+#[test]
+fn a_block_bounded_by_an_array_size_says_why_it_is_no_block_size() {
+    let src = "void split3(int N, int M, int B, const float a[N][B][M], float c[N][B][M]) {
+  assume(N >= 1 && M >= 1 && B >= 1);
+  meta_schedule {
+    meta_for (int i = 0; i < N; i++)
+      meta_for (int j = 0; j < B; j++)
+        meta_for (int $k = 0; k < M; k++)
+          c[i][j][k] = a[i][j][k] * 2.0f;
+  }
+}
+";
+    refused(src, "cannot tell which `meta_for` loops form the thread block");
+    let e = check_source("s.mf", &src.replace('$', "")).unwrap_err().render(false);
+    assert!(e.contains("`M` sizes an array, so it is a data parameter") && e.contains("`if (k < M)`"), "{e}");
+    let fixed = src.replace("$", "").replace("int M, int B,", "int M, int B, int BM,").replace("meta_for (int k = 0; k < M; k++)\n          c[i][j][k]", "meta_for (int k = 0; k < BM; k++)\n          if (k < M) c[i][j][k]");
+    assert_ne!(fixed, src.replace('$', ""));
+    check_source("s.mf", &fixed).unwrap_or_else(|d| panic!("{}", d.render(false)));
+}
