@@ -737,6 +737,60 @@ impl<'b> Collector<'b> {
         self.converted(computed, ty, guards)
     }
 
+    /// The value at the start of an iteration of loop `l` (from `lo`) of a local integer the body
+    /// steps by amounts the loop does not change, each `n += c` or `n -= c` outside any `if`
+    /// or inner loop (`int p = 4 * i; for (...) { s += a[p]; p += 1; }`, a pointer bump, or
+    /// the four copies of it an unrolled loop holds), `n` known before the loop: `n0 + C*t`,
+    /// with `C` the sum of the steps and `t` the iteration's index (`k - lo`, or for a step `s`
+    /// the quotient `(k - lo) / s`, whose remainder 0 `guards` then gets). `None` otherwise (the
+    /// scalar is then unknown in the loop).
+    fn induction_value(&mut self, n: &str, l: &ForLoop, lo: &Poly, assigned: &[String], env: &Env, guards: &mut Vec<Constraint>) -> Option<Poly> {
+        let ty = (*self.declared_integers.get(n)?)?;
+        if ty == ScalarType::Char || l.step < 1 {
+            return None; // a `char` wraps: its value is not the sum
+        }
+        let before = env.get(n).cloned().flatten()?;
+        // The body's unconditional steps of `n`: through blocks, not into `if`s or loops.
+        fn steps<'s>(s: &'s Stmt, n: &str, out: &mut Vec<(AssignOp, &'s Expr)>) {
+            match &s.kind {
+                StmtKind::Block(items) => items.iter().for_each(|x| steps(x, n, out)),
+                StmtKind::Assign { target: Expr { kind: ExprKind::Var(t), .. }, op, value } if t == n => out.push((*op, value)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        steps(&l.body, n, &mut found);
+        if found.is_empty() || found.len() != assigned.iter().filter(|x| *x == n).count() {
+            return None;
+        }
+        let mut total = Poly::zero();
+        for (op, value) in found {
+            let mut names = Vec::new();
+            value.names(&mut names);
+            if crate::strategy::walk::has_index(value) || names.iter().any(|x| *x == l.var.name || assigned.contains(x)) {
+                return None;
+            }
+            let step = self.poly(value, env, guards)?;
+            total = match op {
+                AssignOp::Add => total + step,
+                AssignOp::Sub => total - step,
+                _ => return None,
+            };
+        }
+        let offset = Poly::var(&l.var.name) - lo;
+        let iteration = if l.step == 1 {
+            offset
+        } else {
+            let (q, r, _) = self.floor_division(offset, Poly::int(l.step));
+            let on_step = Constraint::eq(&r, &Poly::zero());
+            if !guards.contains(&on_step) {
+                guards.push(on_step);
+            }
+            q
+        };
+        Some(before + total * iteration)
+    }
+
     /// Walk statements, recording accesses. A local integer assigned after its definition
     /// takes the assigned value ([`Self::assigned_value`]) in straight-line code, and is
     /// unknown (`None`) after a branch or loop that assigns it and throughout such a loop.
@@ -819,9 +873,15 @@ impl<'b> Collector<'b> {
                 forget_assigned(env, &env_f);
             }
             StmtKind::Block(items) => {
+                // Straight-line: the enclosing scope's scalars leave the block with the values
+                // it gave them (an unrolled loop's copies are blocks that step `p += 1`).
                 let mut inner = env.clone();
                 self.stmts(items, &mut inner, guards);
-                forget_assigned(env, &inner);
+                for (name, value) in env.iter_mut() {
+                    if let Some(after) = inner.get(name) {
+                        *value = after.clone();
+                    }
+                }
             }
             StmtKind::For(l) => {
                 // Inside the body the counter ranges over [lo, hi) (or [lo, hi]); scalars the
@@ -846,6 +906,7 @@ impl<'b> Collector<'b> {
                 let mut from_lo = guards.to_vec();
                 if let Some(lo) = &lo_poly {
                     from_lo.push(Constraint::ge(&counter, lo));
+
                 }
                 // In a loop that passes barriers that read recurs at every phase: none in particular.
                 let passes_barriers = !barrier_count(&l.body).is_some_and(|k| k.is_zero());
@@ -856,7 +917,15 @@ impl<'b> Collector<'b> {
                 // the body's guards without it: weaker, so not exact (a witness there may not be
                 // reachable; it was reported as a definite out-of-bounds read of `w[k]`).
                 match lo_poly {
-                    Some(lo) if !self.names_conditional_choice(&lo) => g.push(Constraint::ge(&counter, &lo)),
+                    Some(lo) if !self.names_conditional_choice(&lo) => {
+                        g.push(Constraint::ge(&counter, &lo));
+                        let mut dedup = std::collections::BTreeSet::new();
+                        for n in assigned.iter().filter(|n| dedup.insert(n.as_str())) {
+                            if let Some(v) = self.induction_value(n, l, &lo, &assigned, env, &mut g) {
+                                inner.insert(n.clone(), Some(v));
+                            }
+                        }
+                    }
                     _ => exact = false,
                 }
                 match self.poly(&l.hi, env, guards) {

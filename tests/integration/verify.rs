@@ -1653,3 +1653,41 @@ fn facts_that_force_large_blocks_still_get_points() {
 ";
     common::assert_every_leaf_proved("bigblock.mf", src, &backend(), 2);
 }
+
+/// A local stepped once per iteration of a serial loop (`int p = 4 * i; for (...) { s +=
+/// a[p]; p += 1; }`, a pointer bump; a helper's sweep): it is `4*i + k` at iteration `k`, so
+/// the read is modelled and proved (before, "subscript 1 of `a[p]` is not modelled"). A step
+/// of 2 reads past the end: a defect. A step under an `if` is not modelled: unverified.
+#[test]
+fn a_scalar_stepped_once_per_iteration_is_modelled() {
+    let src = "void bump(int N, int B, const float a[4 * N], float b[N]) {
+  assume(N >= 1 && B >= 1);
+  meta_schedule {
+    meta_for (int v = 0; v < (N + B - 1) / B; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        if (i < N) {
+          int p = 4 * i;
+          float s = 0.0f;
+          for (int k = 0; k < 4; k++) {
+            s += a[p];
+            p += 1;
+          }
+          b[i] = s;
+        }
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("bump.mf", src, &backend(), 4);
+    let statuses = |src: &str| {
+        let (f, tree) = tree_of(src);
+        verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap().iter().map(|r| r.status()).collect::<Vec<_>>()
+    };
+    let wrong = src.replace("p += 1;", "p += 2;");
+    let s = statuses(&wrong);
+    assert!(!s.is_empty() && s.iter().all(|s| matches!(s, Status::Defect("out of bounds", _))), "{s:?}");
+    let guarded = src.replace("p += 1;", "if (k < 3) p += 1;");
+    let s = statuses(&guarded);
+    assert!(!s.is_empty() && s.iter().all(|s| matches!(s, Status::Unverified(_))), "{s:?}");
+}
