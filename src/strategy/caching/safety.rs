@@ -47,6 +47,20 @@ impl Frame<'_> {
         sys
     }
 
+    /// Whether `sys` (two threads, the second's variables primed) has no solution where the
+    /// two differ in `coords`: one Z3 query per first coordinate that differs (the ones before
+    /// it equal), each unsat.
+    fn apart(&self, sys: &System, coords: &[String]) -> bool {
+        (0..coords.len()).all(|i| {
+            let mut case = sys.clone();
+            for same in &coords[..i] {
+                case.add(Constraint::eq(&Poly::var(same), &Poly::var(&crate::names::copy_of(same, "2"))));
+            }
+            case.add(Constraint::ne(&Poly::var(&coords[i]), &Poly::var(&crate::names::copy_of(&coords[i], "2"))));
+            self.unsat(&case)
+        })
+    }
+
     pub(super) fn unsat(&self, sys: &System) -> bool {
         self.backend.unsat_over_reals(sys) || matches!(self.backend.check(sys), CheckResult::Unsat)
     }
@@ -76,16 +90,8 @@ impl Frame<'_> {
                 if same && dims_of(w.span).is_some_and(|d| self.injective(&d, &w.guards, local, &shared)) {
                     continue;
                 }
-                let sys = self.pair_system(col, w, b, &threads);
-                for (i, c) in coords.iter().enumerate() {
-                    let mut case = sys.clone();
-                    for same in &coords[..i] {
-                        case.add(Constraint::eq(&Poly::var(same), &Poly::var(&crate::names::copy_of(same, "2"))));
-                    }
-                    case.add(Constraint::ne(&Poly::var(c), &Poly::var(&crate::names::copy_of(c, "2"))));
-                    if !self.unsat(&case) {
-                        return Err(format!("two threads may touch the same element of `{array}`, one of them writing it (not proved otherwise)"));
-                    }
+                if !self.apart(&self.pair_system(col, w, b, &threads), &coords) {
+                    return Err(format!("two threads may touch the same element of `{array}`, one of them writing it (not proved otherwise)"));
                 }
             }
         }
@@ -152,18 +158,11 @@ impl Frame<'_> {
                     }
                 }
                 // Another block: the blocks differ in a first coordinate (z, y, then x).
-                for (i, c) in blocks.iter().enumerate() {
-                    let mut case = sys.clone();
-                    for same in &blocks[..i] {
-                        case.add(Constraint::eq(&Poly::var(same), &Poly::var(&crate::names::copy_of(same, "2"))));
-                    }
-                    case.add(Constraint::ne(&Poly::var(c), &Poly::var(&crate::names::copy_of(c, "2"))));
-                    if !self.unsat(&case) {
-                        return Err(format!(
-                            "a block's tile of `{}` spans elements another block may write (its box is wider than the block's accesses; not proved otherwise), and loading them would race with that write",
-                            t.array
-                        ));
-                    }
+                if !self.apart(&sys, &blocks) {
+                    return Err(format!(
+                        "a block's tile of `{}` spans elements another block may write (its box is wider than the block's accesses; not proved otherwise), and loading them would race with that write",
+                        t.array
+                    ));
                 }
             }
         }
