@@ -169,7 +169,7 @@ impl Parser {
             return Err(self.error_here(format!("nesting deeper than {MAX_DEPTH} levels"), "too deeply nested"));
         }
         if self.tree_depth > MAX_TREE_DEPTH {
-            return Err(self.error_here(format!("expression deeper than {MAX_TREE_DEPTH} levels (nesting and chained operators)"), "too long an expression"));
+            return Err(self.error_here(format!("expression of more than {MAX_TREE_DEPTH} chained operators or nested levels"), "too long an expression").with_note("each operator of a chain (`a + b + c + ...`) nests the expression one level deeper; split it into partial sums held in locals"));
         }
         Ok(())
     }
@@ -831,7 +831,7 @@ impl Parser {
             chained += 1;
             self.tree_depth += 1;
             if self.tree_depth > MAX_TREE_DEPTH {
-                break Err(self.error_here(format!("expression deeper than {MAX_TREE_DEPTH} levels (nesting and chained operators)"), "too long an expression"));
+                break Err(self.error_here(format!("expression of more than {MAX_TREE_DEPTH} chained operators or nested levels"), "too long an expression").with_note("each operator of a chain (`a + b + c + ...`) nests the expression one level deeper; split it into partial sums held in locals"));
             }
             let rhs = match self.binary(op.precedence() + 1) {
                 Ok(r) => r,
