@@ -120,6 +120,8 @@ impl Frame<'_> {
     /// version's conditions (and the between loops' bounds) the loading block meets.
     pub(super) fn check_boxes(&self, tiles: &[Tile], col: &Collector, guards: &[Constraint]) -> Result<(), String> {
         let blocks: Vec<String> = (0..self.kernel.grid.len()).rev().map(block_var).collect();
+        // The launch's own names (parameters and their quotients), never primed.
+        let shared = self.shared_names(&self.scope_collector);
         for t in tiles.iter().filter(|t| t.read()) {
             let writes: Vec<&Access> = self.scope_collector.accesses.iter().filter(|a| a.array == t.array && (a.write || a.atomic)).collect();
             if writes.is_empty() {
@@ -132,9 +134,7 @@ impl Frame<'_> {
                 let Some(index) = w.indices.iter().cloned().collect::<Option<Vec<Poly>>>() else {
                     return Err(format!("a subscript of the write `{}` is not a polynomial in the counters and parameters, so other blocks' writes cannot be kept apart from a block's tile", w.text));
                 };
-                // The writer: every variable that is not the launch's own (parameters and
-                // their quotients) primed.
-                let shared = self.shared_names(&self.scope_collector);
+                // The writer: every variable that is not the launch's own primed.
                 let mut names: BTreeSet<String> = self.scope_collector.context.vars().iter().map(|v| v.name().to_string()).collect();
                 index.iter().for_each(|p| names.extend(p.vars().iter().map(|v| v.name().to_string())));
                 w.guards.iter().for_each(|g| names.extend(g.vars().iter().map(|v| v.name().to_string())));
