@@ -17,34 +17,39 @@ pub(super) fn rename_constraint(c: &Constraint, rename: &BTreeSet<String>) -> Co
 }
 
 
+/// `sys` with a second thread added: its copy (`rename`d variables primed) of `context`, of its
+/// own `guards` and of the domains, the first thread's `first_guards` as they are, and the equalities `mine == primed(theirs)` for each pair
+/// in `same`; every variable left without a domain is an integer. The two-thread systems of
+/// (a), (b) and (c) are all built here. (Constraints without a renamed variable come back
+/// unchanged, and `System::add` drops duplicates.)
+fn with_second<'p>(mut sys: System, context: &System, first_guards: &[Constraint], guards: &[Constraint], same: impl IntoIterator<Item = (&'p Poly, &'p Poly)>, rename: &BTreeSet<String>) -> System {
+    for c in context.constraints() {
+        sys.add(rename_constraint(c, rename));
+    }
+    for (v, d) in context.domains() {
+        if rename.contains(v.name()) {
+            sys.set_domain(Var::new(&crate::names::copy_of(v.name(), "2")), d.clone());
+        }
+    }
+    first_guards.iter().for_each(|g| sys.add(g.clone()));
+    guards.iter().for_each(|g| sys.add(rename_constraint(g, rename)));
+    for (mine, theirs) in same {
+        sys.add(Constraint::eq(mine, &rename_poly(theirs, rename)));
+    }
+    for v in sys.vars() {
+        if !sys.domains().contains_key(&v) {
+            sys.set_domain(v, Domain::integer());
+        }
+    }
+    sys
+}
+
 impl Frame<'_> {
     /// The system where access `a` (one thread) and access `b` (another, its `rename`d
     /// variables primed) touch the same element.
     pub(super) fn pair_system(&self, col: &Collector, a: &Access, b: &Access, rename: &BTreeSet<String>) -> System {
-        let mut sys = col.context.clone();
-        for c in col.context.constraints() {
-            if c.vars().iter().any(|v| rename.contains(v.name())) {
-                sys.add(rename_constraint(c, rename));
-            }
-        }
-        for (v, d) in col.context.domains().clone() {
-            if rename.contains(v.name()) {
-                sys.set_domain(Var::new(&crate::names::copy_of(v.name(), "2")), d);
-            }
-        }
-        a.guards.iter().for_each(|g| sys.add(g.clone()));
-        b.guards.iter().for_each(|g| sys.add(rename_constraint(g, rename)));
-        for (x, y) in a.indices.iter().zip(&b.indices) {
-            if let (Some(x), Some(y)) = (x, y) {
-                sys.add(Constraint::eq(x, &rename_poly(y, rename)));
-            }
-        }
-        for v in sys.vars() {
-            if !sys.domains().contains_key(&v) {
-                sys.set_domain(v, Domain::integer());
-            }
-        }
-        sys
+        let same = a.indices.iter().zip(&b.indices).filter_map(|(x, y)| Some((x.as_ref()?, y.as_ref()?)));
+        with_second(col.context.clone(), &col.context, &a.guards, &b.guards, same, rename)
     }
 
     /// Whether `sys` (two threads, the second's variables primed) has no solution where the
@@ -139,24 +144,7 @@ impl Frame<'_> {
                 index.iter().for_each(|p| names.extend(p.vars().iter().map(|v| v.name().to_string())));
                 w.guards.iter().for_each(|g| names.extend(g.vars().iter().map(|v| v.name().to_string())));
                 let primed: BTreeSet<String> = names.into_iter().filter(|v| !shared.contains(v)).collect();
-                let mut sys = box_sys.clone();
-                for c in self.scope_collector.context.constraints() {
-                    sys.add(rename_constraint(c, &primed));
-                }
-                for (v, d) in self.scope_collector.context.domains().clone() {
-                    if primed.contains(v.name()) {
-                        sys.set_domain(Var::new(&crate::names::copy_of(v.name(), "2")), d);
-                    }
-                }
-                w.guards.iter().for_each(|g| sys.add(rename_constraint(g, &primed)));
-                for (x, y) in element.iter().zip(&index) {
-                    sys.add(Constraint::eq(x, &rename_poly(y, &primed)));
-                }
-                for v in sys.vars() {
-                    if !sys.domains().contains_key(&v) {
-                        sys.set_domain(v, Domain::integer());
-                    }
-                }
+                let sys = with_second(box_sys.clone(), &self.scope_collector.context, &[], &w.guards, element.iter().zip(&index), &primed);
                 // Another block: the blocks differ in a first coordinate (z, y, then x).
                 if !self.apart(&sys, &blocks) {
                     return Err(format!(
