@@ -40,7 +40,7 @@ pub fn exact_quotient(upper: &Poly, divisor: &Poly, definitions: &[(Var, Poly)],
 }
 
 /// As [`exact_quotient`], the first `P` found that `accept` also takes.
-fn quotient_such_that(upper: &Poly, divisor: &Poly, definitions: &[(Var, Poly)], depth: usize, accept: &dyn Fn(&Poly) -> bool) -> Option<Poly> {
+pub(super) fn quotient_such_that(upper: &Poly, divisor: &Poly, definitions: &[(Var, Poly)], depth: usize, accept: &dyn Fn(&Poly) -> bool) -> Option<Poly> {
     if divisor.is_zero() {
         return None;
     }
@@ -53,6 +53,32 @@ fn quotient_such_that(upper: &Poly, divisor: &Poly, definitions: &[(Var, Poly)],
     let vars = upper.vars();
     definitions.iter().filter(|(v, _)| vars.contains(v)).find_map(|(v, e)| quotient_such_that(&upper.substitute(v, e), divisor, definitions, depth - 1, accept))
 }
+
+/// The forms `p` takes with up to `depth` of `definitions` substituted one after another (each
+/// only where its variable occurs), `p` itself left out, at most [`MAX_FORMS`], in the order
+/// found: `W` under `W == q'*BW*GS + 4` and `q' == gx` is `q'*BW*GS + 4` and `gx*BW*GS + 4`.
+pub fn equal_forms(p: &Poly, definitions: &[(Var, Poly)], depth: usize) -> Vec<Poly> {
+    let mut forms: Vec<Poly> = Vec::new();
+    let mut frontier = vec![p.clone()];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for f in &frontier {
+            let vars = f.vars();
+            for (v, e) in definitions.iter().filter(|(v, _)| vars.contains(v)) {
+                let g = f.substitute(v, e);
+                if g != *p && !forms.contains(&g) && forms.len() < MAX_FORMS {
+                    forms.push(g.clone());
+                    next.push(g);
+                }
+            }
+        }
+        frontier = next;
+    }
+    forms
+}
+
+/// How many forms [`equal_forms`] returns at most: each is one more equality in a query.
+pub const MAX_FORMS: usize = 4;
 
 /// For each division `a = d*q + r` of `divisions` (quotient, remainder, dividend, divisor)
 /// whose dividend, as written or with up to two of `definitions` substituted, is `d*P`

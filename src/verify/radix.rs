@@ -37,6 +37,15 @@ pub fn split(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: 
     let common = shared_uniform(x, y, thread_local);
     let mut out = Vec::new();
     go(&(x - &common), &(y - &common), thread_local, in_range, MAX_DEPTH, &mut out);
+    if out.len() == 1 && !common.is_zero() {
+        // A digit may need the shared offset: `tx*TS - ty + TS - 1` (a reversed row) has the
+        // digit `TS - 1 - ty`, while `tx*TS - ty` has none.
+        let mut whole = Vec::new();
+        go(x, y, thread_local, in_range, MAX_DEPTH, &mut whole);
+        if whole.len() > 1 {
+            return whole;
+        }
+    }
     out
 }
 
@@ -44,14 +53,19 @@ pub fn split(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: 
 /// comparison of their high digits: with `f = a*R + b`, `0 <= b < R` and `e = A*R`,
 /// `f < e <=> a < A` (and so `f >= e <=> a >= A`). Bounds checks on mixed-radix subscripts
 /// (`k*B0*B1 + tx*B0 + ty < s*B0*B1`) become linear (`k < s`). Shared uniform terms are
-/// dropped first (`k*B + tx + 2 < s*B + 2`). Returns `(f, e)` unchanged where no radix fits.
-pub fn reduce_comparison(f: &Poly, e: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dyn FnMut(&Poly, Side, &Poly) -> bool) -> (Poly, Poly) {
+/// dropped first (`k*B + tx + 2 < s*B + 2`). `e` is divided as written or, failing that,
+/// with up to two of `definitions` substituted (equalities of the context over shared
+/// variables: `NH == q'*BH*VEC` from the fact `NH % (BH*VEC) == 0` makes `NH` a multiple of
+/// `VEC`), so the reduced comparison is equivalent wherever they hold. Returns `(f, e)`
+/// unchanged where no radix fits.
+pub fn reduce_comparison(f: &Poly, e: &Poly, definitions: &[(Var, Poly)], thread_local: &dyn Fn(&Var) -> bool, in_range: &mut dyn FnMut(&Poly, Side, &Poly) -> bool) -> (Poly, Poly) {
     let common = shared_uniform(f, e, thread_local);
     let (mut f, mut e) = (f - &common, e - &common);
     'peel: for _ in 0..MAX_DEPTH {
         for radix in radices(&f, &Poly::zero(), thread_local) {
             let (a, b) = divide(&f, &radix, thread_local);
-            let Some(big_a) = integer_quotient(&e, &radix) else { continue };
+            let integral = |q: &Poly| q.terms().all(|(_, k)| k.is_integer());
+            let Some(big_a) = integer_quotient(&e, &radix).or_else(|| super::quotients::quotient_such_that(&e, &radix, definitions, 2, &integral)) else { continue };
             if !a.vars().iter().any(thread_local) {
                 continue;
             }
@@ -263,11 +277,40 @@ mod tests {
         let f: Poly = "k*B0*B1 + u1*B0 + u0".parse().unwrap();
         let e: Poly = "s*B0*B1".parse().unwrap();
         let mut digits = |d: &Poly, _: Side, r: &Poly| bounds(d, Side::First, r) || (d.to_string() == "u1*B0 + u0" && r.to_string() == "B0*B1");
-        assert_eq!(reduce_comparison(&f, &e, &local, &mut digits), (Poly::var("k"), Poly::var("s")));
+        assert_eq!(reduce_comparison(&f, &e, &[], &local, &mut digits), (Poly::var("k"), Poly::var("s")));
         // A bound that is not a multiple of the radix stops the reduction.
         let odd: Poly = "s*B0*B1 + 1".parse().unwrap();
-        let (g, h) = reduce_comparison(&f, &odd, &local, &mut digits);
+        let (g, h) = reduce_comparison(&f, &odd, &[], &local, &mut digits);
         assert_eq!((g, h), (f, odd));
+    }
+
+    #[test]
+    fn a_reversed_digit_keeps_the_shared_offset() {
+        // rotate90's tile `tx*TS - ty + TS - 1`: without the shared `TS - 1` the low part `-ty`
+        // is no digit; with it, `TS - 1 - ty` is.
+        let x: Poly = "tx*TS - ty + TS - 1".parse().unwrap();
+        let local = |v: &Var| ["tx", "ty"].contains(&v.name());
+        let mut digits = |d: &Poly, _: Side, r: &Poly| d.to_string() == "-ty + TS - 1" && r.to_string() == "TS";
+        let pairs = split(&x, &x, &local, &mut digits);
+        let low: Poly = "TS - 1 - ty".parse().unwrap();
+        assert_eq!(pairs, vec![(Poly::var("tx"), Poly::var("tx")), (low.clone(), low)]);
+    }
+
+    #[test]
+    fn a_bound_is_divided_through_the_facts_definitions() {
+        // gelu's `(hb*BH + th)*VEC + v < NH` under `NH % (BH*VEC) == 0`, i.e. `NH == q*BH*VEC`.
+        let f: Poly = "hb*BH*VEC + th*VEC + v".parse().unwrap();
+        let nh = Poly::var("NH");
+        let mut digits = |d: &Poly, _: Side, r: &Poly| (d.to_string() == "v" && r.to_string() == "VEC") || (d.to_string() == "th" && r.to_string() == "BH");
+        let local = |v: &Var| ["hb", "th", "v"].contains(&v.name());
+        let defs = [(Var::new("NH"), "q*BH*VEC".parse::<Poly>().unwrap())];
+        assert_eq!(reduce_comparison(&f, &nh, &defs, &local, &mut digits), (Poly::var("hb"), Poly::var("q")));
+        // Without the definition `NH` is no multiple of a radix, and nothing is reduced.
+        assert_eq!(reduce_comparison(&f, &nh, &[], &local, &mut digits), (f.clone(), nh.clone()));
+        // A definition whose quotient is not integral (`NH == q*BH*VEC/2`) is not used.
+        let half = constraints::Rational::new(1.into(), 2.into());
+        let halves = [(Var::new("NH"), "q*BH*VEC".parse::<Poly>().unwrap().scale(&half))];
+        assert_eq!(reduce_comparison(&f, &nh, &halves, &local, &mut digits), (f.clone(), nh.clone()));
     }
 
     #[test]

@@ -116,6 +116,9 @@ struct KernelModel<'b> {
     launch: Vec<Constraint>,
     /// The rest of the context, for both threads, asserted only where a query needs it.
     candidates: Vec<Candidate>,
+    /// The launch facts' equalities that define a shared variable by others (`NH ==
+    /// q'*BH*VEC` from `NH % (BH*VEC) == 0`): a bound is divided through them.
+    definitions: Vec<(Var, Poly)>,
 }
 
 /// A fact of the context that a query includes once one of its `triggers` is in play (or
@@ -247,6 +250,7 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         launch: Vec::new(),
         candidates: Vec::new(),
         divisions: Vec::new(),
+        definitions: Vec::new(),
     };
     for (name, def) in &m.col.aux_defs {
         if let (true, Some(rest)) = (def.quotient, name.strip_prefix(crate::access::AUX_QUOTIENT)) {
@@ -262,6 +266,9 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
     let shared_divisions: Vec<_> = m.divisions.iter().filter(|(q, ..)| m.shared_vars.contains(q.name())).cloned().collect();
     let exact = quotients::exact_divisions(&shared_divisions, &definitions, &|v| m.col.context.domain(v).is_integer());
     m.launch.extend(exact);
+    // Only integer-valued definitions: a reduced bound `a < A` needs an integer `A`.
+    let integer = |v: &Var| m.col.context.domain(v).is_integer();
+    m.definitions = definitions.into_iter().filter(|(v, p)| integer(v) && p.vars().iter().all(integer)).collect();
     // Each fact for the first thread, and renamed for the second when it names its variables.
     let both: Vec<(usize, Constraint)> = m
         .col
@@ -773,8 +780,8 @@ impl Checker<'_, '_> {
                 let m = self.m;
                 let idx = &radix::unfold_divisions(&radix::fold_divisions(idx, &m.divisions), &m.divisions);
                 let mut in_range = |digit: &Poly, _: Side, radix: &Poly| self.digit(digit, &a.guards, radix);
-                let (lo_f, lo_e) = radix::reduce_comparison(idx, &Poly::zero(), &|v| m.thread_local(v), &mut in_range);
-                let (hi_f, hi_e) = radix::reduce_comparison(idx, extent, &|v| m.thread_local(v), &mut in_range);
+                let (lo_f, lo_e) = radix::reduce_comparison(idx, &Poly::zero(), &m.definitions, &|v| m.thread_local(v), &mut in_range);
+                let (hi_f, hi_e) = radix::reduce_comparison(idx, extent, &m.definitions, &|v| m.thread_local(v), &mut in_range);
                 for (upper, bad) in [(false, Constraint::lt(&lo_f, &lo_e)), (true, Constraint::ge(&hi_f, &hi_e))] {
                     let mut sys = self.m.system(&a.guards, None);
                     sys.add(bad);
@@ -782,6 +789,11 @@ impl Checker<'_, '_> {
                     // start `(i/m)*m` under `i < n == m*q'`).
                     self.quotient_lemmas(&sys).into_iter().for_each(|l| sys.add(l));
                     self.product_lemmas(if upper { &hi_f } else { &lo_f }, &sys).into_iter().for_each(|l| sys.add(l));
+                    // The bound in the forms the launch facts give it (`W == gx*BW*GS + 4`), so
+                    // that it meets the product lemmas' terms in linear reasoning.
+                    if upper {
+                        quotients::equal_forms(&hi_e, &m.definitions, 2).iter().for_each(|form| sys.add(Constraint::eq(&hi_e, form)));
+                    }
                     let question = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
                     if let Answer::Sat(m) = self.ask(&sys).map_err(|v| v.deciding(&question))? {
                         let detail = question;
