@@ -142,12 +142,15 @@ fn carried_dependence(name: &str, text: &str, program: &crate::frontend::Checked
                 let values: Vec<String> = point.iter().map(|(k, v)| format!("{k} = {v}")).collect();
                 let subscripts = |xs: &[i64]| xs.iter().map(|x| format!("[{x}]")).collect::<String>();
                 let d = match run_point(function, &programs, point, i as u64, RunOptions { detect_races: true, step_budget: Some(AS_WRITTEN_STEPS), kernel_only: true }) {
-                    Outcome::Fault(Fault::Race { array, element, first, second }) => {
+                    Outcome::Fault(Fault::Race { array, element, first, second, spans }) => {
                         // A sum across iterations (`tot[0] += ...`, an atomic add) that the same
                         // schedule also reads or writes otherwise: that other access is the one
                         // to move, and the note says so (both print as `tot[0]`).
                         let conflict = reduction_conflict(&schedule.body, &array);
-                        let Some(at) = conflict.as_ref().map(|c| c.0).or_else(|| source_span(&schedule.body, &second.1)).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
+                        // The second access's own place (two accesses may print alike: `B[i][j]`
+                        // read, then written), else the first access spelled like it.
+                        let placed = |s: crate::frontend::source::Span| (s != Default::default()).then_some(s);
+                        let Some(at) = conflict.as_ref().map(|c| c.0).or_else(|| placed(spans[1])).or_else(|| source_span(&schedule.body, &second.1)).or_else(|| placed(spans[0])).or_else(|| source_span(&schedule.body, &first.1)) else { continue };
                         // Subscripts read from an array meet where the check's contents repeat a value.
                         let source = crate::emit::data_reads::subscript_source(&schedule.body, &second.1).or_else(|| crate::emit::data_reads::subscript_source(&schedule.body, &first.1));
                         let (may, when) = match &source {

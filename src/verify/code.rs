@@ -86,6 +86,9 @@ pub struct Code {
     pub arrays: Vec<ArrayRef>,
     /// The printed form of each access site (`a[i][k]`).
     pub sites: Vec<String>,
+    /// Each site's place in the source, where it has one (a site the lowering made has the
+    /// empty span): two sites print alike (`B[i][j]` read, then written).
+    pub site_spans: Vec<crate::frontend::source::Span>,
     pub launches: Vec<LaunchSite>,
     /// Host only: the instructions `start..end` of each schedule's serial code, with the
     /// schedule's index in the function, so that a fault is placed in its schedule.
@@ -197,6 +200,7 @@ impl Compiler {
 
     fn site(&mut self, e: &Expr) -> usize {
         self.code.sites.push(e.to_string());
+        self.code.site_spans.push(e.span);
         self.code.sites.len() - 1
     }
 

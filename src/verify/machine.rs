@@ -125,7 +125,8 @@ impl From<Box<Fault>> for Fault {
 #[derive(Clone, Debug)]
 pub enum Fault {
     OutOfBounds { array: String, site: String, index: Vec<i64>, extents: Vec<i64>, who: Option<Who> },
-    Race { array: String, element: Vec<i64>, first: (Who, String), second: (Who, String) },
+    /// `spans`: the two accesses' places in the source (first, second), empty where unknown.
+    Race { array: String, element: Vec<i64>, first: (Who, String), second: (Who, String), spans: [crate::frontend::source::Span; 2] },
     BarrierDivergence { block: [i64; 3], detail: String },
     /// An `assume`/`assert` is false: the point is outside the program's facts.
     OutsideFacts(String),
@@ -202,7 +203,7 @@ impl std::fmt::Display for Fault {
                 }
                 Ok(())
             }
-            Fault::Race { array, element, first, second } => write!(
+            Fault::Race { array, element, first, second, .. } => write!(
                 f,
                 "race on {array}{element:?}: `{}` by {} and `{}` by {}, with no barrier between them",
                 first.1, first.0, second.1, second.0
@@ -332,8 +333,9 @@ impl Frame<'_> {
         }
         if let Some(other) = clash {
             let (first, second) = (self.describe(&other), self.describe(&me));
+            let spans = [other.site, me.site].map(|site| self.code.site_spans.get(site as usize).copied().unwrap_or_default());
             let buf = self.buffer(array);
-            return Err(Box::new(Fault::Race { array: buf.name.clone(), element: buf.unflatten(flat), first, second }));
+            return Err(Box::new(Fault::Race { array: buf.name.clone(), element: buf.unflatten(flat), first, second, spans }));
         }
         if write {
             // Earlier reads are ordered before this write (else a race was reported), so a

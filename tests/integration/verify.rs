@@ -400,6 +400,21 @@ fn verify_command_exit_codes() {
     assert!(!dir.join("racy").exists());
 }
 
+/// A race between a read and a write that prints like an earlier read (`B[i][j]` read at the
+/// top of the loop, written at its end) is placed at the access that raced, not at the first
+/// access spelled like it (a helper's sweep: trmm over rows was placed at the read on line 9).
+#[test]
+fn a_race_is_placed_at_its_own_access_when_two_print_alike() {
+    let dir = common::scratch("race-place");
+    let src = dir.join("trmm_rows.mf");
+    std::fs::write(&src, "void trmm_rows(int M, int N, int BS, double alpha, const double A[M][M], double B[M][N]) {\n  assume(M >= 1 && N >= 1 && BS >= 1);\n  meta_schedule {\n    meta_for (int g = 0; g < (M + BS - 1) / BS; g++)\n      meta_for (int t = 0; t < BS; t++) {\n        int i = g * BS + t;\n        if (i < M) {\n          for (int j = 0; j < N; j++) {\n            double s = B[i][j];\n            for (int k = i + 1; k < M; k++)\n              s += A[k][i] * B[k][j];\n            B[i][j] = alpha * s;\n          }\n        }\n      }\n  }\n}\n").unwrap();
+    let o = metafork(&["gen", "--color", "never", src.to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("trmm_rows.mf:12:13: schedule `trmm_rows` races as written") && err.contains("`B[k][j]`"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `gen`'s check of the schedules as written runs a launch that repeats an earlier one's
 /// arguments and grid only once, where the host program and the kernel decide nothing from
 /// array data (a time loop's sweeps). A race from the second time step on is still found:
