@@ -79,7 +79,14 @@ fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgr
     let backend = constraints::solver::Backend::default();
     for function in &program.kernels {
         if let Some(c) = crate::strategy::contradictory_fact(function, &backend) {
-            let d = if c.by_types {
+            let d = if c.fact.kernel_range {
+                // The fact is the program's own arithmetic, not a line the user wrote: placed at
+                // the fact that forces it.
+                let at = c.forced_by.map_or(c.fact.condition.span, |f| f.condition.span);
+                let what = c.fact.note.as_deref().unwrap_or("a kernel's integer arithmetic stays within its C type");
+                crate::frontend::Diagnostic::new(at, format!("no parameter value the facts of `{}` admit keeps the kernel's arithmetic defined: `{}` is needed ({what}), and the facts rule it out, so every launch would overflow", function.name, c.fact.condition), "this fact forces the overflow")
+                    .with_note("compute the subscript in `long` (declare the index `long`, or the size parameter `long`), or bound the sizes in the facts so that the arithmetic fits")
+            } else if c.by_types {
                 let mut read = Vec::new();
                 c.fact.condition.names(&mut read);
                 let types: Vec<String> = function.params.iter().filter(|p| p.role != crate::frontend::model::Role::Array && p.ty.is_integer() && read.contains(&p.name)).map(|p| format!("`{} {}`", p.ty.c_name(), p.name)).collect();

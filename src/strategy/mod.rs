@@ -47,6 +47,9 @@ pub struct Contradiction<'f> {
     /// The contradiction needs the ranges of the parameters' C types (`assume(N >= 2147483648)`
     /// for an `int N`): the facts alone, over unbounded integers, are consistent.
     pub by_types: bool,
+    /// For a kernel's range fact ([`Fact::kernel_range`]), the first of the program's own facts
+    /// after which it fails (`assume(N >= 70000)` against `N * N <= 2147483647`).
+    pub forced_by: Option<&'f Fact>,
 }
 
 /// The first fact, in program order, that Z3 proves contradicts the facts before it, every
@@ -71,12 +74,16 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
         let next = format!("{}quotient{}", crate::names::INTERNAL, quotients.len());
         quotients.entry((x.to_string(), m.to_string())).or_insert(next).clone()
     };
+    // A kernel's range fact (`N * N <= 2147483647`: an `int` index stays within `int`) joins
+    // no tree, but facts that leave it no value leave every launch overflowing: it counts too,
+    // where it is a comparison of polynomials.
+    let range = |f: &crate::frontend::model::Fact| f.kernel_range.then(|| crate::frontend::polyexpr::to_constraint(&f.condition, &derived)).flatten();
     let facts: Vec<Vec<constraints::Constraint>> = function
         .facts
         .iter()
-        .map(|f| match &f.constraint {
-            Some(c) => vec![c.clone()],
-            None => crate::frontend::polyexpr::remainder_constraints(&f.condition, &derived, &mut quotient).unwrap_or_default(),
+        .map(|f| match (f.constraint.clone(), range(f)) {
+            (Some(c), _) | (None, Some(c)) => vec![c],
+            (None, None) => crate::frontend::polyexpr::remainder_constraints(&f.condition, &derived, &mut quotient).unwrap_or_default(),
         })
         .collect();
     for q in quotients.values() {
@@ -87,7 +94,7 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
     // small program's `gen` (bench/RESULTS.md, issue 25). The facts without a constraint of
     // their own are evaluated there as C does.
     let mut all = System::new();
-    function.facts.iter().filter_map(|f| f.constraint.clone()).chain(ranges.iter().cloned()).for_each(|c| all.add(c));
+    function.facts.iter().filter_map(|f| f.constraint.clone().or_else(|| range(f))).chain(ranges.iter().cloned()).for_each(|c| all.add(c));
     let exact = crate::dispatch::facts::FactSet::of(function).ok();
     let integers = function.integer_parameters();
     let holds_as_c = |k: u32| exact.as_ref().is_none_or(|f| f.holds(&integers.iter().map(|p| (p.clone(), 1i64 << k)).collect()));
@@ -95,24 +102,39 @@ pub fn contradictory_fact<'f>(function: &'f KernelFunction, backend: &Backend) -
         return None;
     }
     let timeout_ms = backend.timeout_ms();
+    let range_fact: Vec<bool> = function.facts.iter().map(|f| f.kernel_range).collect();
     let at = constraints::solver::in_fresh_context(move || {
         let own = Backend::new(timeout_ms);
         let untyped = s.clone();
-        ranges.into_iter().for_each(|c| s.add(c));
+        let typed = |s: &mut System| ranges.iter().for_each(|c| s.add(c.clone()));
+        let mut all = s.clone();
+        typed(&mut all);
         for (i, cs) in facts.iter().enumerate() {
             if cs.is_empty() {
                 continue;
             }
-            cs.iter().for_each(|c| s.add(c.clone()));
-            if matches!(own.check(&s), CheckResult::Unsat) {
-                let mut alone = untyped;
+            cs.iter().for_each(|c| all.add(c.clone()));
+            if matches!(own.check(&all), CheckResult::Unsat) {
+                let mut alone = untyped.clone();
                 facts[..=i].iter().flatten().for_each(|c| alone.add(c.clone()));
-                return Some((i, !matches!(own.check(&alone), CheckResult::Unsat)));
+                let by_types = !matches!(own.check(&alone), CheckResult::Unsat);
+                // A range fact: the first fact of the program's own after which it fails.
+                let forced_by = range_fact[i]
+                    .then(|| {
+                        (0..i).filter(|&j| !range_fact[j]).find(|&j| {
+                            let mut upto = untyped.clone();
+                            typed(&mut upto);
+                            facts[..=j].iter().chain(std::iter::once(&facts[i])).flatten().for_each(|c| upto.add(c.clone()));
+                            matches!(own.check(&upto), CheckResult::Unsat)
+                        })
+                    })
+                    .flatten();
+                return Some((i, by_types, forced_by));
             }
         }
         None
     });
-    at.map(|(i, by_types)| Contradiction { fact: &function.facts[i], by_types })
+    at.map(|(i, by_types, forced_by)| Contradiction { fact: &function.facts[i], by_types, forced_by: forced_by.map(|j| &function.facts[j]) })
 }
 
 /// Whether `system` holds where every variable is `2^k`: an exact check by evaluation, a

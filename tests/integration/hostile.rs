@@ -352,6 +352,9 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
         ("same division", program("  assume(N % B == 0 && N % B == 1);\n  int d = (N + B - 1) / B;"), "p.mf:3:24: the facts of `f` contradict each other"),
         // A fact no `int` satisfies (it holds over unbounded integers): refused with the type.
         ("past int", program("  assume(N >= 2147483648);\n  int d = (N + B - 1) / B;"), "p.mf:3:10: the facts of `f` admit no value of the parameters' C types"),
+        // Facts that leave the kernel's `int` index no value (`N * N` past `int` for every
+        // `N >= 70000`): every leaf was unreachable and `gen` said nothing (a helper's sweep).
+        ("overflow forced", "void overflow(int N, int B, const float a[N * N], float b[N * N]) {\n  assume(N >= 70000 && B >= 1);\n  meta_schedule {\n    meta_for (int i = 0; i < N; i++)\n      meta_for (int g = 0; g < (N + B - 1) / B; g++)\n        meta_for (int t = 0; t < B; t++) {\n          int j = g * B + t;\n          if (j < N)\n            b[i * N + j] = a[i * N + j] + 1.0f;\n        }\n  }\n}\n".to_string(), "p.mf:2:10: no parameter value the facts of `overflow` admit keeps the kernel's arithmetic defined: `N * N <= 2147483647` is needed"),
         ("huge literal", program("  int d = (N + B - 1) / B;").replace("c[p] = a[p]", "c[p] = a[p] * 1e400"), "out of the range of `double`"),
     ];
     for (what, source, expected) in cases {
