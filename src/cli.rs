@@ -168,7 +168,7 @@ pub enum Command {
     /// sum|x|, g(n) = n u / (1 - n u)). Prints one line per leaf. Exit status: 0 when every leaf is proved and
     /// matches, or is unreachable (Z3: no parameter values satisfy the program's facts and its
     /// constraints), 1 when DIR is unusable (not written by `gen`, its source does not check), 3 when
-    /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, with a
+    /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, `division by zero`, with a
     /// witness, or a file that differs), 4 when something stays unverified (Z3 unknown, a
     /// construct the model cannot express, a kernel's CPU run stopped by its step budget, or a
     /// leaf's share of --time-limit spent: each leaf may take the time left over the leaves still

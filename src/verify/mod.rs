@@ -83,7 +83,7 @@ pub struct LeafReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
     Proved,
-    /// The defect's name (`race`, `barrier divergence`, `out of bounds`, `mismatch`) and the
+    /// The defect's name (`race`, `barrier divergence`, `out of bounds`, `mismatch`, `division by zero`) and the
     /// message with its witness.
     Defect(&'static str, String),
     Unverified(String),
@@ -509,7 +509,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match failed_with(Fault::Arithmetic("integer division by zero".into())) {
-            Status::Defect("mismatch", why) => assert!(why.contains("division by zero"), "{why}"),
+            Status::Defect("division by zero", why) => assert!(why.contains("division by zero"), "{why}"),
             other => panic!("{other:?}"),
         }
     }
@@ -546,7 +546,7 @@ mod tests {
         few.budget_spent = false;
         assert_eq!(few.status(), Status::Proved);
         let defect = report(Verdict::Proved, Some(Fault::Arithmetic("integer division by zero".into())), None, true);
-        assert!(matches!(defect.status(), Status::Defect("mismatch", _)), "{:?}", defect.status());
+        assert!(matches!(defect.status(), Status::Defect("division by zero", _)), "{:?}", defect.status());
         // A leaf not started once the budget was spent (its solver and samplers are not even
         // built): unverified, naming the budget once, and never a defect or proved.
         let skipped = not_started("s", 7, "s_leaf7".into());
