@@ -347,10 +347,29 @@ fn verify_leaf(function: &KernelFunction, schedule: usize, tree: &Tree, leaf: &c
             (0, Some(why)) => Some(format!("no point could be run: {why}{}", sampling.map_or(String::new(), |s| format!("; {s}")))),
             _ => match (sampling, skipped) {
                 (Some(s), Some(k)) => Some(format!("{s}; {k}")),
-                (s, k) => s.or(k).or_else(|| points.is_empty().then(|| "Z3 found no small parameter point in the leaf's constraints".to_string())),
+                (s, k) => s.or(k).or_else(|| points.is_empty().then(|| no_small_point(function))),
             },
         },
     })
+}
+
+/// Why a leaf got no point to run: none is small enough, and, where a fact bounds a parameter
+/// below past what the CPU runs take (`assume(N >= 100000)`), that fact.
+fn no_small_point(function: &KernelFunction) -> String {
+    let limit = constraints::Rational::from_integer(sample::LARGE_DATA.max(sample::MAX_THREADS).into());
+    let forcing = function.facts.iter().find(|f| {
+        let Some(c) = &f.constraint else { return false };
+        // A bound below on one variable, of degree one, past the limit: false at the limit,
+        // true far above it.
+        let vars = c.vars();
+        let (Some(v), 1, 1) = (vars.iter().next(), vars.len(), c.poly().total_degree()) else { return false };
+        let at = |x: constraints::Rational| c.holds_at(&std::collections::BTreeMap::from([(v.clone(), x)]));
+        at(limit.clone()) == Ok(false) && at(limit.clone() * constraints::Rational::from_integer(1_000_000_000.into())) == Ok(true)
+    });
+    match forcing {
+        Some(f) => format!("Z3 found no small parameter point in the leaf's constraints: the fact `{}` puts every point past the sizes the CPU runs take (at most {}), so only the Z3 checks apply", f.condition, sample::LARGE_DATA.max(sample::MAX_THREADS)),
+        None => "Z3 found no small parameter point in the leaf's constraints".to_string(),
+    }
 }
 
 /// The threads [`parallel_map`] runs `items` items on: the machine's cores, at most one per item.

@@ -424,6 +424,25 @@ fn subscripts_bounded_through_the_facts_definitions_are_proved() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A leaf no CPU run can reach, because a fact puts every point past the sampler's sizes
+/// (`REP >= 1000000`), is unverified and says which fact (a helper's sweep: only "no small
+/// parameter point" before, with nothing to say why).
+#[test]
+fn a_fact_that_forces_large_sizes_is_named_when_no_point_can_run() {
+    let dir = common::scratch("verify-large-fact");
+    let src = dir.join("spin.mf");
+    std::fs::write(&src, "void spin(int N, int B, int REP, const float a[N], float b[N]) {\n  assume(N >= 1 && B >= 1 && REP >= 1000000 && REP <= 2000000);\n  meta_schedule {\n    meta_for (int g = 0; g < (N + B - 1) / B; g++)\n      meta_for (int t = 0; t < B; t++) {\n        int i = g * B + t;\n        if (i < N) {\n          float x = a[i];\n          for (int r = 0; r < REP; r++)\n            x = x * 0.999f + 0.001f;\n          b[i] = x;\n        }\n      }\n  }\n}\n").unwrap();
+    let out = dir.join("out");
+    let g = metafork(&["gen", "--emit-cuda", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let v = metafork(&["verify", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(4), "{stdout}");
+    let leaves: Vec<&str> = stdout.lines().filter(|l| l.contains(" leaf ")).collect();
+    assert!(!leaves.is_empty() && leaves.iter().all(|l| l.contains("UNVERIFIED") && l.contains("the fact `REP >= 1000000` puts every point past the sizes the CPU runs take")), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A race between a read and a write that prints like an earlier read (`B[i][j]` read at the
 /// top of the loop, written at its end) is placed at the access that raced, not at the first
 /// access spelled like it (a helper's sweep: trmm over rows was placed at the read on line 9).
