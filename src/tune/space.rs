@@ -25,6 +25,16 @@ pub const MAX_VALUES: i64 = 1_000_000;
 /// The most admissible configurations a space may have: each is kept in memory (and, for
 /// `tune`, scored); a space with more is refused with a message, never an allocation failure.
 pub const MAX_ADMISSIBLE: usize = 5_000_000;
+/// The most values the admissible configurations may hold together (configurations times
+/// parameters, 8 bytes each: 160 MB): a space of a hundred two-valued parameters stays under
+/// [`MAX_ADMISSIBLE`] long after its rows fill memory (a helper's 100-parameter file aborted
+/// on a 1.6 GB allocation).
+pub const MAX_STORED_VALUES: usize = 20_000_000;
+
+/// The most admissible configurations of `width` parameters a space may have.
+pub fn max_admissible(width: usize) -> usize {
+    MAX_ADMISSIBLE.min(MAX_STORED_VALUES / width.max(1))
+}
 
 /// One parameter's values: a list, or an inclusive range with an optional step.
 #[derive(Clone, Debug, Deserialize)]
@@ -167,7 +177,7 @@ pub struct Admissible {
     pub values: Vec<i64>,
     /// The rows (with no parameter, the one empty configuration: `values` cannot tell).
     pub count: usize,
-    /// Set when the search stopped early (the time budget, or [`MAX_ADMISSIBLE`]): `values`
+    /// Set when the search stopped early (the time budget, or [`max_admissible`]): `values`
     /// is then only part of the space, and callers report the reason instead.
     pub stopped: Option<String>,
     /// Partial rows a restriction could not be evaluated at (an overflow of 64 bits, a
@@ -369,8 +379,9 @@ impl Search<'_, '_, '_> {
                     return;
                 }
             }
-            if self.count >= MAX_ADMISSIBLE {
-                self.stopped = Some(format!("the space has more than {MAX_ADMISSIBLE} admissible configurations; narrow its values or add restrictions"));
+            let most = max_admissible(self.row.len());
+            if self.count >= most {
+                self.stopped = Some(format!("the space has more than {most} admissible configurations of its {} parameters; narrow its values or add restrictions", self.row.len()));
                 return;
             }
             self.out.extend_from_slice(&self.row);

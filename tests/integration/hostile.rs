@@ -375,6 +375,12 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
     fs::write(dir.join("space.yaml"), "params:\n  a: {range: [-9223372036854775807, 9223372036854775807]}\n").unwrap();
     let o = metafork(&dir, &["tune", "--space", "space.yaml"]);
     assert!(o.status.code() == Some(1) && text(&o).contains("more than"), "{}", text(&o));
+    // A hundred two-valued parameters: under the configurations' cap long after their rows
+    // fill memory (a helper's file aborted on a 1.6 GB allocation); the cap counts values.
+    let wide: String = (0..100).map(|k| format!("  p{k}: [1, 2]\n")).collect();
+    fs::write(dir.join("wide.yaml"), format!("params:\n{wide}")).unwrap();
+    let o = metafork(&dir, &["tune", "--space", "wide.yaml"]);
+    assert!(o.status.code() == Some(1) && text(&o).contains("admissible configurations of its 100 parameters"), "{}", text(&o));
     fs::write(dir.join("cart.yaml"), "params:\n  a: {range: [1, 1000000]}\n  b: {range: [1, 1000000]}\n  c: {range: [1, 1000000]}\n").unwrap();
     let start = Instant::now();
     let o = metafork(&dir, &["tune", "--space", "cart.yaml", "--time-limit", "20"]);
