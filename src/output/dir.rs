@@ -4,14 +4,16 @@
 //! 1. locks DIR's parent directory (`flock`), so concurrent runs writing there take turns;
 //! 2. finishes what an interrupted run left: a staging directory `.metafork-<h>-*` beside DIR
 //!    (`<h>` from DIR's name) is stale under the lock; entries it carried from DIR are moved
-//!    back, then it is removed;
+//!    back (as `<name>.recovered-<k>`, with a warning, where DIR has a new `<name>` since),
+//!    then it is removed; where DIR is gone, it is kept, with a warning, for the next run;
 //! 3. writes every file, and the manifest last, into a fresh staging directory beside DIR, and
 //!    waits for their data to reach the disk; a file DIR already holds with the same bytes is
 //!    hard-linked instead (a rerun rewrites only what changed, and unchanged files keep their
 //!    modification times);
-//! 4. carries over DIR's entries that metafork did not write: all but the manifest, names
-//!    beginning `.metafork-`, the new files' names, and files the old manifest lists whose
-//!    contents are unchanged (those are metafork's, and dropped when the new output lacks them).
+//! 4. carries over DIR's entries that metafork did not write: all but the manifest, the
+//!    journal (`.metafork-carried`), the new files' names, and files the old manifest lists
+//!    whose contents are unchanged (those are metafork's, and dropped when the new output
+//!    lacks them).
 //!    A regular file is hard-linked; anything else (a directory, a link, a FIFO) is renamed,
 //!    with a journal first so that step 2 can put it back;
 //! 5. exchanges staging and DIR with `renameat2(RENAME_EXCHANGE)` (a plain rename when DIR is
@@ -292,7 +294,10 @@ fn carry(target: &Path, staging: &Path, files: &DirFiles, old: Option<&Manifest>
         let entry = entry?;
         let name = entry.file_name();
         let text = name.to_str();
-        if name.as_bytes().starts_with(STAGING_PREFIX.as_bytes()) || text.is_some_and(|t| t == MANIFEST || files.contains_key(t)) {
+        // Only the journal is metafork's inside DIR (left there by a run stopped just after
+        // its exchange); a user's `.metafork-notes`, or another output's staging directory
+        // (`gen -o DIR/sub` interrupted), is carried like any other entry.
+        if name == JOURNAL || text.is_some_and(|t| t == MANIFEST || files.contains_key(t)) {
             continue;
         }
         if let (Some(m), Some(t)) = (old, text) {
@@ -355,13 +360,41 @@ fn recover(parent: &Path, prefix: &str, target: &Path) -> io::Result<()> {
         if let Ok(bytes) = read_journal(&stale) {
             let names: Vec<Vec<u8>> = serde_json::from_slice(&bytes).unwrap_or_default();
             let names: Vec<OsString> = names.into_iter().map(OsString::from_vec).filter(|n| is_single_component(n)).collect();
-            if fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
-                put_back(&stale, target, &names);
+            let left: Vec<&OsString> = names.iter().filter(|n| fs::symlink_metadata(stale.join(n)).is_ok()).collect();
+            if !left.is_empty() && !fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
+                // DIR is gone: the user's entries stay where they are, for the run that
+                // makes DIR again to put back.
+                crate::command::warn(&format!("metafork: warning: `{}` holds entries an interrupted run had moved out of `{}`, which is gone; kept there (the next run into `{}` puts them back)", stale.display(), target.display(), target.display()));
+                continue;
+            }
+            for n in left {
+                // A name DIR holds again (the user made it anew) keeps both: never a loss.
+                let to = free_name(target, n);
+                fs::rename(stale.join(n), &to)?;
+                if to != target.join(n) {
+                    crate::command::warn(&format!("metafork: warning: `{}` was moved out of `{}` by an interrupted run, and the directory holds a new `{}` since: the old one is put back as `{}`", Path::new(n).display(), target.display(), Path::new(n).display(), to.display()));
+                }
             }
         }
         fs::remove_dir_all(&stale)?;
     }
     Ok(())
+}
+
+/// `target/n`, or where that is taken, the first free `target/n.recovered-<k>`.
+fn free_name(target: &Path, n: &OsStr) -> PathBuf {
+    let plain = target.join(n);
+    if fs::symlink_metadata(&plain).is_err() {
+        return plain;
+    }
+    (1u32..)
+        .map(|k| {
+            let mut name = n.to_os_string();
+            name.push(format!(".recovered-{k}"));
+            target.join(name)
+        })
+        .find(|p| fs::symlink_metadata(p).is_err())
+        .expect("some suffix is free")
 }
 
 fn read_journal(stale: &Path) -> io::Result<Vec<u8>> {
@@ -586,6 +619,47 @@ mod tests {
         assert_eq!(names(root.path()), ["out"]);
         assert_eq!(names(&out), ["build", "manifest.json", "tree.yaml"]);
         assert_eq!(fs::read_to_string(out.join("build").join("x.o")).unwrap(), "obj");
+    }
+
+    /// A stale staging directory carried `userdir` out of DIR, and the user made a new
+    /// `userdir` before the next run: both are kept (a helper's sweep: the old one was deleted
+    /// with the staging directory, exit 0).
+    #[test]
+    fn a_recovered_entry_never_replaces_or_loses_one_made_since() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap();
+        let prefix = format!("{STAGING_PREFIX}{}-", &super::super::manifest::sha256_hex(b"out")[..12]);
+        let stale = root.path().join(format!("{prefix}dead"));
+        fs::create_dir_all(stale.join("userdir")).unwrap();
+        fs::write(stale.join("userdir").join("f.txt"), "OLD").unwrap();
+        fs::write(stale.join(JOURNAL), serde_json::to_vec(&vec![b"userdir".to_vec()]).unwrap()).unwrap();
+        fs::create_dir(out.join("userdir")).unwrap();
+        fs::write(out.join("userdir").join("f.txt"), "NEW").unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t2")]), Provenance::default(), Foreign::Refuse).unwrap();
+        assert_eq!(names(root.path()), ["out"]);
+        assert_eq!(names(&out), ["manifest.json", "tree.yaml", "userdir", "userdir.recovered-1"]);
+        assert_eq!(fs::read_to_string(out.join("userdir/f.txt")).unwrap(), "NEW");
+        assert_eq!(fs::read_to_string(out.join("userdir.recovered-1/f.txt")).unwrap(), "OLD");
+    }
+
+    /// Entries of DIR whose names begin `.metafork-` are the user's (or another output's
+    /// staging directory): carried over, never deleted (a helper's sweep: `.metafork-notes.txt`
+    /// and `.metafork-backup/` vanished, exit 0). Only the journal is metafork's.
+    #[test]
+    fn a_users_dot_metafork_entries_are_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        fs::create_dir(&out).unwrap();
+        fs::write(out.join(".metafork-notes.txt"), "notes").unwrap();
+        fs::create_dir_all(out.join(".metafork-backup/sub")).unwrap();
+        fs::write(out.join(".metafork-backup/sub/data.txt"), "data").unwrap();
+        fs::write(out.join(JOURNAL), "[]").unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t")]), Provenance::default(), Foreign::Refuse).unwrap();
+        write_dir(&out, &files(&[("tree.yaml", "t2")]), Provenance::default(), Foreign::Refuse).unwrap();
+        assert_eq!(names(&out), [".metafork-backup", ".metafork-notes.txt", "manifest.json", "tree.yaml"]);
+        assert_eq!(fs::read_to_string(out.join(".metafork-backup/sub/data.txt")).unwrap(), "data");
+        assert_eq!(fs::read_to_string(out.join(".metafork-notes.txt")).unwrap(), "notes");
     }
 
     #[test]
