@@ -70,7 +70,11 @@ fn main() {
         }
     };
     if constraints::budget::interrupted() {
-        metafork::command::warn("metafork: interrupted (an output it had not finished writing is left as it was)");
+        // Interrupted while committing, the output may be whole already: say which.
+        metafork::command::warn(match &result {
+            Ok(()) => "metafork: interrupted, after its output was written in full",
+            Err(_) => "metafork: interrupted (an output it had not finished writing is left as it was)",
+        });
         end(metafork::command::exit::INTERRUPTED);
     }
     if let Err(f) = result {
