@@ -137,7 +137,17 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
         }));
     }
     if files_only {
-        return command::print(&format!("{shown_dir}: every file is what metafork generates from the source ({} files; not proved: --files-only)\n", expected.len()));
+        let others = fs_entries(dir).saturating_sub(expected.len() + 1);
+        let others = match others {
+            0 => String::new(),
+            n => format!("; {n} other entr{} of the directory, not metafork's, not checked", if n == 1 { "y" } else { "ies" }),
+        };
+        return command::print(&format!("{shown_dir}: every file metafork generates from the source is as generated ({} files{others}; not proved: --files-only)\n", expected.len()));
     }
     report(&trees, Options { points, ..Options::default() }, json)
+}
+
+/// How many entries `dir` holds (0 where it cannot be read).
+fn fs_entries(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| entries.count())
 }

@@ -226,6 +226,12 @@ fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory(
     let o = metafork(&dir, &["gen", "--emit-cuda", "--force", "saxpy.mf", "-o", d.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(metafork(&dir, &["verify", "--files-only", d.to_str().unwrap()]).status.code(), Some(0));
+    // A user's file beside the output is kept and not checked, and the check says so (it said
+    // "every file is what metafork generates" over a planted `.cu`).
+    fs::write(d.join("notes_leaf99.cu"), "__global__ void k() {}\n").unwrap();
+    let o = metafork(&dir, &["verify", "--files-only", d.to_str().unwrap()]);
+    assert!(o.status.code() == Some(0) && text(&o).contains("1 other entry of the directory, not metafork's, not checked"), "{}", text(&o));
+    fs::remove_file(d.join("notes_leaf99.cu")).unwrap();
     // One command's output never silently replaces another's: a timing harness written into
     // `gen`'s directory used to drop its dispatch code and tree; and back.
     let harness = ["tune", "saxpy.mf", "--device", "a100", "--size", "N=4096", "--top", "1", "--emit-harness"];
