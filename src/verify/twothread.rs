@@ -789,10 +789,13 @@ impl Checker<'_, '_> {
                     // start `(i/m)*m` under `i < n == m*q'`).
                     self.quotient_lemmas(&sys).into_iter().for_each(|l| sys.add(l));
                     self.product_lemmas(if upper { &hi_f } else { &lo_f }, &sys).into_iter().for_each(|l| sys.add(l));
-                    // The bound in the forms the launch facts give it (`W == gx*BW*GS + 4`), so
+                    // Each shared variable of the comparison in the forms the launch facts give
+                    // it (`W == gx*BW*GS + 4`; `NH` in a reversed `NH - 1 - h >= 0` too), so
                     // that it meets the product lemmas' terms in linear reasoning.
-                    if upper {
-                        quotients::equal_forms(&hi_e, &m.definitions, 2).iter().for_each(|form| sys.add(Constraint::eq(&hi_e, form)));
+                    let compared = if upper { &hi_f - &hi_e } else { &lo_f - &lo_e };
+                    for v in compared.vars().into_iter().filter(|v| m.definitions.iter().any(|(d, _)| d == v)) {
+                        let whole = Poly::from_var(v);
+                        quotients::equal_forms(&whole, &m.definitions, 2).iter().for_each(|form| sys.add(Constraint::eq(&whole, form)));
                     }
                     let question = format!("`{}` {} outside `{}`'s extents", a.text, if a.write { "writes" } else { "reads" }, a.array);
                     if let Answer::Sat(m) = self.ask(&sys).map_err(|v| v.deciding(&question))? {

@@ -410,8 +410,12 @@ fn subscripts_bounded_through_the_facts_definitions_are_proved() {
     let dir = common::scratch("verify-definitions");
     let im2col = "void im2col(int C, int H, int W, int K, int B, const float img[C][H][W],\n            float col[C * K * K][(H - K + 1) * (W - K + 1)]) {\n  assume(C >= 1 && K >= 1 && H >= K && W >= K && B >= 1);\n  int OH = H - K + 1, OW = W - K + 1;\n  meta_schedule {\n    meta_for (int r = 0; r < C * K * K; r++)\n      meta_for (int g = 0; g < (OH * OW + B - 1) / B; g++)\n        meta_for (int t = 0; t < B; t++) {\n          int p = g * B + t;\n          int c = r / (K * K);\n          int ki = (r % (K * K)) / K;\n          int kj = r % K;\n          if (p < OH * OW) {\n            int oi = p / OW;\n            int oj = p % OW;\n            col[r][p] = img[c][oi + ki][oj + kj];\n          }\n        }\n  }\n}\n";
     std::fs::write(dir.join("im2col.mf"), im2col).unwrap();
+    // A reversed read `x[NH - 1 - h]` of the same shape: the lower bound's `NH` needs the
+    // definition too (38 of 47 proved before); a parameter spelled like the facts' quotients.
+    let reversed = "void reversed(int NH, int BH, int VEC, int fact_q0, const float x[NH], float y[NH]) {\n  assume(NH >= 1 && BH >= 1 && BH <= 512 && VEC >= 1 && VEC <= 4 && fact_q0 >= 0);\n  assume(NH % (BH * VEC) == 0);\n  int gh = NH / (BH * VEC);\n  meta_schedule {\n    meta_for (int hb = 0; hb < gh; hb++)\n      meta_for (int th = 0; th < BH; th++)\n        for (int v = 0; v < VEC; v++) {\n          int h = (hb * BH + th) * VEC + v;\n          int r = NH - 1 - h;\n          y[h] = x[r] * 2.0f;\n        }\n  }\n}\n";
+    std::fs::write(dir.join("reversed.mf"), reversed).unwrap();
     let programs = ["examples/heldout-10/gelu_tanh_bias.mf", "examples/heldout-10/star2d_r2_weights.mf", "examples/heldout-10/rgb_to_gray_fixed.mf"].map(std::path::PathBuf::from);
-    for (k, program) in programs.iter().cloned().chain([dir.join("im2col.mf")]).enumerate() {
+    for (k, program) in programs.iter().cloned().chain([dir.join("im2col.mf"), dir.join("reversed.mf")]).enumerate() {
         let out = dir.join(format!("out{k}"));
         let g = metafork(&["gen", "--emit-cuda", program.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert!(g.status.success(), "{}: {}", program.display(), String::from_utf8_lossy(&g.stderr));
