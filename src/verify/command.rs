@@ -93,7 +93,15 @@ pub fn run(dir: &Path, source: Option<&Path>, points: usize, json: bool, files_o
         return Err(unusable(format!("`{shown_dir}/{MANIFEST}` names `{}` as the source's copy; metafork writes `{SOURCE_COPY}`", origin.file.escape_debug())));
     }
     let (text, diagnostics_name) = match source {
-        Some(path) => (command::read_source(path)?, command::shown(path)),
+        Some(path) => {
+            let text = command::read_source(path)?;
+            // Another program than DIR's: every file would differ; say why at once (the first
+            // difference found was a missing file of the other program's).
+            if manifest.files.get(SOURCE_COPY).is_some_and(|h| *h != sha256_hex(text.as_bytes())) {
+                return Err(differs(format!("`{}` is not the program `{shown_dir}` was generated from (it differs from `{shown_dir}/{SOURCE_COPY}`); run `metafork gen --emit-cuda {} -o {shown_dir}` again", command::shown(path), command::shown(path))));
+            }
+            (text, command::shown(path))
+        }
         None => {
             let bytes = listed(dir, &manifest, SOURCE_COPY)?;
             let text = String::from_utf8(bytes).map_err(|_| unusable(format!("`{shown_dir}/{SOURCE_COPY}` is not UTF-8")))?;

@@ -274,6 +274,12 @@ fn verify_refuses_any_file_that_differs_and_reads_nothing_outside_the_directory(
     fs::rename(dir.join("good"), dir.join("moved")).unwrap();
     let o = metafork(Path::new("/"), &["verify", dir.join("moved").to_str().unwrap(), "--source", dir.join("saxpy.mf").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Another program given as the source: a difference (exit 3) that says so, not the first
+    // missing file of the other program's output (a helper's sweep).
+    fs::write(dir.join("other.mf"), SAXPY.replace("assume(N >= 1", "assume(N >= 2")).unwrap();
+    let o = metafork(Path::new("/"), &["verify", "--files-only", dir.join("moved").to_str().unwrap(), "--source", dir.join("other.mf").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("other.mf` is not the program") && text(&o).contains("moved` was generated from"), "{}", text(&o));
 }
 
 #[test]
