@@ -168,6 +168,12 @@ impl Preprocessor {
             "endif" => {
                 self.open.pop();
             }
+            // Outside a conditional, C stops compiling at an `#error`: so does metafork, rather
+            // than read on (inside one, it is a guard on macros metafork does not evaluate).
+            "error" if self.open.is_empty() => {
+                return Err(Diagnostic::new(span, format!("`#error {}`: C stops compiling the program here", rest.trim_end()), "C stops here")
+                    .with_note("remove the directive, or put it inside the conditional it was meant to guard"));
+            }
             // An `#undef` removes a macro: the name may be used after it (`#undef min`).
             "define" => {
                 let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
@@ -364,6 +370,11 @@ mod tests {
         let e = lex("a;\n#if 0\nb;\n#endif\n").unwrap_err();
         assert!(e.message.contains("inside a preprocessor conditional") && e.span.start == 3, "{}", e.message);
         assert!(lex("#define meta_for for\n#define assume(x)\nmeta_for assume").is_ok());
+        // An `#error` outside a conditional stops C, and metafork with it; inside one it is a
+        // guard on macros (a helper's sweep: it was ignored).
+        let e = lex("x;\n#error stop\ny;").unwrap_err();
+        assert!(e.message.contains("`#error stop`: C stops compiling") && e.span.start == 3, "{e:?}");
+        assert!(lex("#ifndef META\n#error needs META\n#endif\nx").is_ok());
         assert!(lex("#define float double\nfloat x;").unwrap_err().message.contains("`float` is a macro"));
         assert!(lex("#undef min\nx = min(a, b);").is_ok(), "a name `#undef`ined may be used");
     }
