@@ -49,13 +49,25 @@ struct Row {
 /// relaxation. `false` when not shown (including when a coefficient does not fit 64 bits).
 pub fn refutes(system: &System, extra: Option<&Constraint>) -> bool {
     let constraints: Vec<&Constraint> = system.constraints().iter().chain(extra).collect();
+    if refutes_constraints(system, &constraints) {
+        return true;
+    }
+    // The same system with its aliases substituted (tried second, so that nothing the first
+    // form refutes is lost to the substituted one's other product columns).
+    let Some(substituted) = aliases_substituted(system, &constraints) else { return false };
+    let substituted: Vec<&Constraint> = substituted.iter().collect();
+    refutes_constraints(system, &substituted)
+}
+
+/// [`refutes`] on one form of the constraints.
+fn refutes_constraints(system: &System, constraints: &[&Constraint]) -> bool {
     if constraints.iter().any(|c| c.truth_if_constant() == Some(false)) {
         return true;
     }
-    if divisibility_conflict(system, &constraints) {
+    if divisibility_conflict(system, constraints) {
         return true;
     }
-    if relaxation_refutes(system, &constraints, None) {
+    if relaxation_refutes(system, constraints, None) {
         return true;
     }
     // A disequality `p != 0` is `p < 0 or p > 0`: the system is refuted when both sides are.
@@ -67,8 +79,50 @@ pub fn refutes(system: &System, extra: Option<&Constraint>) -> bool {
     constraints.iter().filter(|c| c.rel() == Rel::Ne).any(|c| {
         let below = Constraint::new(c.poly().clone(), Rel::Lt);
         let above = Constraint::new(-c.poly(), Rel::Lt);
-        relaxation_refutes(system, &constraints, Some(&below)) && relaxation_refutes(system, &constraints, Some(&above))
+        relaxation_refutes(system, constraints, Some(&below)) && relaxation_refutes(system, constraints, Some(&above))
     })
+}
+
+/// `constraints` with every variable that an equality makes an alias (`v == w`, `v == c`)
+/// replaced by the other side in every other constraint, the equality itself kept, and the
+/// replaced variable's integer bounds restated on its replacement: an equivalent system.
+/// `None` when no substitution changes another constraint. The relaxation reads `q*GR` and
+/// `nblk*GR` as two unrelated columns: beside `q == nblk`, `q*GR <= b` and `b + 1 <= nblk*GR`
+/// (a verifier bound through a launch fact's quotient) is refuted only once they are one, and
+/// Z3's nonlinear integer search, given it, answered unsat in 0.35 s or spent its resource
+/// limit, by what the thread's context had been asked before (a CI failure, fifty-first
+/// session). Which variable goes: the greater in the variables' order (a constant side wins).
+fn aliases_substituted(system: &System, constraints: &[&Constraint]) -> Option<Vec<Constraint>> {
+    use crate::poly::Poly;
+    let mut out: Vec<Constraint> = constraints.iter().map(|c| (*c).clone()).collect();
+    let mut changed = false;
+    for i in 0..out.len() {
+        if out[i].rel() != Rel::Eq || out[i].poly().total_degree() != 1 || out[i].poly().num_terms() != 2 {
+            continue;
+        }
+        let terms: Vec<(&Monomial, &crate::Rational)> = out[i].poly().terms().collect();
+        // `a*v + b*w == 0` with `a == -b`, or `a*v + c == 0`.
+        let (gone, by) = match (terms[0].0.factors(), terms[1].0.factors()) {
+            ([(v, 1)], [(w, 1)]) if terms[0].1 == &-terms[1].1 => {
+                if v > w { (v.clone(), Poly::from_var(w.clone())) } else { (w.clone(), Poly::from_var(v.clone())) }
+            }
+            ([], [(v, 1)]) => (v.clone(), Poly::constant(-terms[0].1 / terms[1].1)),
+            ([(v, 1)], []) => (v.clone(), Poly::constant(-terms[1].1 / terms[0].1)),
+            _ => continue,
+        };
+        for (j, c) in out.iter_mut().enumerate() {
+            if j != i && c.poly().terms().any(|(m, _)| m.exponent(&gone) > 0) {
+                *c = Constraint::new(c.poly().substitute(&gone, &by), c.rel());
+                changed = true;
+            }
+        }
+        if let Domain::Integer { lo, hi } = system.domain(&gone) {
+            let bound = |b: &num_bigint::BigInt| Poly::constant(crate::Rational::from_integer(b.clone()));
+            out.extend(lo.iter().map(|lo| Constraint::le(&bound(lo), &by)));
+            out.extend(hi.iter().map(|hi| Constraint::le(&by, &bound(hi))));
+        }
+    }
+    changed.then_some(out)
 }
 
 /// Whether the linear relaxation of `constraints` (with `side` added) has no real solution.
@@ -421,6 +475,40 @@ mod tests {
         assert!(!with(vec![Constraint::divides(2, &s_), Constraint::not_divides(4, &(&s_ * &b1))]));
         assert!(!with(vec![Constraint::divides(4, &s_.scale(&crate::Rational::from_integer(2.into()))), Constraint::not_divides(4, &s_)]));
         assert!(!with(vec![Constraint::divides(4, &s_), Constraint::not_divides(2, &(&s_ + &b1))]));
+    }
+
+    /// The verifier's bound query of a CI failure: `q*GR <= b`, `b + 1 <= nblk*GR` beside `q ==
+    /// nblk` is refuted only through the alias; an alias to a constant and a variable's
+    /// integer bounds restated on its replacement count too.
+    #[test]
+    fn aliases_join_product_columns() {
+        use crate::poly::Poly;
+        let v = |n: &str| Poly::var(n);
+        let int = |n: &str| Poly::constant(crate::Rational::from_integer(n.parse::<i64>().unwrap().into()));
+        let with = |cs: Vec<Constraint>, bounded_q: bool| {
+            let mut t = System::new();
+            for n in ["q", "GR", "nblk", "b", "y"] {
+                let d = if bounded_q && n == "q" { Domain::integer_between(Some(0), Some(3)) } else { Domain::integer() };
+                t.set_domain(crate::var::Var::new(n), d);
+            }
+            cs.into_iter().for_each(|c| t.add(c));
+            refutes(&t, None)
+        };
+        let bound = |alias: bool| {
+            let mut cs = vec![Constraint::le(&(&v("q") * &v("GR")), &v("b")), Constraint::le(&(&v("b") + &int("1")), &(&v("nblk") * &v("GR")))];
+            if alias {
+                cs.push(Constraint::eq(&v("q"), &v("nblk")));
+            }
+            cs
+        };
+        assert!(with(bound(true), false));
+        assert!(!with(bound(false), false));
+        // `y == 2` makes `y*b` twice `b`.
+        assert!(with(vec![Constraint::eq(&v("y"), &int("2")), Constraint::le(&int("1"), &v("b")), Constraint::le(&(&v("y") * &v("b")), &v("b"))], false));
+        // `q <= 3` is `nblk <= 3` once `q` is replaced, and McCormick's `nblk*GR <= 9` needs it.
+        let square = vec![Constraint::eq(&v("nblk"), &v("q")), Constraint::le(&int("0"), &v("nblk")), Constraint::le(&int("0"), &v("GR")), Constraint::le(&v("GR"), &int("3")), Constraint::le(&int("16"), &(&v("nblk") * &v("GR")))];
+        assert!(with(square.clone(), true));
+        assert!(!with(square, false));
     }
 
     #[test]

@@ -166,6 +166,39 @@ proptest! {
         }
     }
 
+    /// The same with an alias among the constraints (`x == y`, `z == c`: the relaxation is
+    /// tried again with the alias substituted) and each variable's domain bounded or not on
+    /// its own (a replaced variable's bounds are restated on its replacement).
+    #[test]
+    fn refutations_through_aliases_are_sound((cs, _) in small_system(), alias in 0usize..4, c in -3i64..=3, bounded in proptest::collection::vec(any::<bool>(), 3)) {
+        let mut s = System::new();
+        let alias = match alias {
+            0 => Constraint::eq(&Poly::var("x"), &Poly::var("y")),
+            1 => Constraint::eq(&Poly::var("z"), &Poly::var("x")),
+            2 => Constraint::eq(&Poly::var("y"), &Poly::int(c)),
+            _ => Constraint::eq(&Poly::var("z").scale(&Rational::from_integer(BigInt::from(2))), &Poly::int(c)),
+        };
+        s.add(alias);
+        for c in &cs {
+            s.add(c.clone());
+        }
+        for (v, b) in ["x", "y", "z"].iter().zip(&bounded) {
+            let d = if *b { Domain::integer_between(Some(-2), Some(3)) } else { Domain::integer() };
+            s.set_domain(Var::new(v), d);
+        }
+        if refutes(&s, None) {
+            for x in -4i64..=4 {
+                for y in -4i64..=4 {
+                    for z in -4i64..=4 {
+                        let point: BTreeMap<Var, Rational> = [("x", x), ("y", y), ("z", z)].iter().map(|(n, v)| (Var::new(n), Rational::from_integer(BigInt::from(*v)))).collect();
+                        let admitted = s.domains().iter().all(|(v, d)| d.admits(&point[v]));
+                        prop_assert!(!(admitted && s.holds_at(&point) == Ok(true)), "refuted {} but {:?} solves it", s, point);
+                    }
+                }
+            }
+        }
+    }
+
     /// Evaluation in machine integers agrees with exact rational evaluation.
     #[test]
     fn small_integer_evaluation_is_exact((cs, _) in small_system(), x in -1000i64..1000, y in -1000i64..1000, z in -(1i64 << 40)..(1i64 << 40)) {
