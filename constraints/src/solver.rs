@@ -9,7 +9,9 @@
 //!   #5990.) Z3's `unknown` (the limit, or an incomplete nonlinear procedure) comes back as
 //!   `Unknown(reason)`, never as sat or unsat.
 //! - Z3 objects live in the z3 crate's thread-local context, so each thread reuses one context;
-//!   [`PathSolver`] keeps one incremental solver with push/pop for walking a tree path.
+//!   [`PathSolver`] keeps one incremental solver with push/pop for walking a tree path. A
+//!   query's run under its whole limit, and [`Backend::sample`]'s search, run in a context of
+//!   their own, so that their answers do not depend on what the thread asked before.
 //! - Integer variables are Z3 `Int`s; a constraint whose variables are all integers is encoded
 //!   in integer arithmetic (its coefficients are integers after normalisation), any other in real
 //!   arithmetic with integers converted by `to_real`.
@@ -315,6 +317,18 @@ pub fn in_fresh_thread<R: Send + Sync>(work: impl FnOnce() -> R + Send + Sync) -
 /// recurse over the program's syntax.
 const FRESH_THREAD_STACK_BYTES: usize = 64 << 20;
 
+/// A solver for `system` under `timeout_ms`: Z3's integer solver where every variable is an
+/// integer and every coefficient too, the general one otherwise.
+fn path_solver(system: &System, timeout_ms: u32) -> PathSolver {
+    let integer = system.vars().iter().all(|v| system.domain(v).is_integer())
+        && system.constraints().iter().all(|c| c.poly().terms().all(|(_, k)| k.is_integer()));
+    let mut ps = if integer { PathSolver::integer(system.domains(), timeout_ms) } else { PathSolver::new(system.domains(), timeout_ms) };
+    for c in system.constraints() {
+        ps.assert(c);
+    }
+    ps
+}
+
 impl Backend {
     pub fn new(timeout_ms: u32) -> Backend {
         Backend { timeout_ms, queries: Cell::new(0), runs: Cell::new(0), implications: RefCell::new(std::collections::HashMap::new()) }
@@ -348,13 +362,7 @@ impl Backend {
     }
 
     fn path_limited(&self, system: &System, timeout_ms: u32) -> PathSolver {
-        let integer = system.vars().iter().all(|v| system.domain(v).is_integer())
-            && system.constraints().iter().all(|c| c.poly().terms().all(|(_, k)| k.is_integer()));
-        let mut ps = if integer { PathSolver::integer(system.domains(), timeout_ms) } else { PathSolver::new(system.domains(), timeout_ms) };
-        for c in system.constraints() {
-            ps.assert(c);
-        }
-        ps
+        path_solver(system, timeout_ms)
     }
 
     fn count_query(&self) {
@@ -390,8 +398,15 @@ impl Backend {
         if let Some(answer) = open().then(|| repaired(system)).flatten() {
             return answer;
         }
-        let mut ps = self.path(system);
-        self.run(&mut ps)
+        // The whole limit's run in a context of its own: in the thread's, Z3's search depends
+        // on what the context was asked before, and on where earlier runs stopped; a quick run
+        // stopped by its wall-clock cap stops at a point that depends on the machine's load.
+        // The same verifier query was unsat in 0.35 s or spent its resource limit, by the
+        // leaves a worker thread had checked before and by the load (a CI failure, fifty-first
+        // session). A fresh context costs about 1.5 ms, against this run's 20 ms or more.
+        self.runs.set(self.runs.get() + 1);
+        let timeout_ms = self.timeout_ms;
+        in_fresh_context(|| path_solver(system, timeout_ms).check())
     }
 
     /// Like [`Backend::check`], but first tries `witness` (a model of a related system, such as
