@@ -919,6 +919,14 @@ impl<'b> Collector<'b> {
                 match lo_poly {
                     Some(lo) if !self.names_conditional_choice(&lo) => {
                         g.push(Constraint::ge(&counter, &lo));
+                        // A step `s` visits `lo`, `lo + s`, ...: without `s | k - lo` every
+                        // integer between the bounds was a value of `k`, and `x[k + 1]` under
+                        // `k < 2*N; k += 2` a definite out-of-bounds read (a helper's sweep).
+                        match u32::try_from(l.step) {
+                            Ok(1) => {}
+                            Ok(step) if step > 1 => g.push(Constraint::divides(step, &(&counter - &lo))),
+                            _ => exact = false,
+                        }
                         let mut dedup = std::collections::BTreeSet::new();
                         for n in assigned.iter().filter(|n| dedup.insert(n.as_str())) {
                             if let Some(v) = self.induction_value(n, l, &lo, &assigned, env, &mut g) {

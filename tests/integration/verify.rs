@@ -1695,6 +1695,37 @@ fn a_local_assigned_after_its_declaration_is_modelled() {
     assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Defect("out of bounds", _))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
 }
 
+/// A serial loop with a step visits `lo`, `lo + s`, ... only: `x[k + 1]` under `k < 2*N; k +=
+/// 2` stays inside `x[2*N]`, and so does `z[k + 1]` under `k = 1; k <= 3*N - 2; k += 3` (a
+/// helper's sweep: every integer between the bounds was a value of `k`, and verify reported a
+/// definite out-of-bounds read, exit 3, on a correct program). One past the last step is
+/// still a defect.
+#[test]
+fn a_serial_loop_visits_only_its_steps() {
+    let src = "void pairsum(int N, int B, const float x[2 * N], const float z[3 * N], float y[N]) {
+  assume(N >= 1 && B >= 1 && N % B == 0);
+  meta_schedule {
+    meta_for (int v = 0; v < N / B; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        float acc = 0.0f;
+        for (int k = 0; k < 2 * N; k += 2)
+          acc += x[k] + x[k + 1];
+        for (int k = 1; k <= 3 * N - 2; k += 3)
+          acc += z[k + 1];
+        y[i] = acc;
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("pairsum.mf", src, &backend(), 2);
+    let wrong = src.replace("k < 2 * N; k += 2", "k < 2 * N + 1; k += 2");
+    assert_ne!(wrong, src);
+    let (f, tree) = tree_of(&wrong);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap();
+    assert!(!reports.is_empty() && reports.iter().all(|r| matches!(r.status(), Status::Defect("out of bounds", _))), "{:?}", reports.iter().map(|r| r.status()).collect::<Vec<_>>());
+}
+
 /// A program whose facts force large blocks (`assume(B >= 256 ...)`, a helper's sweep): no
 /// point within the wide round's bounds (program parameters up to 64) exists, and every leaf
 /// was "UNVERIFIED: Z3 found no small parameter point in the leaf's constraints". The last
