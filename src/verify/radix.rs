@@ -46,6 +46,15 @@ pub fn split(x: &Poly, y: &Poly, thread_local: &dyn Fn(&Var) -> bool, in_range: 
             return whole;
         }
     }
+    if out.len() == 1 {
+        // x == y is -x == -y: a reversed subscript (`N - 1 - i` of a mixed-radix `i`, a
+        // helper's `y[N - 1 - i]`) has negative digits, its negation the digits of `i`.
+        let mut negated = Vec::new();
+        go(&(&common - x), &(&common - y), thread_local, in_range, MAX_DEPTH, &mut negated);
+        if negated.len() > 1 {
+            return negated;
+        }
+    }
     out
 }
 
@@ -294,6 +303,22 @@ mod tests {
         let pairs = split(&x, &x, &local, &mut digits);
         let low: Poly = "TS - 1 - ty".parse().unwrap();
         assert_eq!(pairs, vec![(Poly::var("tx"), Poly::var("tx")), (low.clone(), low)]);
+    }
+
+    #[test]
+    fn a_reversed_subscript_splits_negated() {
+        // `N - 1 - (g*B*V + k*B + u)` on both sides: the shared `N - 1` dropped, every digit is
+        // negative; `-x == -y` has the digits `u < B` and `k < V`.
+        let x: Poly = "N - 1 - g*B*V - k*B - u".parse().unwrap();
+        let y: Poly = "N - 1 - g2*B*V - k2*B - u2".parse().unwrap();
+        let local = |v: &Var| ["g", "k", "u", "g2", "k2", "u2"].contains(&v.name());
+        let mut digits = |d: &Poly, _: Side, r: &Poly| matches!((d.to_string().as_str(), r.to_string().as_str()), ("u" | "u2", "B") | ("k" | "k2", "V"));
+        let pairs = split(&x, &y, &local, &mut digits);
+        assert_eq!(pairs, vec![(Poly::var("g"), Poly::var("g2")), (Poly::var("k"), Poly::var("k2")), (Poly::var("u"), Poly::var("u2"))]);
+        // Digits that do not check leave the equality whole, less the shared offset.
+        let mut none = |_: &Poly, _: Side, _: &Poly| false;
+        let offset: Poly = "N - 1".parse().unwrap();
+        assert_eq!(split(&x, &y, &local, &mut none), vec![(&x - &offset, &y - &offset)]);
     }
 
     #[test]
