@@ -171,8 +171,9 @@ pub enum Command {
     /// a defect is found (`race`, `barrier divergence`, `out of bounds`, `mismatch`, `division by zero`, with a
     /// witness, or a file that differs), 4 when something stays unverified (Z3 unknown, a
     /// construct the model cannot express, a kernel's CPU run stopped by its step budget, or a
-    /// leaf's share of --time-limit spent: each leaf may take the time left over the leaves still
-    /// to check, per core, so one costly leaf cannot leave the others unchecked).
+    /// leaf's share of --time-limit spent: the proofs several leaves share may take half the time
+    /// left, and each leaf the time left over the leaves still to check, per core, so one costly
+    /// proof or leaf cannot leave the others unchecked).
     Verify {
         /// A directory written by `metafork gen --emit-cuda`.
         dir: PathBuf,
