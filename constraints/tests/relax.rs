@@ -137,6 +137,22 @@ fn small_system() -> impl Strategy<Value = (Vec<Constraint>, bool)> {
     (proptest::collection::vec((poly, rel).prop_map(|(p, r)| Constraint::new(p, r)), 1..6), any::<bool>())
 }
 
+/// No integer point of the box `-4..=4` in x, y, z that `s`'s domains admit solves `s`: checked
+/// where `s` was refuted (a solution anywhere would be a counterexample; the box is where one
+/// can be looked for).
+fn no_point_in_the_box(s: &System) -> Result<(), TestCaseError> {
+    for x in -4i64..=4 {
+        for y in -4i64..=4 {
+            for z in -4i64..=4 {
+                let point: BTreeMap<Var, Rational> = [("x", x), ("y", y), ("z", z)].iter().map(|(n, v)| (Var::new(n), Rational::from_integer(BigInt::from(*v)))).collect();
+                let admitted = s.domains().iter().all(|(v, d)| d.admits(&point[v]));
+                prop_assert!(!(admitted && s.holds_at(&point) == Ok(true)), "refuted {} but {:?} solves it", s, point);
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     /// A refuted system has no integer point in a box around the origin (a solution
     /// anywhere would be a counterexample; the box is where one can be looked for).
@@ -154,15 +170,7 @@ proptest! {
             prop_assert_eq!(s.holds_at(&p), Ok(true));
         }
         if refutes(&s, None) {
-            for x in -4i64..=4 {
-                for y in -4i64..=4 {
-                    for z in -4i64..=4 {
-                        let point: BTreeMap<Var, Rational> = [("x", x), ("y", y), ("z", z)].iter().map(|(n, v)| (Var::new(n), Rational::from_integer(BigInt::from(*v)))).collect();
-                        let admitted = s.domains().iter().all(|(v, d)| d.admits(&point[v]));
-                        prop_assert!(!(admitted && s.holds_at(&point) == Ok(true)), "refuted {} but {:?} solves it", s, point);
-                    }
-                }
-            }
+            no_point_in_the_box(&s)?;
         }
     }
 
@@ -187,15 +195,7 @@ proptest! {
             s.set_domain(Var::new(v), d);
         }
         if refutes(&s, None) {
-            for x in -4i64..=4 {
-                for y in -4i64..=4 {
-                    for z in -4i64..=4 {
-                        let point: BTreeMap<Var, Rational> = [("x", x), ("y", y), ("z", z)].iter().map(|(n, v)| (Var::new(n), Rational::from_integer(BigInt::from(*v)))).collect();
-                        let admitted = s.domains().iter().all(|(v, d)| d.admits(&point[v]));
-                        prop_assert!(!(admitted && s.holds_at(&point) == Ok(true)), "refuted {} but {:?} solves it", s, point);
-                    }
-                }
-            }
+            no_point_in_the_box(&s)?;
         }
     }
 
