@@ -51,6 +51,8 @@ pub struct Access {
     pub phase: Option<Poly>,
     /// The access as printed (`a[i][k]`), for messages.
     pub text: String,
+    /// Why the first subscript without a polynomial has none ([`Collector::why_unmodelled`]).
+    pub unmodelled: Option<String>,
 }
 
 /// A condition that every thread of a block must evaluate alike, because a barrier depends on
@@ -145,6 +147,15 @@ pub struct Collector<'b> {
     pub accesses: Vec<Access>,
     /// The auxiliary integers introduced for `/` and `%`, by name.
     pub aux_defs: BTreeMap<String, AuxDef>,
+    /// Auxiliaries tied to later ones by [`Collector::nonnegative_division`] (`idx / (W*H)`
+    /// made before `idx / W` is `(idx / W) / H`): each one's equal, a fact of the context too,
+    /// so that a reader that matches quotients by name (the race check's merge of a digit
+    /// pair into its dividend) can see through the order the program divided in.
+    pub links: BTreeMap<String, Poly>,
+    /// Every division of a non-negative dividend made so far, as (dividend, divisor,
+    /// quotient, remainder) polynomials, in the order made: the memo of
+    /// [`Collector::nonnegative_division`], and what [`Collector::remainders_folded`] folds.
+    divided: Vec<(Poly, Poly, Poly, Poly)>,
     /// The divisions truncated toward 0 (a dividend of either sign), by key: (dividend, divisor).
     truncated: BTreeMap<u64, (Poly, Poly)>,
     /// The barrier count so far: starts at 0, +1 per barrier; `None` from the point where the
@@ -175,7 +186,7 @@ pub struct Collector<'b> {
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), links: BTreeMap::new(), divided: Vec::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
     }
 
     /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
@@ -422,6 +433,160 @@ impl<'b> Collector<'b> {
         None
     }
 
+    /// The quotient and remainder of `x >= 0` by `d >= 1` (both proved under `ctx`), through
+    /// [`Self::chained_divisor`] where it applies, else a new floor division (`q >= 0` too).
+    /// A divisor that extends one `x` was already divided by (`idx / (W*H)` after `idx / W`)
+    /// is that quotient divided by the rest, so the digits of a layout change chain
+    /// (`idx == W*(H*q + h) + w`); two unrelated quotients would leave Z3 to find
+    /// `idx / (W*H) == (idx / W) / H`, which it does not.
+    fn nonnegative_division(&mut self, x: Poly, d: Poly, ctx: &System) -> (Poly, Poly) {
+        if let Some((_, _, q, r)) = self.divided.iter().find(|(dx, dd, ..)| *dx == x && *dd == d) {
+            return (q.clone(), r.clone());
+        }
+        let (q, r) = self.nonnegative_division_made(x.clone(), d.clone(), ctx);
+        self.divided.push((x, d, q.clone(), r.clone()));
+        (q, r)
+    }
+
+    /// [`Self::nonnegative_division`] made anew.
+    fn nonnegative_division_made(&mut self, x: Poly, d: Poly, ctx: &System) -> (Poly, Poly) {
+        // A remainder `X % D` divided by a factor `d` of `D`: `(X % D) / d == (X / d) % (D/d)`
+        // and `(X % D) % d == X % d` (`i % (H*W) / W` is `i / W % H`), the digits of `X`.
+        if let Some((dividend, wide)) = x.as_var().and_then(|v| self.aux_defs.get(v.name())).filter(|def| !def.quotient).map(|def| (def.dividend.clone(), def.divisor.clone())) {
+            if let Some(rest) = wide.divide_exact(&d).filter(|rest| *rest != Poly::one() && rest.terms().all(|(_, k)| k.is_integer())) {
+                let proved = |fact: Constraint| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, &fact), Implication::Proved);
+                if proved(Constraint::ge(&rest, &Poly::one())) && proved(Constraint::ge(&dividend, &Poly::zero())) {
+                    let (q1, r1) = self.nonnegative_division(dividend, d, ctx);
+                    let (_, digit) = self.nonnegative_division(q1, rest, ctx);
+                    return (digit, r1);
+                }
+            }
+        }
+        if let Some((inner, rest)) = self.chained_divisor(&x, &d, ctx) {
+            let (q1, r1) = self.nonnegative_division(x, inner.clone(), ctx);
+            let (q, r) = self.nonnegative_division(q1, rest, ctx);
+            return (q, r * inner + r1);
+        }
+        let (q, r, new) = self.floor_division(x.clone(), d.clone());
+        if new {
+            self.context.add(Constraint::ge(&q, &Poly::zero()));
+        }
+        if new && d.as_constant().is_none() {
+            // A divisor `D` of `x` made before that `d` divides (`idx / (W*H*C)` written
+            // before `idx / W`): its quotient and remainder are tied to this one's, so the
+            // chain holds whichever order the program divides in.
+            let wider: Vec<(String, Poly)> = self
+                .aux_defs
+                .iter()
+                .filter(|(_, def)| def.quotient && def.dividend == x && def.divisor != d)
+                .filter_map(|(name, def)| Some((name.clone(), def.divisor.divide_exact(&d)?)))
+                .filter(|(_, rest)| rest.terms().all(|(_, k)| k.is_integer()))
+                .collect();
+            for (q_wide, rest) in wider {
+                let at_least_one = Constraint::ge(&rest, &Poly::one());
+                if !(at_least_one.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, &at_least_one), Implication::Proved)) {
+                    continue;
+                }
+                let r_name = q_wide.replacen(AUX_QUOTIENT, AUX_REMAINDER, 1);
+                let (q2, r2) = self.nonnegative_division(q.clone(), rest, ctx);
+                let r2 = &r2 * &d + &r;
+                self.context.add(Constraint::eq(&Poly::var(&q_wide), &q2));
+                self.context.add(Constraint::eq(&Poly::var(&r_name), &r2));
+                self.links.insert(q_wide, q2);
+                self.links.insert(r_name, r2);
+            }
+        }
+        (q, r)
+    }
+
+    /// `p` with each `X - d*q` it holds, for a floor quotient `q` of `X` by `d` of the model,
+    /// written as that division's remainder `r` (equal wherever the definitions hold): digits
+    /// a program peels by subtraction (`n = i / (C*H*W); r0 = i - n*(C*H*W)`) are then the
+    /// remainders that `%` would give, whose bounds the model states.
+    fn remainders_folded(&self, mut p: Poly) -> Poly {
+        for (dividend, divisor, q, r) in &self.divided {
+            let whole = dividend - &(divisor * q);
+            let holds = |sign: &constraints::Rational| whole.terms().all(|(m, k)| p.terms().any(|(n, c)| n == m && *c == k * sign));
+            let one = constraints::Rational::from_integer(1.into());
+            if holds(&one) {
+                p = &(&p - &whole) + r;
+            } else if holds(&-one) {
+                p = &(&p + &whole) - r;
+            }
+        }
+        p
+    }
+
+    /// For `x / d` with `x >= 0`: the largest divisor `a` (a proper factor of `d`) that `x` was
+    /// already floor-divided by, and `d / a`, proved `>= 1` under `ctx`. Then
+    /// `x / d == (x / a) / (d / a)` and `x % d == ((x / a) % (d / a))*a + x % a`, since
+    /// `floor(floor(x/a)/b) == floor(x/(a*b))` for integers `x >= 0`, `a, b >= 1`.
+    fn chained_divisor(&self, x: &Poly, d: &Poly, ctx: &System) -> Option<(Poly, Poly)> {
+        if d.as_constant().is_some() {
+            return None;
+        }
+        let candidates = self
+            .aux_defs
+            .values()
+            .filter(|def| def.quotient && def.dividend == *x && def.divisor != *d)
+            .filter_map(|def| Some((def.divisor.clone(), d.divide_exact(&def.divisor)?)))
+            .filter(|(_, rest)| rest.terms().all(|(_, k)| k.is_integer()));
+        let mut best: Option<(Poly, Poly)> = None;
+        for (inner, rest) in candidates {
+            if best.as_ref().is_some_and(|(b, _)| b.total_degree() >= inner.total_degree()) {
+                continue;
+            }
+            let at_least_one = Constraint::ge(&rest, &Poly::one());
+            if at_least_one.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, &at_least_one), Implication::Proved) {
+                best = Some((inner, rest));
+            }
+        }
+        best
+    }
+
+    /// `x / d` (`op` `Div`) or `x % d` (`Rem`) as C computes them on integers, as a
+    /// polynomial over the context's auxiliaries; `None` where the model has none (a divisor
+    /// not proved non-zero with one sign, a fractional one).
+    fn division(&mut self, op: BinOp, x: Poly, d: Poly, guards: &[Constraint]) -> Option<Poly> {
+        if d.as_constant().is_some_and(|c| !c.is_integer()) {
+            return None;
+        }
+        // A division the context makes exact (a coarsened block's `B0 / 8` where
+        // `B0 % 8 == 0` holds) is the rational polynomial itself, remainder 0: no
+        // auxiliary for Z3 to relate to the divisibility.
+        if let Some(k) = d.as_constant().filter(|k| *k > constraints::Rational::from_integer(0.into())) {
+            if self.divides_exactly(&x, &k) {
+                return Some(if op == BinOp::Div { &x * &Poly::constant(k.recip()) } else { Poly::zero() });
+            }
+        }
+        // Only where x >= 0 and d >= 1 are proved does C's truncation agree with the
+        // floor model. A divisor may be a polynomial (a parameter such as `s`).
+        let mut ctx = self.context.clone();
+        guards.iter().for_each(|g| ctx.add(g.clone()));
+        if let Some((q, r)) = self.divided_by_fact(&x, &d, &ctx) {
+            return Some(if op == BinOp::Div { q } else { r });
+        }
+        let proved = |fact: Constraint| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, &fact), Implication::Proved);
+        if !proved(Constraint::ge(&d, &Poly::one())) {
+            // A negative divisor (`i / -2`): C truncates toward 0, so `x / d == -(x / -d)`
+            // and `x % d == x % -d`.
+            if !proved(Constraint::le(&d, &-Poly::one())) {
+                return None;
+            }
+            let v = self.division(op, x, -d, guards)?;
+            return Some(if op == BinOp::Div { -v } else { v });
+        }
+        if !proved(Constraint::ge(&x, &Poly::zero())) {
+            // A dividend that may be negative: C's truncation toward 0.
+            let (q, r) = self.truncated_division(x, d);
+            return Some(if op == BinOp::Div { q } else { r });
+        }
+        // With `x >= 0`, so is the quotient; a divisor that extends one `x` was already
+        // divided by chains through that quotient (`Self::nonnegative_division`).
+        let (q, r) = self.nonnegative_division(x, d, &ctx);
+        Some(if op == BinOp::Div { q } else { r })
+    }
+
     /// Integer auxiliary variable, declared in the context.
     fn aux(&mut self, name: &str) -> Poly {
         self.context.set_domain(Var::new(name), Domain::integer());
@@ -451,45 +616,13 @@ impl<'b> Collector<'b> {
             ExprKind::Binary(op @ (BinOp::Div | BinOp::Rem), a, b) => {
                 let x = self.poly(a, env, guards)?;
                 let d = self.poly(b, env, guards)?;
-                if d.as_constant().is_some_and(|c| !c.is_integer()) {
-                    return None;
-                }
-                // A division the context makes exact (a coarsened block's `B0 / 8` where
-                // `B0 % 8 == 0` holds) is the rational polynomial itself, remainder 0: no
-                // auxiliary for Z3 to relate to the divisibility.
-                if let Some(k) = d.as_constant().filter(|k| *k > constraints::Rational::from_integer(0.into())) {
-                    if self.divides_exactly(&x, &k) {
-                        return Some(if *op == BinOp::Div { &x * &Poly::constant(k.recip()) } else { Poly::zero() });
-                    }
-                }
-                // Only where x >= 0 and d >= 1 are proved does C's truncation agree with the
-                // floor model. A divisor may be a polynomial (a parameter such as `s`).
-                let mut ctx = self.context.clone();
-                guards.iter().for_each(|g| ctx.add(g.clone()));
-                if let Some((q, r)) = self.divided_by_fact(&x, &d, &ctx) {
-                    return Some(if *op == BinOp::Div { q } else { r });
-                }
-                let proved = |fact: Constraint| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, &fact), Implication::Proved);
-                if !proved(Constraint::ge(&d, &Poly::one())) {
-                    return None;
-                }
-                if !proved(Constraint::ge(&x, &Poly::zero())) {
-                    // A dividend that may be negative: C's truncation toward 0.
-                    let (q, r) = self.truncated_division(x, d);
-                    return Some(if *op == BinOp::Div { q } else { r });
-                }
-                // With `x >= 0`, the quotient is too.
-                let (q, r, new) = self.floor_division(x, d);
-                if new {
-                    self.context.add(Constraint::ge(&q, &Poly::zero()));
-                }
-                Some(if *op == BinOp::Div { q } else { r })
+                self.division(*op, x, d, guards)
             }
             ExprKind::Binary(op, a, b) => {
                 let (x, y) = (self.poly(a, env, guards)?, self.poly(b, env, guards)?);
                 match op {
-                    BinOp::Add => Some(x + y),
-                    BinOp::Sub => Some(x - y),
+                    BinOp::Add => Some(self.remainders_folded(x + y)),
+                    BinOp::Sub => Some(self.remainders_folded(x - y)),
                     BinOp::Mul => Some(x * y),
                     _ => None,
                 }
@@ -524,6 +657,39 @@ impl<'b> Collector<'b> {
                 _ => None,
             },
             _ => None,
+        }
+    }
+
+    /// Why `e`, whose value has no polynomial ([`Self::poly`] is `None`), has none: the
+    /// innermost part without one and its reason, for messages (`the divisor `s` is not proved
+    /// to be at least 1 ...`). Only read after `poly` failed; its memoised auxiliaries make the
+    /// repeated evaluation of the parts change nothing.
+    pub fn why_unmodelled(&mut self, e: &Expr, env: &Env, guards: &[Constraint]) -> String {
+        let parts: Vec<&Expr> = match &e.kind {
+            ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => vec![a],
+            ExprKind::Binary(_, a, b) => vec![a, b],
+            ExprKind::Index { indices, .. } => indices.iter().collect(),
+            ExprKind::Call(_, args) => args.iter().collect(),
+            _ => Vec::new(),
+        };
+        for part in parts {
+            if self.poly(part, env, guards).is_none() {
+                return self.why_unmodelled(part, env, guards);
+            }
+        }
+        match &e.kind {
+            ExprKind::Float { .. } => format!("`{e}` is a floating-point value"),
+            ExprKind::Var(n) if self.floating.contains(n) => format!("`{n}` is a floating-point value"),
+            ExprKind::Var(n) => format!("`{n}` has no one value the model follows here (it is assigned under a condition or in a loop)"),
+            ExprKind::Cast(t, _) if !t.is_integer() => format!("`{e}` converts to a floating-point type"),
+            ExprKind::Binary(BinOp::Div | BinOp::Rem, _, b) => {
+                format!("the divisor `{b}` is not proved non-zero, with one sign, by the program's facts (state it: `assume({b} >= 1)`)")
+            }
+            ExprKind::Binary(op, _, _) => format!("`{e}` uses `{}`, whose result the model has no polynomial for", op.c_symbol()),
+            ExprKind::Index { array, .. } => format!("`{e}` is a value read from `{}`, which the model does not follow here", array.name),
+            ExprKind::Cond(..) => format!("`{e}`: a choice by `?:` is not modelled here"),
+            ExprKind::Call(f, _) => format!("`{e}`: the model has no polynomial for `{}`'s result", f.name),
+            _ => format!("`{e}` is not modelled"),
         }
     }
 
@@ -687,8 +853,9 @@ impl<'b> Collector<'b> {
                 for i in indices {
                     self.expr_accesses(i, env, guards);
                 }
-                let idx = indices.iter().map(|i| self.poly(i, env, guards)).collect();
-                self.record(Access { array: array.name.clone(), indices: idx, write: false, atomic: false, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: e.span, phase: self.phase.clone(), text: e.to_string() });
+                let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
+                let unmodelled = idx.iter().position(Option::is_none).map(|k| self.why_unmodelled(&indices[k], env, guards));
+                self.record(Access { array: array.name.clone(), indices: idx, write: false, atomic: false, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: e.span, phase: self.phase.clone(), text: e.to_string(), unmodelled });
             }
             ExprKind::Unary(_, a) | ExprKind::Cast(_, a) => self.expr_accesses(a, env, guards),
             // `&&` and `||` evaluate their right operand only when the left one is true
@@ -823,11 +990,12 @@ impl<'b> Collector<'b> {
                             self.expr_accesses(i, env, guards);
                         }
                         let idx: Vec<Option<Poly>> = indices.iter().map(|i| self.poly(i, env, guards)).collect();
+                        let unmodelled = idx.iter().position(Option::is_none).map(|k| self.why_unmodelled(&indices[k], env, guards));
                         let atomic = *op == AssignOp::AtomicAdd;
                         if *op != AssignOp::Set && !atomic {
-                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                            self.record(Access { array: array.name.clone(), indices: idx.clone(), write: false, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string(), unmodelled: unmodelled.clone() });
                         }
-                        self.record(Access { array: array.name.clone(), indices: idx, write: true, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string() });
+                        self.record(Access { array: array.name.clone(), indices: idx, write: true, atomic, guards: guards.to_vec(), exact_guards: self.inexact_guards == 0, span: target.span, phase: self.phase.clone(), text: target.to_string(), unmodelled });
                     }
                     ExprKind::Var(n) => {
                         let v = self.assigned_value(n, *op, value, env, guards);

@@ -27,7 +27,7 @@ pub enum Side {
 }
 
 /// How deep the recursion may go (each level peels at least one digit).
-const MAX_DEPTH: usize = 8;
+pub const MAX_DEPTH: usize = 8;
 
 /// Split `x == y` (x of the first thread, y of the second, both in the first thread's names)
 /// into digit equalities. `thread_local` says which variables differ between threads;

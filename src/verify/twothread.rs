@@ -111,6 +111,11 @@ struct KernelModel<'b> {
     /// The model's divisions: (quotient, remainder, dividend, divisor), for
     /// [`radix::fold_divisions`].
     divisions: Vec<(Var, Var, Poly, Poly)>,
+    /// Auxiliaries written through others they equal: the collector's links, and a division
+    /// whose dividend (so written) and divisor are another's, by that other's quotient and
+    /// remainder. The race check's digit merge matches divisions by name, and the order a
+    /// program divides in leaves several names for one digit.
+    aliases: BTreeMap<String, Poly>,
     /// The launch's facts (parameter facts, derived scalars, host counters, index ranges) for
     /// both threads: part of every query.
     launch: Vec<Constraint>,
@@ -119,6 +124,49 @@ struct KernelModel<'b> {
     /// The launch facts' equalities that define a shared variable by others (`NH ==
     /// q'*BH*VEC` from `NH % (BH*VEC) == 0`): a bound is divided through them.
     definitions: Vec<(Var, Poly)>,
+}
+
+/// `p` with each auxiliary `aliases` names written through its alias, until none is left
+/// (bounded: an alias never leads back to its own name, see [`aliases`]).
+fn substituted(p: &Poly, aliases: &BTreeMap<String, Poly>) -> Poly {
+    let mut p = p.clone();
+    for _ in 0..64 {
+        let Some(v) = p.vars().into_iter().find(|v| aliases.contains_key(v.name())) else { break };
+        p = p.substitute(&v, &aliases[v.name()]);
+    }
+    p
+}
+
+/// The collector's links, and each division equal to another (the same dividend once written
+/// through the aliases so far, the same divisor: floor division's quotient and remainder are
+/// unique) written as that other. Every name is given an alias at most once, and only ever to
+/// a name without one at that moment, so no chain of aliases returns to its start.
+fn aliases(col: &Collector) -> BTreeMap<String, Poly> {
+    let mut aliases = col.links.clone();
+    for _ in 0..8 {
+        let mut kept: Vec<(Poly, &Poly, &String)> = Vec::new();
+        let mut changed = false;
+        for (name, def) in &col.aux_defs {
+            if !def.quotient || aliases.contains_key(name) {
+                continue;
+            }
+            let dividend = substituted(&def.dividend, &aliases);
+            let remainder = name.replacen(crate::access::AUX_QUOTIENT, crate::access::AUX_REMAINDER, 1);
+            match kept.iter().find(|(x, d, _)| *x == dividend && **d == def.divisor) {
+                Some((_, _, same)) if !aliases.contains_key(&remainder) => {
+                    let same_remainder = same.replacen(crate::access::AUX_QUOTIENT, crate::access::AUX_REMAINDER, 1);
+                    aliases.insert(name.clone(), Poly::var(same));
+                    aliases.insert(remainder, Poly::var(&same_remainder));
+                    changed = true;
+                }
+                _ => kept.push((dividend, &def.divisor, name)),
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    aliases
 }
 
 /// A fact of the context that a query includes once one of its `triggers` is in play (or
@@ -250,11 +298,13 @@ fn model<'b>(function: &KernelFunction, kernel: &Kernel, system: &System, backen
         launch: Vec::new(),
         candidates: Vec::new(),
         divisions: Vec::new(),
+        aliases: BTreeMap::new(),
         definitions: Vec::new(),
     };
+    m.aliases = aliases(&m.col);
     for (name, def) in &m.col.aux_defs {
         if let (true, Some(rest)) = (def.quotient, name.strip_prefix(crate::access::AUX_QUOTIENT)) {
-            m.divisions.push((Var::new(name), Var::new(&format!("{}{rest}", crate::access::AUX_REMAINDER)), def.dividend.clone(), def.divisor.clone()));
+            m.divisions.push((Var::new(name), Var::new(&format!("{}{rest}", crate::access::AUX_REMAINDER)), substituted(&def.dividend, &m.aliases), def.divisor.clone()));
         }
     }
     // Exact divisions of shared values (`half = n / 2` under `n % (2*m) == 0`) as equalities,
@@ -333,6 +383,11 @@ impl KernelModel<'_> {
             g2.iter().for_each(|g| sys.add(self.rename(g)));
         }
         sys
+    }
+
+    /// `p` with [`KernelModel::aliases`] substituted.
+    fn linked(&self, p: &Poly) -> Poly {
+        substituted(p, &self.aliases)
     }
 
     fn thread_local(&self, v: &Var) -> bool {
@@ -648,6 +703,33 @@ impl Checker<'_, '_> {
     /// Whether `0 <= digit < radix` (and `radix >= 1`) for every thread reaching a site with
     /// these guards; remembered, since the same digits recur across site pairs. An unknown
     /// answer is "not proved" (the equality is then kept whole, which is still sound).
+    /// `pairs` with each lone remainder pair `r == r'` of a division `X / D` (`D` the same for
+    /// both threads, no quotient pair beside it) replaced by `X == X'` where the two threads'
+    /// dividends are proved less than `D` apart: then `X - X' == D*(q - q')` forces `q == q'`,
+    /// and the equalities are equivalent. A rotation `y[(i + S) % N]` over `0 <= i < N`
+    /// writes each element once: `i + S == i' + S'`, which the split settles.
+    fn remainders_widened(&mut self, pairs: Vec<(Poly, Poly)>, first: &[Constraint], second: &[Constraint]) -> Vec<(Poly, Poly)> {
+        let m = self.m;
+        let lone = |v: &Var, pairs: &[(Poly, Poly)]| pairs.iter().any(|(p, q)| p.as_var() == Some(v) && q.as_var() == Some(v));
+        let mut out = pairs.clone();
+        for (q, r, dividend, divisor) in &m.divisions {
+            if divisor.vars().iter().any(|v| m.thread_local(v)) || !lone(r, &out) || lone(q, &out) {
+                continue;
+            }
+            let apart = [Constraint::ge(&(dividend - &m.rename_poly(dividend)), divisor), Constraint::ge(&(&m.rename_poly(dividend) - dividend), divisor)];
+            let near = apart.into_iter().all(|far| {
+                let mut sys = m.system(first, Some(second));
+                sys.add(far);
+                self.unsat(&sys)
+            });
+            if near {
+                let at = out.iter().position(|(p, q)| p.as_var() == Some(r) && q.as_var() == Some(r)).expect("a lone pair");
+                out[at] = (dividend.clone(), dividend.clone());
+            }
+        }
+        out
+    }
+
     fn digit(&mut self, digit: &Poly, guards: &[Constraint], radix: &Poly) -> bool {
         let key = (digit.to_string(), radix.to_string(), format!("{guards:?}"));
         if let Some(known) = self.digits.get(&key) {
@@ -774,7 +856,8 @@ impl Checker<'_, '_> {
             let Some(extents) = self.m.extents.get(&a.array) else { continue };
             for (i, (idx, extent)) in a.indices.iter().zip(extents).enumerate() {
                 let Some(idx) = idx else {
-                    return Err(Verdict::Unverified(format!("subscript {} of `{}` is not modelled", i + 1, a.text)));
+                    let why = a.unmodelled.as_deref().map(|w| format!(": {w}")).unwrap_or_default();
+                    return Err(Verdict::Unverified(format!("subscript {} of `{}` is not modelled{why}", i + 1, a.text)));
                 };
                 // Each side reduced to its high digits where the subscript is mixed-radix.
                 let m = self.m;
@@ -829,34 +912,42 @@ impl Checker<'_, '_> {
         let mut base = self.m.system(&w.guards, Some(&b.guards));
         // Guards that leave a condition out admit points where an access does not run.
         let mut exact = w.exact_guards && b.exact_guards;
-        for (x, y) in w.indices.iter().zip(&b.indices) {
-            match (x, y) {
-                (Some(x), Some(y)) => {
-                    let m = self.m;
-                    let mut in_range = |digit: &Poly, side: Side, radix: &Poly| self.digit(digit, if side == Side::First { &w.guards } else { &b.guards }, radix);
-                    let prepare = |p: &Poly| radix::unfold_divisions(&radix::fold_divisions(p, &m.divisions), &m.divisions);
-                    let mut pairs = radix::split(&prepare(x), &prepare(y), &|v| m.thread_local(v), &mut in_range);
-                    // A quotient and remainder found equal are their dividend found equal:
-                    // split that too (once more per level of division).
-                    for _ in 0..2 {
-                        let merged = radix::merge_divisions(pairs.clone(), &m.divisions, &|v| m.thread_local(v));
-                        if merged == pairs {
-                            break;
-                        }
-                        pairs = merged.into_iter().flat_map(|(p, q)| radix::split(&p, &q, &|v| m.thread_local(v), &mut in_range)).collect();
+        // Every subscript's digit equalities together: a quotient in one subscript and its
+        // remainder in another (`out[c][y][x]` with `y = e / W`, `x = e % W`) merge too.
+        let m = self.m;
+        let mut pairs = Vec::new();
+        {
+            let mut in_range = |digit: &Poly, side: Side, radix: &Poly| self.digit(digit, if side == Side::First { &w.guards } else { &b.guards }, radix);
+            for (x, y) in w.indices.iter().zip(&b.indices) {
+                match (x, y) {
+                    (Some(x), Some(y)) => {
+                        let prepare = |p: &Poly| radix::unfold_divisions(&radix::fold_divisions(&m.linked(p), &m.divisions), &m.divisions);
+                        pairs.extend(radix::split(&prepare(x), &prepare(y), &|v| m.thread_local(v), &mut in_range));
                     }
-                    // Digits that are different constants: the two never touch one element
-                    // (the split is an equivalence wherever its digit checks hold, and they
-                    // were proved), with no query.
-                    if pairs.iter().any(|(p, q)| p.as_constant().is_some() && q.as_constant().is_some() && p != q) {
-                        return Ok(());
-                    }
-                    for (p, q) in pairs {
-                        base.add(Constraint::eq(&p, &self.m.rename_poly(&q)));
-                    }
+                    _ => exact = false,
                 }
-                _ => exact = false,
             }
+        }
+        // A quotient and remainder found equal are their dividend found equal, and so is a
+        // remainder whose dividends differ by less than the divisor: split that too (once
+        // more per level of division: a layout change's digits peeled one by one nest four
+        // deep).
+        for _ in 0..radix::MAX_DEPTH {
+            let merged = radix::merge_divisions(pairs.clone(), &m.divisions, &|v| m.thread_local(v));
+            let merged = self.remainders_widened(merged, &w.guards, &b.guards);
+            if merged == pairs {
+                break;
+            }
+            let mut in_range = |digit: &Poly, side: Side, radix: &Poly| self.digit(digit, if side == Side::First { &w.guards } else { &b.guards }, radix);
+            pairs = merged.into_iter().flat_map(|(p, q)| radix::split(&p, &q, &|v| m.thread_local(v), &mut in_range)).collect();
+        }
+        // Digits that are different constants: the two never touch one element (the split is
+        // an equivalence wherever its digit checks hold, and they were proved), with no query.
+        if pairs.iter().any(|(p, q)| p.as_constant().is_some() && q.as_constant().is_some() && p != q) {
+            return Ok(());
+        }
+        for (p, q) in pairs {
+            base.add(Constraint::eq(&p, &m.rename_poly(&q)));
         }
         let detail = format!("`{}` ({}) and `{}` ({}) may touch the same element of `{}`", w.text, "write", b.text, if b.write { "write" } else { "read" }, w.array);
         let sites = vec![w.text.clone(), b.text.clone()];

@@ -1788,3 +1788,180 @@ fn a_scalar_stepped_once_per_iteration_is_modelled() {
     let s = statuses(&guarded);
     assert!(!s.is_empty() && s.iter().all(|s| matches!(s, Status::Unverified(_))), "{s:?}");
 }
+
+/// A layout change written as a scatter (a thread per input element of an NCHW tensor, writing
+/// its NHWC position): the digits `idx % W`, `(idx / W) % H`, `(idx / (W*H)) % C` and
+/// `idx / (W*H*C)` are quotients of one index by products of the extents. Z3 could not relate
+/// `idx / (W*H)` to `idx / W` (a helper's program, 0 of 5 leaves; every write-write race query
+/// at Z3's resource limit); the model now chains a divisor that extends an earlier one
+/// through its quotient, in whichever order the program divides. A digit taken with the wrong
+/// radix is a race `gen` refuses.
+#[test]
+fn a_layout_change_through_quotients_of_products_is_proved() {
+    let src = "void nchw_to_nhwc(int NB, int C, int H, int W, int B,
+                  const float in[NB * C * H * W], float out[NB * H * W * C]) {
+  assume(NB >= 1 && C >= 1 && H >= 1 && W >= 1 && B >= 1);
+  int total = NB * H * W * C;
+  int g = (total + B - 1) / B;
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int idx = v * B + u;
+        if (idx < total) {
+          int w = idx % W;
+          int h = (idx / W) % H;
+          int c = (idx / (W * H)) % C;
+          int n = idx / (W * H * C);
+          out[((n * H + h) * W + w) * C + c] = in[idx];
+        }
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("nhwc.mf", src, &backend(), 2);
+    // The outermost digit first: each quotient is tied to the ones made before it.
+    let lines = ["          int w = idx % W;\n", "          int h = (idx / W) % H;\n", "          int c = (idx / (W * H)) % C;\n", "          int n = idx / (W * H * C);\n"];
+    let reversed = src.replace(&lines.concat(), &lines.iter().rev().copied().collect::<String>());
+    assert_ne!(reversed, src);
+    common::assert_every_leaf_proved("nhwc_outer_first.mf", &reversed, &backend(), 2);
+    let wrong = src.replace("int h = (idx / W) % H;", "int h = (idx / W) % W;");
+    let dir = common::scratch("verify-nhwc-wrong-radix");
+    std::fs::write(dir.join("nhwc_wrong.mf"), &wrong).unwrap();
+    let o = metafork(&["gen", "--emit-cuda", dir.join("nhwc_wrong.mf").to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nhwc_wrong.mf:15:") && err.contains("races as written") && err.contains("out[((n * H + h) * W + w) * C + c]"), "{err}");
+}
+
+/// C truncates toward 0 for a negative divisor too: `x / -k == -(x / k)`, `x % -k == x % k`.
+/// Such a subscript was "not modelled" (a helper's program); it is now the division by `k`,
+/// negated, so it is proved, and one that reaches past the end is a defect. A subscript the
+/// model has no polynomial for says why.
+#[test]
+fn a_negative_divisor_is_modelled_and_an_unmodelled_subscript_says_why() {
+    let src = "void halves(int N, int B, int s, const float x[N], float y[N]) {
+  assume(N >= 2 && B >= 1 && N % 2 == 0);
+  int g = (N / 2 + B - 1) / B;
+  meta_schedule {
+    meta_for (int v = 0; v < g; v++)
+      meta_for (int u = 0; u < B; u++) {
+        int i = v * B + u;
+        if (i < N / 2)
+          y[-(2 * i) / -2 + i] = x[(2 * i + 1) / -1 * -1 + 7 % -4 - 3];
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("halves.mf", src, &backend(), 2);
+    let statuses = |src: &str| {
+        let (f, tree) = tree_of(src);
+        verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap().iter().map(|r| r.status()).collect::<Vec<_>>()
+    };
+    // One past the end only at the last thread: a defect of the leaves, not of every kernel.
+    let wrong = src.replace("7 % -4 - 3", "7 % -4 - 2");
+    let s = statuses(&wrong);
+    assert!(!s.is_empty() && s.iter().all(|s| matches!(s, Status::Defect("out of bounds", _))), "{s:?}");
+    // A divisor of either sign: unverified, naming the divisor and the fact that would help.
+    let unsigned = src.replace("x[(2 * i + 1) / -1 * -1 + 7 % -4 - 3]", "x[(2 * i + 1) / (s * s + 1) + i / s]").replace("N % 2 == 0", "N % 2 == 0 && s != 0");
+    let s = statuses(&unsigned);
+    assert!(!s.is_empty(), "no leaf");
+    for s in &s {
+        let Status::Unverified(why) = s else { panic!("{s:?}") };
+        assert!(why.contains("is not modelled: the divisor `s` is not proved non-zero") && why.contains("assume(s >= 1)"), "{why}");
+    }
+}
+
+/// Index arithmetic as users port it (a helper's sweep of data-movement kernels; each was left
+/// unverified, Z3 at its resource limit, before the rule its comment names):
+/// - digits peeled by subtraction, outermost first (`r0 = i - n*(C*H*W)`): the remainder of
+///   the division, folded (`Collector::remainders_folded`);
+/// - a digit of a remainder (`i % (H*W) / W`): the digit of the dividend (`i / W % H`);
+/// - a quotient in one subscript and its remainder in another (`dst[c][y][x]`, with a leaf
+///   that merges two blocks into one): merged across the subscripts;
+/// - a rotation `y[(i + S) % N]`: equal remainders of dividends less than `N` apart.
+#[test]
+fn index_arithmetic_of_layout_kernels_is_proved() {
+    let peeled = "void nhwc_to_nchw(long N, long C, long H, long W, long BS, const float src[N*H*W*C], float dst[N*C*H*W]) {
+  assume(N >= 1 && C >= 1 && H >= 1 && W >= 1 && BS >= 1);
+  long total = N * C * H * W;
+  long blocks = (total + BS - 1) / BS;
+  meta_schedule {
+    meta_for (long bx = 0; bx < blocks; bx++)
+      meta_for (long tx = 0; tx < BS; tx++) {
+        long i = bx * BS + tx;
+        if (i < total) {
+          long n = i / (C * H * W);
+          long r0 = i - n * (C * H * W);
+          long c = r0 / (H * W);
+          long r1 = r0 - c * (H * W);
+          long h = r1 / W;
+          long w = r1 - h * W;
+          dst[i] = src[((n * H + h) * W + w) * C + c];
+        }
+      }
+  }
+}
+";
+    let digit_of_remainder = "void depthwise3x3(int C, int H, int W, int B, const float in[C][H+2][W+2], const float wt[C][9], float out[C][H][W]) {
+  assume(C >= 1 && H >= 1 && W >= 1 && B >= 1);
+  int total = C * H * W;
+  meta_schedule {
+    meta_for (int g = 0; g < (total + B - 1) / B; g++)
+      meta_for (int l = 0; l < B; l++) {
+        int i = g * B + l;
+        if (i < total) {
+          int c = i / (H * W);
+          int y = i % (H * W) / W;
+          int x = i % W;
+          float acc = 0.0f;
+          for (int k = 0; k < 9; k++)
+            acc += wt[c][k] * in[c][y + k / 3][x + k % 3];
+          out[c][y][x] = acc;
+        }
+      }
+  }
+}
+";
+    let across_subscripts = "void hwc_to_chw(int H, int W, int C, int B, const float src[H][W][C], float dst[C][H][W]) {
+  assume(H >= 1 && W >= 1 && C >= 1 && B >= 1);
+  meta_schedule {
+    meta_for (int g = 0; g < (H * W * C + B - 1) / B; g++)
+      meta_for (int l = 0; l < B; l++) {
+        int idx = g * B + l;
+        if (idx < H * W * C) {
+          int x = idx % W;
+          int rest = idx / W;
+          int y = rest % H;
+          int c = rest / H;
+          dst[c][y][x] = src[y][x][c];
+        }
+      }
+  }
+}
+";
+    let rotation = "void roll(int N, int S, int B, const float x[N], float y[N]) {
+  assume(N >= 1 && S >= 0 && B >= 1);
+  meta_schedule {
+    meta_for (int g = 0; g < (N + B - 1) / B; g++)
+      meta_for (int l = 0; l < B; l++) {
+        int i = g * B + l;
+        if (i < N)
+          y[(i + S) % N] = x[i];
+      }
+  }
+}
+";
+    for (name, src) in [("peeled.mf", peeled), ("digit_of_remainder.mf", digit_of_remainder), ("across_subscripts.mf", across_subscripts), ("rotation.mf", rotation)] {
+        common::assert_every_leaf_proved(name, src, &backend(), 2);
+    }
+    // The merged leaf is among those proved (its subscripts' digits come apart per subscript).
+    let (_, tree) = tree_of(across_subscripts);
+    assert!(kernel_leaves(&tree).iter().any(|n| n.applied.contains(&metafork::tree::Strategy::Merge)), "no leaf merges blocks");
+    // One thread too many: two threads write `y[S % N]`, and `gen` refuses it where it is.
+    let dir = common::scratch("verify-rotation-overlap");
+    std::fs::write(dir.join("roll.mf"), rotation.replace("const float x[N]", "const float x[N + 1]").replace("(N + B - 1) / B", "(N + B) / B").replace("if (i < N)", "if (i < N + 1)")).unwrap();
+    let o = metafork(&["gen", "--emit-cuda", dir.join("roll.mf").to_str().unwrap(), "-o", dir.join("out").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("roll.mf:8:") && err.contains("races as written") && err.contains("y[(i + S) % N]"), "{err}");
+}
