@@ -351,6 +351,18 @@ pub fn run(r: &Request) -> Result<(), Failure> {
             crate::command::warn(&format!("{place}: warning: schedule `{}`: `cache({array})` is not applied: {why}", tree.schedule_name()));
         }
     }
+    // A fact the program's arithmetic implies and its own facts do not (dividing by `G`
+    // under `assume(G >= 0)`) narrows where a kernel may launch: said once per fact, where
+    // the program makes it, as a compiler notes an assumption it had to make.
+    let mut said = std::collections::BTreeSet::new();
+    for (_, tree) in &trees {
+        for (condition, why, span) in &tree.implied_facts {
+            if said.insert(condition.clone()) {
+                let (line, column) = source.line_col(span.start);
+                crate::command::warn(&format!("{name}:{line}:{column}: warning: `{condition}` is taken as a fact ({why}), though the program's facts allow otherwise: a launch where it fails is refused (the dispatcher returns METAFORK_OUTSIDE_ASSUMPTIONS); write `assume({condition})` if that is meant"));
+            }
+        }
+    }
     if r.json {
         // One JSON value: with --verify, the verdicts are its `verdicts` member.
         let mut record = json_summary(r.output, &trees, &files);

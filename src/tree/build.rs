@@ -204,10 +204,12 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
     let mut root = root_constraints(function, &machine);
     // Where the program's arithmetic is defined (a divisor is not zero) joins the root unless
     // the facts already imply it: a disequality is a disjunction for Z3.
+    let mut implied_facts = Vec::new();
     for f in function.facts.iter().filter(|f| f.kind == FactKind::Defined) {
         if let Some(c) = &f.constraint {
             if !matches!(backend.implies(&root, c), Implication::Proved) {
                 root.add(c.clone());
+                implied_facts.push((f.condition.to_string(), f.note.clone().unwrap_or_default(), f.condition.span));
             }
         }
     }
@@ -251,7 +253,7 @@ pub(super) fn build_in_context(function: &KernelFunction, kernel: Kernel, backen
         return Err(BUDGET_SPENT.into());
     }
     let nodes = super::collapse::forks_that_choose_nothing(b.nodes, Some(&machine));
-    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes, queries: backend.queries() - before, perf_levels: b.perf_levels, not_cached })
+    Ok(Tree { schedule: schedule_name, machine, root_constraints: root, nodes, queries: backend.queries() - before, perf_levels: b.perf_levels, not_cached, implied_facts })
 }
 
 impl Builder<'_> {

@@ -351,6 +351,10 @@ pub struct Tree {
     /// The arrays `cache(...)` names that no code of the tree stages, with the reason (from
     /// the root's staging: every strategy keeps the arrays it touches).
     pub not_cached: Vec<(String, String)>,
+    /// The facts the program's arithmetic implies that its own facts do not (a divisor `G`
+    /// under `assume(G >= 0)`): they join the root, so launches outside them are refused,
+    /// and `gen` says so where the fact comes from. (condition, why, where in the source.)
+    pub implied_facts: Vec<(String, String, crate::frontend::source::Span)>,
 }
 
 impl Node {

@@ -583,3 +583,37 @@ fn a_block_bounded_by_an_array_size_says_why_it_is_no_block_size() {
     assert_ne!(fixed, src.replace('$', ""));
     check_source("s.mf", &fixed).unwrap_or_else(|d| panic!("{}", d.render(false)));
 }
+
+/// Dividing by a parameter its facts allow to be 0 (`assume(G >= 0)`, a helper's "wrong
+/// program" that every tool stage accepted silently): `G != 0` joins the tree's root, so the
+/// dispatcher refuses `G == 0`; `gen` now says so where the division is, once, and says
+/// nothing where the facts imply it.
+#[test]
+fn a_divisor_the_facts_allow_to_be_zero_is_warned_about() {
+    let dir = crate::common::scratch("diagnostics-implied-divisor");
+    let src = "void group_index(int N, int G, int B, const float x[N], float y[N]) {
+  assume(N >= 1 && B >= 1 && G >= 0);
+  meta_schedule {
+    meta_for (int g = 0; g < (N + B - 1) / B; g++)
+      meta_for (int l = 0; l < B; l++) {
+        int i = g * B + l;
+        if (i < N)
+          y[i] = x[(i / G) * G] + x[i % G];
+      }
+  }
+}
+";
+    let run = |text: &str| {
+        std::fs::write(dir.join("g.mf"), text).unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_metafork")).current_dir(&dir).args(["gen", "--emit-cuda", "g.mf", "-o", "out"]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(src);
+    assert!(err.contains("g.mf:8:25: warning: `G != 0` is taken as a fact (the program divides by it)") && err.contains("METAFORK_OUTSIDE_ASSUMPTIONS") && err.contains("assume(G != 0)"), "{err}");
+    assert_eq!(err.matches("warning").count(), 1, "one warning for one fact: {err}");
+    let dispatch = std::fs::read_to_string(dir.join("out/group_index_dispatch.h")).unwrap();
+    assert!(dispatch.contains("G != 0"), "the dispatcher checks the fact");
+    let err = run(&src.replace("G >= 0", "G >= 1"));
+    assert!(!err.contains("warning"), "{err}");
+}
