@@ -433,7 +433,7 @@ impl<'b> Collector<'b> {
         None
     }
 
-    /// The quotient and remainder of `x >= 0` by `d >= 1` (both proved under `ctx`), through
+    /// The quotient and remainder of `x >= 0` by `d >= 1` (both proved), through
     /// [`Self::chained_divisor`] where it applies, else a new floor division (`q >= 0` too).
     /// A divisor that extends one `x` was already divided by (`idx / (W*H)` after `idx / W`)
     /// is that quotient divided by the rest, so the digits of a layout change chain
@@ -582,8 +582,12 @@ impl<'b> Collector<'b> {
             return Some(if op == BinOp::Div { q } else { r });
         }
         // With `x >= 0`, so is the quotient; a divisor that extends one `x` was already
-        // divided by chains through that quotient (`Self::nonnegative_division`).
-        let (q, r) = self.nonnegative_division(x, d, &ctx);
+        // divided by chains through that quotient (`Self::nonnegative_division`). Its
+        // rewrites are proved under the context alone, not this access's guards: they state
+        // facts (a chain's `0 <= r < rest`, a link's equality) every query that names their
+        // auxiliaries reads, whatever guards it holds.
+        let context = self.context.clone();
+        let (q, r) = self.nonnegative_division(x, d, &context);
         Some(if op == BinOp::Div { q } else { r })
     }
 
