@@ -63,6 +63,13 @@
 //! `char`, 2mm's first product (tiled, cached), mvt, fixed-point RGB to grey, rolling row
 //! hashes, a tiled 90-degree rotation, a stable softmax, a weighted radius-2 star stencil, a
 //! 7-point 3-D stencil with coefficients, and trisolv by columns.
+//! `examples/heldout-11/` (report-14, 2026-12-04, fifty-third session): forty-one data-movement
+//! kernels by a helper who read only the language document and `--help`, written to probe the
+//! verifier's index arithmetic and measured here before any register rule looked at them:
+//! NCHW/NHWC transposes (gather and scatter, digits in either order, by `%` or by
+//! subtraction), im2col and col2im, pixel (un)shuffle, space-to-depth and depth-to-space,
+//! channel shuffle, batched transposes, rotations, padding, tiling, pooling, upsampling and
+//! negative constant divisors.
 //! `COUNTERS_PARTS=design,report-4`
 //! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
@@ -104,6 +111,7 @@ const PARTS: [(&str, &[&str]); 14] = [
     ("report-11", &["examples/heldout-8"]),
     ("report-12", &["examples/heldout-9"]),
     ("report-13", &["examples/heldout-10"]),
+    ("report-14", &["examples/heldout-11"]),
 ];
 
 struct Row {
