@@ -96,7 +96,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 14] = [
+const PARTS: [(&str, &[&str]); 15] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
