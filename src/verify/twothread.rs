@@ -700,9 +700,6 @@ impl Checker<'_, '_> {
         }
     }
 
-    /// Whether `0 <= digit < radix` (and `radix >= 1`) for every thread reaching a site with
-    /// these guards; remembered, since the same digits recur across site pairs. An unknown
-    /// answer is "not proved" (the equality is then kept whole, which is still sound).
     /// `pairs` with each lone remainder pair `r == r'` of a division `X / D` (`D` the same for
     /// both threads, no quotient pair beside it) replaced by `X == X'` where the two threads'
     /// dividends are proved less than `D` apart: then `X - X' == D*(q - q')` forces `q == q'`,
@@ -730,6 +727,9 @@ impl Checker<'_, '_> {
         out
     }
 
+    /// Whether `0 <= digit < radix` (and `radix >= 1`) for every thread reaching a site with
+    /// these guards; remembered, since the same digits recur across site pairs. An unknown
+    /// answer is "not proved" (the equality is then kept whole, which is still sound).
     fn digit(&mut self, digit: &Poly, guards: &[Constraint], radix: &Poly) -> bool {
         let key = (digit.to_string(), radix.to_string(), format!("{guards:?}"));
         if let Some(known) = self.digits.get(&key) {
