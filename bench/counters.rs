@@ -70,8 +70,19 @@
 //! subtraction), im2col and col2im, pixel (un)shuffle, space-to-depth and depth-to-space,
 //! channel shuffle, batched transposes, rotations, padding, tiling, pooling, upsampling and
 //! negative constant divisors.
+//! `examples/heldout-12/` (report-15, 2026-12-04, fifty-fourth session): forty-three kernels by a
+//! helper who read only the language document and `--help`, told to write as a user would:
+//! PolyBench-style (doitgen, syr2k, trmm, Cholesky and ADI sweeps, Deriche, Floyd-Warshall,
+//! heat-3d, fdtd-apml, a Seidel wavefront, Nussinov), deep-learning layers (norms, online
+//! softmax, windowed attention, embeddings, dropout, 1x1 and transposed convolutions, pooling,
+//! RoPE, int8 quantisation), stencils and image kernels, and CSR products, complex FIR,
+//! Horner, small matrices per thread, modular and gcd arithmetic on `long`. Measured with the
+//! model of the fifty-third session and with the fifty-fourth's constant-divisor rule, no rule
+//! fitted on it.
 //! `COUNTERS_PARTS=design,report-4`
-//! measures only the parts named. `COUNTERS_DUMP=FILE` also appends one tab-separated line
+//! measures only the parts named. `COUNTERS_IR=DIR` writes each leaf kernel's IR after the fixed
+//! pipeline (what the estimate reads) to `DIR/KERNEL.ll` and its CUDA (what ptxas's count is
+//! of) to `DIR/KERNEL.cu`, to read beside the SASS. `COUNTERS_DUMP=FILE` also appends one tab-separated line
 //! per kernel to FILE (part, program, kernel, estimates, ptxas counts, the model's terms as
 //! `RegisterEstimate`'s `Debug`), so a rule for `for_architecture` can be tried offline on the
 //! design part before it is built. Prints a Markdown table per kernel, then per
@@ -96,7 +107,7 @@ mod corpus;
 use corpus::programs;
 
 const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
-const PARTS: [(&str, &[&str]); 15] = [
+const PARTS: [(&str, &[&str]); 16] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
     ("report", &["examples/heldout"]),
     ("report-2", &["examples/language"]),
@@ -112,6 +123,7 @@ const PARTS: [(&str, &[&str]); 15] = [
     ("report-12", &["examples/heldout-9"]),
     ("report-13", &["examples/heldout-10"]),
     ("report-14", &["examples/heldout-11"]),
+    ("report-15", &["examples/heldout-12"]),
 ];
 
 struct Row {
@@ -140,6 +152,14 @@ fn shape_of(staged: &Kernel, model: &llvm_passes::registers::RegisterEstimate) -
     }
 }
 
+/// Writes the kernel's IR after the fixed pipeline (what the estimate reads) to `DIR/NAME.ll`.
+fn write_ir(dir: &Path, kernel: &Kernel, name: &str) -> Result<(), String> {
+    let context = inkwell::context::Context::create();
+    let module = metafork::lower::lower_kernel(&context, kernel).map_err(|e| e.to_string())?;
+    llvm_passes::pipeline::optimize(&module)?;
+    std::fs::write(dir.join(format!("{name}.ll")), module.print_to_string().to_string()).map_err(|e| e.to_string())
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let backend = constraints::solver::Backend::default();
@@ -156,6 +176,10 @@ fn main() {
     let dump = std::env::var_os("COUNTERS_DUMP").map(|path| {
         std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap_or_else(|e| panic!("COUNTERS_DUMP {}: {e}", path.to_string_lossy()))
     });
+    let ir_dir = std::env::var_os("COUNTERS_IR").map(std::path::PathBuf::from);
+    if let Some(dir) = &ir_dir {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("COUNTERS_IR {}: {e}", dir.display()));
+    }
     let parts: Vec<(&str, &[&str])> = PARTS.iter().copied().filter(|(part, _)| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == part))).collect();
     for &(part, dirs) in &parts {
         for path in programs(root, dirs) {
@@ -183,6 +207,11 @@ fn main() {
                         if let Some(file) = &dump {
                             use std::io::Write;
                             writeln!(&*file, "{part}\t{shown}\t{name}\t{estimate:?}\t{ptxas:?}\t{model:?}").unwrap_or_else(|e| panic!("COUNTERS_DUMP: {e}"));
+                        }
+                        if let Some(dir) = &ir_dir {
+                            write_ir(dir, &node.staged, &name).unwrap_or_else(|e| panic!("COUNTERS_IR: {shown} {name}: {e}"));
+                            let cuda = metafork::emit::cuda::emit_kernel(function, &node.staged, &[]).unwrap_or_else(|e| panic!("{shown}: {e}"));
+                            std::fs::write(dir.join(format!("{name}.cu")), cuda).unwrap_or_else(|e| panic!("COUNTERS_IR: {e}"));
                         }
                         let shape = shape_of(&node.staged, &model);
                         rows.push(Row { part, program: shown.clone(), kernel: name, estimate, ptxas, shape });
