@@ -16,6 +16,13 @@ subroutine's SASS names (from the `CALL.REL` target to the end of the kernel, `c
 instruction is that count less its operands' words (the operands arrive in the subroutine's
 registers, and the model already counts them where they are live).
 
+Last, divisions and remainders by a constant, which ptxas never sees as such: nvcc's front end
+(as LLVM's back end) turns them into a multiply-high and shifts, so they are measured from CUDA
+through nvcc, against a multiplication by the same constant, at sm_75, sm_80 and sm_90, with
+8, 12 and 16 floats held across them (fewer leave ptxas free slots; at 20 it begins to reorder
+the loads). The register model's `expansion_temporaries` takes 0 for 32 bits and for powers of
+two, and `CONSTANT_DIVISION_64_TEMPORARIES` for the rest.
+
 Run: `make bench-expansions` (needs `ptxas` and `cuobjdump` on PATH; `make setup` installs them).
 """
 import re
@@ -128,6 +135,47 @@ def main() -> None:
     for name, row in found.items():
         print(f"| `{name}` | " + " | ".join("no call" if r is None else str(r) for r in row) + " |")
     print("\nRegisters of the subroutine each instruction's slow path calls (`cuobjdump -sass`).")
+    constant_divisions()
+
+
+# name -> (type of the operand, C expression on `a`); each is compared with `a * 3` of its type.
+CONSTANT_DIVISIONS = {
+    "int / 2": ("int", "a / 2"), "int / -2": ("int", "a / -2"), "int / 3": ("int", "a / 3"),
+    "int / 7": ("int", "a / 7"), "int % 3": ("int", "a % 3"), "int % 8": ("int", "a % 8"),
+    "unsigned / 3": ("unsigned", "a / 3u"), "long / 8": ("long", "a / 8L"), "long / 3": ("long", "a / 3L"),
+    "long % 3": ("long", "a % 3L"), "long / -5": ("long", "a / -5L"),
+    "long % 2147483647": ("long", "a % 2147483647L"), "unsigned long / 3": ("unsigned long", "a / 3UL"),
+}
+CONSTANT_HELD = [8, 12, 16]
+
+
+def nvcc_registers(ty: str, expression: str, held: int, arch: str, work: Path) -> int:
+    loads = "".join(f"float f{i} = x[t + {1024 * i}]; " for i in range(held))
+    sums = "".join(f"o += f{i}; " for i in range(held))
+    source = work / "c.cu"
+    source.write_text(f'extern "C" __global__ void k(const float *__restrict__ x, const {ty} *__restrict__ y, float *out) '
+                      f"{{ int t = threadIdx.x; {loads}{ty} a = y[t + 5000000]; float o = (float)({expression}); {sums}out[t] = o; }}\n")
+    run = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-Xptxas", "-v", str(source), "-o", str(work / "c.cubin")],
+                         capture_output=True, text=True)
+    found = re.search(r"Used (\d+) registers", run.stderr)
+    if run.returncode != 0 or not found:
+        sys.exit(f"nvcc failed on a micro-kernel:\n{run.stderr}")
+    return int(found.group(1))
+
+
+def constant_divisions() -> None:
+    print("\n| division by a constant | " + " | ".join(f"{a} minus `a * 3`, M = {', '.join(map(str, CONSTANT_HELD))}" for a in SUBROUTINE_ARCHS) + " | median |")
+    print("|---|" + "---|" * len(SUBROUTINE_ARCHS) + "---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for name, (ty, expression) in CONSTANT_DIVISIONS.items():
+            cells, diffs = [], []
+            for arch in SUBROUTINE_ARCHS:
+                row = [nvcc_registers(ty, expression, m, arch, work) - nvcc_registers(ty, "a * 3", m, arch, work) for m in CONSTANT_HELD]
+                cells.append(str(row))
+                diffs += row
+            print(f"| `{name}` | " + " | ".join(cells) + f" | {statistics.median(diffs):g} |")
+    print("\nRegisters beyond a multiplication by a constant (nvcc `-Xptxas -v`, CUDA micro-kernels).")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,12 @@
 //!   are not held (nvcc: 107 registers where holding them would take about 210).
 //! - *Expansions*: instructions ptxas expands into sequences (32-bit integer division and
 //!   remainder, `sqrt.rn.f32`) hold temporaries at their point ([`expansion_temporaries`],
-//!   measured with values live across them). Those whose slow path calls a subroutine of its
-//!   own (precise `div.rn.f32` and `div.rn.f64`, `rcp.rn` for a division of 1 or -1, 64-bit
+//!   measured with values live across them). A division or remainder by a constant is not
+//!   one: the compilers multiply by a magic number and shift, so at 32 bits it holds what a
+//!   multiplication does, and at 64 bits [`CONSTANT_DIVISION_64_TEMPORARIES`] more unless
+//!   the divisor is a power of two (nvcc on micro-kernels; before, such a division counted
+//!   as the reciprocal expansion or, at 64 bits, as a subroutine call: 15-16 registers).
+//!   Those whose slow path calls a subroutine of its own (precise `div.rn.f32` and `div.rn.f64`, `rcp.rn` for a division of 1 or -1, 64-bit
 //!   division and remainder, `sqrt.rn.f64`) hold that subroutine's registers less their
 //!   operands' words: ptxas allocates the subroutine's registers apart from the values live
 //!   across the call (SASS of `gramschmidt`'s division kernel: the subroutine's 20 registers
@@ -631,6 +635,16 @@ fn expansion_temporaries(i: &InstructionValue<'_>) -> u32 {
         FDiv if is_reciprocal(i) => subroutine(if wide { "rcp.rn.f64" } else { "rcp.rn.f32" }),
         FDiv if wide => subroutine("div.rn.f64"),
         FDiv => subroutine("div.rn.f32"),
+        // A constant divisor is a multiply-high and shifts (nvcc's front end and LLVM's back
+        // end both emit them; ptxas never sees the division): at 32 bits no more than a
+        // multiplication holds, at 64 bits the emulated 128-bit product holds 5 more unless
+        // the divisor is a power of two (a shift). `make bench-expansions`, third table.
+        SDiv | UDiv | SRem | URem if constant_divisor(i).is_some() => {
+            let d = constant_divisor(i).unwrap_or(1);
+            // Unsigned, the divisor is the constant's bits: `-2` is 2^64 - 2.
+            let shift = if matches!(i.get_opcode(), UDiv | URem) { (d as u64).is_power_of_two() } else { d.unsigned_abs().is_power_of_two() };
+            if wide && !shift { CONSTANT_DIVISION_64_TEMPORARIES } else { 0 }
+        }
         SDiv if wide => subroutine("div.s64"),
         UDiv if wide => subroutine("div.u64"),
         SRem if wide => subroutine("rem.s64"),
@@ -672,9 +686,28 @@ fn calls_subroutine(i: &InstructionValue<'_>) -> bool {
     let wide = width_of(i.as_value_ref()).0 >= 2;
     match i.get_opcode() {
         FDiv => true,
-        SDiv | UDiv | SRem | URem => wide,
+        SDiv | UDiv | SRem | URem => wide && constant_divisor(i).is_none(),
         Call => wide && is_sqrt_call(i),
         _ => false,
+    }
+}
+
+/// Registers a 64-bit division or remainder by a constant that is not a power of two holds
+/// beyond its operands: the median, over five divisors, sm_75, sm_80 and sm_90 and 8 to 16
+/// floats held across it, of nvcc's count less that of a multiplication by the same constant
+/// (`make bench-expansions`, third table: 2-6, median 5; 4 at sm_90).
+pub const CONSTANT_DIVISION_64_TEMPORARIES: u32 = 5;
+
+/// The divisor of an integer division or remainder when it is a constant (sign-extended).
+fn constant_divisor(i: &InstructionValue<'_>) -> Option<i64> {
+    use inkwell::llvm_sys::core::{LLVMConstIntGetSExtValue, LLVMIsAConstantInt};
+    let Some(Operand::Value(divisor)) = i.get_operand(1) else {
+        return None;
+    };
+    // SAFETY: `divisor` is a live value; an integer constant's value is read, nothing kept.
+    unsafe {
+        let v = divisor.as_value_ref();
+        (!LLVMIsAConstantInt(v).is_null()).then(|| LLVMConstIntGetSExtValue(v))
     }
 }
 

@@ -153,6 +153,45 @@ entry:
     assert!(multiply.max_live_words < divide.max_live_words, "{multiply:?}");
 }
 
+/// A division or remainder by a constant is a multiply-high and shifts in nvcc's and LLVM's
+/// code, never ptxas's reciprocal expansion or subroutine call: at 32 bits it holds what a
+/// multiplication holds, at 64 bits the words of the emulated wide product unless the
+/// divisor is a power of two (`make bench-expansions`, third table).
+#[test]
+fn a_division_by_a_constant_holds_what_a_multiplication_holds() {
+    let kernel = |ty: &str, op: &str| {
+        format!(
+            r#"
+target triple = "nvptx64-nvidia-cuda"
+define ptx_kernel void @k(ptr addrspace(1) %a) {{
+entry:
+  %x = load {ty}, ptr addrspace(1) %a
+  %q = {op}
+  store {ty} %q, ptr addrspace(1) %a
+  ret void
+}}
+"#
+        )
+    };
+    for ty in ["i32", "i64"] {
+        let multiply = estimate_ir(&kernel(ty, &format!("mul {ty} %x, 3")));
+        assert!(!multiply.unrolled_loop);
+        for op in ["sdiv", "udiv", "srem", "urem"] {
+            // Unsigned, -2 is 2^64 - 2 (not a power of two; at 32 bits no cost either way).
+            for divisor in ["2", "-2", "8", "3", "-7", "2147483647"] {
+                let divided = estimate_ir(&kernel(ty, &format!("{op} {ty} %x, {divisor}")));
+                let power_of_two = ["2", "-2", "8"].contains(&divisor) && !(op.starts_with('u') && divisor == "-2");
+                let beyond = if ty == "i64" && !power_of_two { llvm_passes::registers::CONSTANT_DIVISION_64_TEMPORARIES } else { 0 };
+                // The peak is at the quotient (its words, the store's address) in both.
+                assert_eq!(divided.max_live_words, multiply.max_live_words + beyond, "{ty} {op} {divisor}: {divided:?} vs {multiply:?}");
+            }
+        }
+        // A divisor the kernel reads is expanded (32 bits) or calls a subroutine (64 bits).
+        let by_value = estimate_ir(&kernel(ty, &format!("sdiv {ty} %x, %x")));
+        assert!(by_value.max_live_words >= multiply.max_live_words + 6, "{ty}: {by_value:?} vs {multiply:?}");
+    }
+}
+
 /// A kernel of one loop `for (k = 0; k != n; k++)` over `body` (IR lines that may use `%a`,
 /// `%b`, `%base` = `k*B + tid`).
 fn loop_over(body: &str) -> String {
