@@ -245,6 +245,66 @@ fn a_ping_pong_stencil_bounded_by_its_grid_is_staged_and_proved() {
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 }
 
+/// A serial loop bounded by the thread index (a triangle: `k <= t`, `k >= t`, `k <= 2 * t`)
+/// reads, over the block, the elements from the loop's least start to its greatest end: the
+/// tile is that range (`TS` elements; `2 * TS - 1` for `2 * t`), and every leaf is proved.
+/// Before, the range of `x[base + k]` was "not known" and the cache was not applied.
+#[test]
+fn a_triangle_of_serial_iterations_is_cached_as_the_range_the_block_reads() {
+    let dir = crate::common::scratch("cache-triangle");
+    let src = "void tri(int N, int TS, const long x[2 * N], long y[N], long z[N], long w[N]) {
+  assume(N >= 1 && TS >= 1 && N % TS == 0);
+  meta_schedule cache(x) {
+    meta_for (int tb = 0; tb < N / TS; tb++)
+      meta_for (int t = 0; t < TS; t++) {
+        int base = tb * TS;
+        long s = 0;
+        for (int k = 0; k <= t; k++)
+          s += x[base + k];
+        y[base + t] = s;
+      }
+  }
+  meta_schedule cache(x) {
+    meta_for (int tb = 0; tb < N / TS; tb++)
+      meta_for (int t = 0; t < TS; t++) {
+        long s = 0;
+        for (int k = t; k < TS; k++)
+          s += x[tb * TS + k];
+        z[tb * TS + t] = s;
+      }
+  }
+  meta_schedule cache(x) {
+    meta_for (int tb = 0; tb < N / TS; tb++)
+      meta_for (int t = 0; t < TS; t++) {
+        long s = 0;
+        for (int k = 0; k <= 2 * t; k++)
+          s += x[tb * TS + k];
+        w[tb * TS + t] = s;
+      }
+  }
+}
+";
+    std::fs::write(dir.join("tri.mf"), src).unwrap();
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let g = std::process::Command::new(bin).current_dir(&dir).args(["gen", "--emit-cuda", "tri.mf", "-o", "out"]).output().unwrap();
+    let err = String::from_utf8_lossy(&g.stderr);
+    assert!(g.status.success() && !err.contains("not applied"), "{err}");
+    let out = dir.join("out");
+    let staged = |schedule: &str| -> BTreeSet<String> {
+        std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{schedule}_leaf")) && p.extension().is_some_and(|x| x == "cu"))
+            .flat_map(|p| std::fs::read_to_string(p).unwrap().lines().filter(|l| l.contains("metafork_offset += ")).map(|l| l.trim().to_string()).collect::<Vec<_>>())
+            .collect()
+    };
+    assert_eq!(staged("tri_0"), BTreeSet::from(["metafork_offset += (long)8 * TS;".to_string()]));
+    assert_eq!(staged("tri_1"), BTreeSet::from(["metafork_offset += (long)8 * TS;".to_string()]));
+    assert_eq!(staged("tri_2"), BTreeSet::from(["metafork_offset += (long)16 * TS - (long)8;".to_string()]));
+    let v = std::process::Command::new(bin).args(["verify", out.to_str().unwrap()]).output().unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+}
+
 /// A tile whose size reads a quotient of the subscripts (`k < n / B`) cannot be allocated by
 /// the launch: the cache is refused with a warning (before, `gen` failed naming the model's
 /// `$aux_q...`). Sized by a derived scalar (`d = n / B`), the tile's row stride `d` is not a

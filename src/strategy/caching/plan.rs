@@ -397,7 +397,7 @@ impl Locality {
             // A remainder lies in [0, d - 1]; a quotient's range is not tracked.
             return (!def.quotient && !def.divisor.vars().iter().any(|v| self.is_local(v.name()))).then(|| (Poly::zero(), &def.divisor - &Poly::one()));
         }
-        let (lo, hi) = self.stated_bounds(name, guards);
+        let (lo, hi) = self.stated_bounds(name, guards, frame);
         Some((lo?, hi?))
     }
 
@@ -410,7 +410,7 @@ impl Locality {
         if !matches!(builtin_of_var(name), Some(Builtin::ThreadIdx(_))) {
             return Some((lo, hi));
         }
-        let (stated_lo, stated_hi) = self.stated_bounds(name, guards);
+        let (stated_lo, stated_hi) = self.stated_bounds(name, guards, frame);
         let ctx = &frame.collector.context;
         if stated_lo.is_none() && stated_hi.is_none() {
             return Some((lo, hi));
@@ -431,8 +431,10 @@ impl Locality {
     }
 
     /// The bounds on a local variable its guards state directly (`v <= P`, `v > Q` with `P`,
-    /// `Q` free of local variables), the last one of each kind.
-    fn stated_bounds(&self, name: &str, guards: &[Constraint]) -> (Option<Poly>, Option<Poly>) {
+    /// `Q` free of local variables), the last one of each kind. A bound that reads thread
+    /// indices (a triangle: `for (k = 0; k <= t; k++)`) is taken at those indices' extremes over
+    /// the block (`k <= T - 1`): the range the block's threads cover together.
+    fn stated_bounds(&self, name: &str, guards: &[Constraint], frame: &Frame) -> (Option<Poly>, Option<Poly>) {
         let v = Var::new(name);
         let (mut lo, mut hi) = (None, None);
         for g in guards {
@@ -440,9 +442,12 @@ impl Locality {
             let coeff = p.terms().find(|(m, _)| m.factors() == [(v.clone(), 1)]).map(|(_, c)| c.clone());
             let Some(c) = coeff else { continue };
             let rest = p - &Poly::term(c.clone(), constraints::poly::Monomial::var(v.clone()));
-            if rest.vars().iter().any(|x| self.is_local(x.name())) || p.terms().any(|(m, _)| m.exponent(&v) > 0 && m.factors() != [(v.clone(), 1)]) {
+            if p.terms().any(|(m, _)| m.exponent(&v) > 0 && m.factors() != [(v.clone(), 1)]) {
                 continue;
             }
+            // Over the block, v's bound by `-rest` (above) or `rest` (below) reaches furthest
+            // where `rest` is least.
+            let Some(rest) = self.at_thread_extremes(&rest, false, frame) else { continue };
             let one = Rational::from_integer(1.into());
             // c*v + rest REL 0 with c = +-1: v <= -rest, v < -rest, v >= rest, v > rest.
             use constraints::Rel;
@@ -455,6 +460,28 @@ impl Locality {
             }
         }
         (lo, hi)
+    }
+
+    /// `p` with each thread index it reads replaced by that index's least value over the block
+    /// (`greatest`: its greatest), where `p` is free of other local variables and reads each
+    /// thread index linearly with a constant coefficient; `None` otherwise.
+    fn at_thread_extremes(&self, p: &Poly, greatest: bool, frame: &Frame) -> Option<Poly> {
+        let mut out = p.clone();
+        for x in p.vars() {
+            if !self.is_local(x.name()) {
+                continue;
+            }
+            let Some(Builtin::ThreadIdx(d)) = builtin_of_var(x.name()) else { return None };
+            let extent = frame.kernel.block.get(d as usize)?;
+            let coeff = p.terms().find(|(m, _)| m.factors() == [(x.clone(), 1)]).map(|(_, c)| c.clone())?;
+            if p.terms().any(|(m, _)| m.exponent(&x) > 0 && m.factors() != [(x.clone(), 1)]) {
+                return None;
+            }
+            // Over 0 <= x <= extent - 1 a term c*x is greatest at the top when c > 0.
+            let top = (coeff > Rational::from_integer(0.into())) == greatest;
+            out = out.substitute(&x, &if top { extent - &Poly::one() } else { Poly::zero() });
+        }
+        Some(out)
     }
 }
 
