@@ -8,7 +8,7 @@ export PATH := $(CUDA_BIN):$(SASS_BIN):$(HOME)/.cargo/bin:$(PATH)
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: setup build demo test fuzz bench-build bench-counters bench-pipeline bench-expansions bench-gen bench-spaces bench-verify bench-ppcg bench-polybench bench-sass gpu-check clean
+.PHONY: setup build demo test fuzz bench-build bench-counters bench-replay bench-pipeline bench-expansions bench-gen bench-spaces bench-verify bench-ppcg bench-polybench bench-sass gpu-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -36,6 +36,11 @@ fuzz: setup
 # Register estimate against ptxas over every example kernel (the table in bench/RESULTS.md).
 bench-counters: setup
 	cargo bench --bench counters
+
+# The register model replayed on the IR and ptxas counts a `bench-counters` run saved
+# (COUNTERS_IR=DIR COUNTERS_DUMP=FILE): REPLAY_IR=DIR REPLAY_DUMP=FILE make bench-replay.
+bench-replay:
+	cargo bench -p llvm-passes --bench replay
 
 # The counters' pipeline against `default<O2>`: identical IR on every code of the corpus,
 # and the time each takes per module.
