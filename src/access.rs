@@ -178,6 +178,10 @@ pub struct Collector<'b> {
     /// two declarations of one name differ in type): an assignment to one is modelled in that
     /// type ([`Self::assigned_value`]).
     declared_integers: BTreeMap<String, Option<ScalarType>>,
+    /// Why a scalar the walked code declares has no polynomial from its declaration (a
+    /// floating-point local; an integer defined from a value the model does not follow), by
+    /// name, for [`Self::why_unmodelled`]'s messages.
+    declared_unmodelled: BTreeMap<String, String>,
     /// How many parts of conditions [`Self::condition`] has left out so far.
     dropped_conditions: usize,
     /// How many enclosing conditions of the statement being collected were not modelled whole.
@@ -186,7 +190,7 @@ pub struct Collector<'b> {
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), links: BTreeMap::new(), divided: Vec::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), links: BTreeMap::new(), divided: Vec::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), declared_unmodelled: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
     }
 
     /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
@@ -686,6 +690,9 @@ impl<'b> Collector<'b> {
         match &e.kind {
             ExprKind::Float { .. } => format!("`{e}` is a floating-point value"),
             ExprKind::Var(n) if self.floating.contains(n) => format!("`{n}` is a floating-point value"),
+            // Declared without a polynomial, and never given one since (an assignment that
+            // the model follows makes it known).
+            ExprKind::Var(n) if matches!(env.get(n), Some(None)) && self.declared_unmodelled.contains_key(n) => self.declared_unmodelled[n].clone(),
             ExprKind::Var(n) => format!("`{n}` has no one value the model follows here (it is assigned under a condition or in a loop)"),
             ExprKind::Cast(t, _) if !t.is_integer() => format!("`{e}` converts to a floating-point type"),
             ExprKind::Binary(BinOp::Div | BinOp::Rem, _, b) => {
@@ -984,6 +991,14 @@ impl<'b> Collector<'b> {
                         if *known != Some(*ty) {
                             *known = None;
                         }
+                    }
+                    if !ty.is_integer() {
+                        self.declared_unmodelled.insert(d.name.name.clone(), format!("`{}` is a floating-point value", d.name.name));
+                    } else if v.is_none() {
+                        let why = self.why_unmodelled(&d.init, env, guards);
+                        self.declared_unmodelled.insert(d.name.name.clone(), format!("`{}` is defined from a value the model does not follow: {why}", d.name.name));
+                    } else {
+                        self.declared_unmodelled.remove(&d.name.name);
                     }
                     env.insert(d.name.name.clone(), v);
                 }

@@ -1869,6 +1869,16 @@ fn a_negative_divisor_is_modelled_and_an_unmodelled_subscript_says_why() {
         let Status::Unverified(why) = s else { panic!("{s:?}") };
         assert!(why.contains("is not modelled: the divisor `s` is not proved non-zero") && why.contains("assume(s >= 1)"), "{why}");
     }
+    // A subscript defined from floating-point arithmetic (a helper's bilinear resize): the
+    // reason is the definition, not an assignment under a condition.
+    let scaled = src.replace("if (i < N / 2)\n", "float f = (float)i * 0.5f;\n        int h = min((int)f, N - 1);\n        if (i < N / 2)\n").replace("x[(2 * i + 1) / -1 * -1 + 7 % -4 - 3]", "x[h]");
+    assert_ne!(scaled, src);
+    let s = statuses(&scaled);
+    assert!(!s.is_empty(), "no leaf");
+    for s in &s {
+        let Status::Unverified(why) = s else { panic!("{s:?}") };
+        assert!(why.contains("subscript 1 of `x[h]` is not modelled: `h` is defined from a value the model does not follow: `f` is a floating-point value"), "{why}");
+    }
 }
 
 /// Index arithmetic as users port it (a helper's sweep of data-movement kernels; each was left
