@@ -14,7 +14,7 @@ use constraints::solver::{Backend, Implication};
 use constraints::{Constraint, Poly, System, Var};
 
 /// `p` with every derived scalar replaced as the module says, or why it cannot be.
-pub(super) fn in_parameters(p: &Poly, function: &KernelFunction, root: &System, backend: &Backend) -> Result<Poly, String> {
+pub(crate) fn in_parameters(p: &Poly, function: &KernelFunction, root: &System, backend: &Backend) -> Result<Poly, String> {
     let mut p = p.clone();
     // Each round removes one scalar; definitions name only earlier ones, so this ends.
     for _ in 0..=function.derived.len() {

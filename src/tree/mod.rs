@@ -402,7 +402,7 @@ pub use build::code_at_root;
 mod collapse;
 mod same_choice;
 mod contention;
-mod derived;
+pub(crate) mod derived;
 mod fewer_threads;
 mod occupancy;
 mod performance;

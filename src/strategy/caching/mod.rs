@@ -128,12 +128,24 @@ pub fn stage(function: &KernelFunction, kernel: &Kernel, backend: &Backend) -> R
         let slots = frame.slots(&plans)?;
         let mut unallocatable = false;
         for (slot, users) in slots.arrays.iter().zip(&slots.users) {
-            if slot.elements().vars().iter().any(|v| crate::names::is_internal(v.name())) {
+            let elements = slot.elements();
+            let vars = elements.vars();
+            // What the tree cannot key on either: a counter of a loop around the schedule
+            // (a tile bounded by `k <= t + it`), or a derived scalar with no polynomial bound
+            // (`tree::derived`; `k <= t + nb` with `nb = N / TS`).
+            let why = if vars.iter().any(|v| crate::names::is_internal(v.name())) {
+                Some("the size of its tile over a block reads a quotient or a remainder of the subscripts, which the launch cannot compute: bound the loop by a parameter or a scalar defined before the schedule".to_string())
+            } else if let Some(v) = vars.iter().find(|v| kernel.host_loops.iter().any(|l| l.var == v.name())) {
+                Some(format!("the size of its tile over a block reads `{}`, the counter of a loop around the schedule, which the tree's constraints on shared memory cannot name: bound the loop by a parameter or a scalar defined before the loop", v.name()))
+            } else {
+                crate::tree::derived::in_parameters(&elements, function, &frame.collector.context, backend).err()
+            };
+            if let Some(why) = why {
                 for a in users {
                     if refused.iter().any(|(x, _)| x == a) {
                         continue;
                     }
-                    refused.push((a.clone(), "the size of its tile over a block reads a quotient or a remainder of the subscripts, which the launch cannot compute: bound the loop by a parameter or a scalar defined before the schedule".to_string()));
+                    refused.push((a.clone(), why.clone()));
                     unallocatable = true;
                 }
             }

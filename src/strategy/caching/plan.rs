@@ -191,6 +191,17 @@ impl Frame<'_> {
             let lo: Vec<Poly> = lo.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
             let hi: Vec<Poly> = hi.into_iter().map(|x| x.unwrap_or_else(Poly::zero)).collect();
             let extents: Vec<Poly> = (0..rank).map(|d| &hi[d] - &lo[d] + Poly::one()).collect();
+            // A range empty for some parameter values (`k < t - 5` with `TS <= 5`) would give
+            // a tile of negative size, and the next tile an origin before shared memory's
+            // start: the facts must make every extent at least zero (an empty tile, `nk*BD`
+            // k-tiles of a loop that may run none, holds nothing and moves nothing).
+            // An extent reading the model's own names (a quotient of the subscripts) is
+            // refused with its own reason where the shared slots are laid out.
+            for (d, extent) in extents.iter().enumerate() {
+                if !extent.vars().iter().any(|v| crate::names::is_internal(v.name())) && !self.proves(ctx, &Constraint::ge(extent, &Poly::zero())) {
+                    return Err(format!("its tile over a block would hold `{extent}` elements along subscript {} of `{array}`, which the program's facts allow to be negative (its accesses run over no element there): state the fact that rules it out with `assume(...)`", d + 1));
+                }
+            }
             let origin: Vec<Poly> = (0..rank).map(|d| &base[d] + &lo[d]).collect();
             let footprint = if modulus.is_some() {
                 vec![(None, None); rank]
