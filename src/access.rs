@@ -339,36 +339,44 @@ impl<'b> Collector<'b> {
         p.vars().iter().any(|v| choices.get(v.name()).is_some_and(|d| d.when.is_some()))
     }
 
-    /// Record an access: once, or once per case of the `min`/`max` choices its subscripts
-    /// name (more than [`MAX_CHOICE_CASES`]: the subscripts naming them are not modelled).
+    /// Record an access: once, or once per case of the `min`/`max` choices its subscripts or
+    /// its guards name (a loop bound `k <= max(t, T - 1 - t)`: the context bounds a `max` only
+    /// from below, so a guard left naming it bounds nothing). More than [`MAX_CHOICE_CASES`]:
+    /// the subscripts naming them are not modelled, and guards naming them are not exact.
     fn record(&mut self, access: Access) {
         let Some(choices) = &self.choices else {
             self.accesses.push(access);
             return;
         };
-        let named = |p: &Poly| p.vars().into_iter().find(|v| choices.contains_key(v.name()));
+        let named = |p: &Poly, decided: &std::collections::BTreeSet<String>| p.vars().into_iter().find(|v| choices.contains_key(v.name()) && !decided.contains(v.name()));
         let mut done = Vec::new();
-        let mut todo = vec![access];
-        while let Some(a) = todo.pop() {
-            let Some(v) = a.indices.iter().flatten().find_map(|p| named(p)) else {
+        let mut todo = vec![(access, std::collections::BTreeSet::new())];
+        while let Some((a, decided)) = todo.pop() {
+            let in_guards = || a.guards.iter().find_map(|g| named(g.poly(), &decided));
+            let Some(v) = a.indices.iter().flatten().find_map(|p| named(p, &decided)).or_else(in_guards) else {
                 done.push(a);
                 continue;
             };
             if done.len() + todo.len() + 2 > MAX_CHOICE_CASES {
                 let mut a = a;
-                a.indices.iter_mut().filter(|p| p.as_ref().is_some_and(|p| named(p).is_some())).for_each(|p| *p = None);
+                a.indices.iter_mut().filter(|p| p.as_ref().is_some_and(|p| named(p, &decided).is_some())).for_each(|p| *p = None);
+                if a.guards.iter().any(|g| named(g.poly(), &decided).is_some()) {
+                    a.exact_guards = false;
+                }
                 done.push(a);
                 continue;
             }
             let def = &choices[v.name()];
             let m = Poly::var(v.name());
+            let mut decided = decided;
+            decided.insert(v.name().to_string());
             if let Some((then, otherwise)) = &def.when {
                 for (chosen, holding) in [(&def.a, then), (&def.b, otherwise)] {
                     let mut case = a.clone();
                     case.indices = a.indices.iter().map(|p| p.as_ref().map(|p| p.substitute(&v, chosen))).collect();
                     case.guards.extend(holding.iter().cloned());
                     case.guards.push(Constraint::eq(&m, chosen));
-                    todo.push(case);
+                    todo.push((case, decided.clone()));
                 }
                 continue;
             }
@@ -384,7 +392,7 @@ impl<'b> Collector<'b> {
                 };
                 case.guards.push(wins);
                 case.guards.push(Constraint::eq(&m, chosen));
-                todo.push(case);
+                todo.push((case, decided.clone()));
             }
         }
         // In source order of the cases (the first choice first).
@@ -1125,7 +1133,14 @@ impl<'b> Collector<'b> {
                     }
                     _ => exact = false,
                 }
-                match self.poly(&l.hi, env, guards) {
+                // The bound is read before every iteration: a scalar the body assigns has no one
+                // value there (`int m = t; for (k = 0; k <= m; k++) { ... m = t + T; }` runs
+                // past `t`), so the bound is not modelled.
+                let mut at_test = env.clone();
+                for n in &assigned {
+                    at_test.insert(n.clone(), None);
+                }
+                match self.poly(&l.hi, &at_test, guards) {
                     Some(hi) if !self.names_conditional_choice(&hi) => g.push(if l.inclusive { Constraint::le(&counter, &hi) } else { Constraint::lt(&counter, &hi) }),
                     _ => exact = false,
                 }

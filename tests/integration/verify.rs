@@ -1881,6 +1881,34 @@ fn a_negative_divisor_is_modelled_and_an_unmodelled_subscript_says_why() {
     }
 }
 
+/// A loop bounded by `max`/`min` of the thread index (`k <= max(t, TS - 1 - t)`): the guard
+/// names the choice, which the context bounds from one side only, so the check is split by the
+/// choice's cases as a subscript naming it is. Before, any `k` satisfied the guard and the
+/// correct program got an out-of-bounds defect with a witness no thread reaches.
+#[test]
+fn a_loop_bounded_by_a_min_or_max_is_split_by_its_cases() {
+    let src = "void tri(int N, int TS, const float x[N], float y[N]) {
+  assume(N >= 1 && TS >= 1 && N % TS == 0);
+  int nb = N / TS;
+  meta_schedule {
+    meta_for (int b = 0; b < nb; b++)
+      meta_for (int t = 0; t < TS; t++) {
+        float s = 0;
+        for (int k = 0; k <= max(t, TS - 1 - t); k++) s += x[b * TS + k];
+        for (int k = min(t, 2); k < TS; k++) s += x[b * TS + k];
+        y[b * TS + t] = s;
+      }
+  }
+}
+";
+    common::assert_every_leaf_proved("tri.mf", src, &backend(), 2);
+    // One past the end at one block size: a defect.
+    let wrong = src.replace("max(t, TS - 1 - t)", "min(t + 1, TS - t)");
+    let (f, tree) = tree_of(&wrong);
+    let s: Vec<Status> = verify_tree(&f, &tree, &backend(), Options { points: 2, ..Options::default() }).unwrap().iter().map(|r| r.status()).collect();
+    assert!(!s.is_empty() && s.iter().all(|s| matches!(s, Status::Defect("out of bounds", _))), "{s:?}");
+}
+
 /// Index arithmetic as users port it (a helper's sweep of data-movement kernels; each was left
 /// unverified, Z3 at its resource limit, before the rule its comment names):
 /// - digits peeled by subtraction, outermost first (`r0 = i - n*(C*H*W)`): the remainder of
