@@ -137,7 +137,13 @@ pub fn run_point(function: &KernelFunction, programs: &Programs, point: &BTreeMa
                 _ => "in host code".to_string(),
             };
             if at == Where::Schedule(programs.launching.launches.first().map_or(usize::MAX, |l| l.schedule)) {
-                Outcome::Unusable(format!("the serial program stops {place}: {fault}"))
+                match fault {
+                    // The schedule as written indexes outside an array at a point of the
+                    // facts: the program is wrong there, whatever the leaf did (a staged leaf's
+                    // guarded loads hid `x[-1]`, and it was "proved").
+                    Fault::OutOfBounds { .. } => Outcome::Fault(fault),
+                    _ => Outcome::Unusable(format!("the serial program stops {place}: {fault}")),
+                }
             } else if stats.compared > 0 {
                 // The launches before the fault were compared; the fault is the source
                 // program's, elsewhere, and is reported on the leaves of its own schedule.

@@ -1909,6 +1909,36 @@ fn a_loop_bounded_by_a_min_or_max_is_split_by_its_cases() {
     assert!(!s.is_empty() && s.iter().all(|s| matches!(s, Status::Defect("out of bounds", _))), "{s:?}");
 }
 
+/// A schedule that, as written, reads outside an array only at small sizes (`x[N + b*TS + t -
+/// k]` is `x[-1]` at `N = 2`): a staged leaf's guarded tile loads never read there, and its
+/// points where the serial program stopped were "not run", so it was proved. The serial code's
+/// out-of-bounds access at a point of the facts is the program's defect, reported on every leaf.
+#[test]
+fn a_schedule_that_reads_outside_its_array_at_small_sizes_is_a_defect_in_its_staged_leaves_too() {
+    let src = "void k_t64(int N, int TS, const float x[3*N], float y[N]) {
+  assume(N >= 1 && TS >= 1);
+  assume(N % TS == 0);
+  int nb = N / TS;
+  meta_schedule cache(x) {
+    meta_for (int b = 0; b < nb; b++)
+      meta_for (int t = 0; t < TS; t++) {
+        int off = N + b * TS;
+        float s = 0;
+        for (int k = t; k <= t + 3; k++) s += x[off + t - k] * (float)(k + 1);
+        y[b * TS + t] = s;
+      }
+  }
+}
+";
+    let (f, tree) = tree_of(src);
+    let reports = verify_tree(&f, &tree, &backend(), Options { points: 40, ..Options::default() }).unwrap();
+    let staged: Vec<_> = reports.iter().filter(|r| !tree.nodes[r.leaf].staged.shared.is_empty()).collect();
+    assert!(!staged.is_empty(), "no leaf stages `x`");
+    for r in &reports {
+        assert!(matches!(r.status(), Status::Defect("out of bounds", _)), "leaf {}: {:?}", r.leaf, r.status());
+    }
+}
+
 /// Index arithmetic as users port it (a helper's sweep of data-movement kernels; each was left
 /// unverified, Z3 at its resource limit, before the rule its comment names):
 /// - digits peeled by subtraction, outermost first (`r0 = i - n*(C*H*W)`): the remainder of
