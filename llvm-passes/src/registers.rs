@@ -27,8 +27,9 @@
 //!   multiplication does, and at 64 bits [`CONSTANT_DIVISION_64_TEMPORARIES`] more unless
 //!   the divisor is a power of two (nvcc on micro-kernels; before, such a division counted
 //!   as the reciprocal expansion or, at 64 bits, as a subroutine call: 15-16 registers).
-//!   Those whose slow path calls a subroutine of its own (precise `div.rn.f32` and `div.rn.f64`, `rcp.rn` for a division of 1 or -1, 64-bit
-//!   division and remainder, `sqrt.rn.f64`) hold that subroutine's registers less their
+//!   Those whose slow path calls a subroutine of its own (precise `div.rn.f32` and
+//!   `div.rn.f64`, `rcp.rn` for a division of 1 or -1, 64-bit division and remainder by a
+//!   value, `sqrt.rn.f64`) hold that subroutine's registers less their
 //!   operands' words: ptxas allocates the subroutine's registers apart from the values live
 //!   across the call (SASS of `gramschmidt`'s division kernel: the subroutine's 20 registers
 //!   above the caller's 9).

@@ -458,7 +458,7 @@ impl Locality {
             }
             // Over the block, v's bound by `-rest` (above) or `rest` (below) reaches furthest
             // where `rest` is least.
-            let Some(rest) = self.at_thread_extremes(&rest, false, frame) else { continue };
+            let Some(rest) = self.least_over_block(&rest, frame) else { continue };
             let one = Rational::from_integer(1.into());
             // c*v + rest REL 0 with c = +-1: v <= -rest, v < -rest, v >= rest, v > rest.
             use constraints::Rel;
@@ -473,10 +473,10 @@ impl Locality {
         (lo, hi)
     }
 
-    /// `p` with each thread index it reads replaced by that index's least value over the block
-    /// (`greatest`: its greatest), where `p` is free of other local variables and reads each
-    /// thread index linearly with a constant coefficient; `None` otherwise.
-    fn at_thread_extremes(&self, p: &Poly, greatest: bool, frame: &Frame) -> Option<Poly> {
+    /// The least value of `p` over the block's threads: each thread index it reads at the end
+    /// of its range that makes its term least, where `p` is free of other local variables and
+    /// reads each thread index linearly with a constant coefficient; `None` otherwise.
+    fn least_over_block(&self, p: &Poly, frame: &Frame) -> Option<Poly> {
         let mut out = p.clone();
         for x in p.vars() {
             if !self.is_local(x.name()) {
@@ -488,8 +488,8 @@ impl Locality {
             if p.terms().any(|(m, _)| m.exponent(&x) > 0 && m.factors() != [(x.clone(), 1)]) {
                 return None;
             }
-            // Over 0 <= x <= extent - 1 a term c*x is greatest at the top when c > 0.
-            let top = (coeff > Rational::from_integer(0.into())) == greatest;
+            // Over 0 <= x <= extent - 1 a term c*x is least at the top when c < 0.
+            let top = coeff < Rational::from_integer(0.into());
             out = out.substitute(&x, &if top { extent - &Poly::one() } else { Poly::zero() });
         }
         Some(out)
