@@ -198,7 +198,16 @@ impl Frame<'_> {
             // An extent reading the model's own names (a quotient of the subscripts) is
             // refused with its own reason where the shared slots are laid out.
             for (d, extent) in extents.iter().enumerate() {
-                if !extent.vars().iter().any(|v| crate::names::is_internal(v.name())) && !self.proves(ctx, &Constraint::ge(extent, &Poly::zero())) {
+                let vars = extent.vars();
+                if vars.iter().any(|v| crate::names::is_internal(v.name())) {
+                    continue;
+                }
+                // A counter of a loop around the schedule has no fact bounding it here, and
+                // the tree could not key a tile on it anyway: say that, not "negative".
+                if let Some(v) = vars.iter().find(|v| self.kernel.host_loops.iter().any(|l| l.var == v.name())) {
+                    return Err(format!("its tile over a block would hold `{extent}` elements along subscript {} of `{array}`: that reads `{}`, the counter of a loop around the schedule, which the tree's constraints on shared memory cannot name: bound the loop by a parameter or a scalar defined before the loop", d + 1, v.name()));
+                }
+                if !self.proves(ctx, &Constraint::ge(extent, &Poly::zero())) {
                     return Err(format!("its tile over a block would hold `{extent}` elements along subscript {} of `{array}`, which the program's facts allow to be negative (its accesses run over no element there): state the fact that rules it out with `assume(...)`", d + 1));
                 }
             }
