@@ -4,10 +4,11 @@
 //! `metafork` lowering, or by hand in tests) for the `nvptx64-nvidia-cuda` target and offers
 //! the target set-up ([`target`]), the fixed optimisation pipeline that precedes counting
 //! ([`pipeline`]), the register-pressure transformations ([`pressure`]), the register estimate
-//! from IR ([`registers`], on the control-flow graph of [`cfg`] and the uniform-register model
-//! of [`uniform`]), and the exact mode that reads `ptxas -v` ([`ptxas`]), with an opt-in cache of its reports
+//! from IR ([`registers`], on the control-flow graph of [`cfg`], the uniform-register model
+//! of [`uniform`] and the immediate offsets of [`addressing`]), and the exact mode that reads `ptxas -v` ([`ptxas`]), with an opt-in cache of its reports
 //! ([`compile_cache`]).
 
+pub mod addressing;
 pub mod cfg;
 pub mod compile_cache;
 pub mod pipeline;

@@ -20,6 +20,14 @@
 //!   that is live through a loop not reading it counts only at the instructions that read it:
 //!   a register-blocked kernel's 64 output addresses, computed before its loop and used after,
 //!   are not held (nvcc: 107 registers where holding them would take about 210).
+//! - *Immediate offsets*: an address at a constant offset from another that only loads, stores
+//!   and atomics read is the machine's register-plus-immediate operand and holds no register:
+//!   its readers read its base ([`crate::addressing`]; the pipeline's back-end passes split such
+//!   offsets off, as nvcc's do). Over the corpus's three groups of parts, on the same saved IR
+//!   (`make bench-replay`), mean error at sm_75 / 80 / 90 went from 14.3 / 9.1 / 8.8% to
+//!   14.5 / 9.1 / 8.7% on the parts rules are chosen on, 17.3 / 11.0 / 10.5% to
+//!   16.9 / 10.6 / 10.2% and 16.2 / 9.8 / 10.4% to 16.2 / 8.6 / 9.3% on the others
+//!   (bench/RESULTS.md, fifty-fifth session).
 //! - *Expansions*: instructions ptxas expands into sequences (32-bit integer division and
 //!   remainder, `sqrt.rn.f32`) hold temporaries at their point ([`expansion_temporaries`],
 //!   measured with values live across them). A division or remainder by a constant is not
@@ -88,8 +96,9 @@
 //! A phi reads one incoming value per path, so uniform values merged by a phi count as the
 //! widest of them at the phi, not their sum.
 
+use crate::addressing::Folded;
 use crate::cfg::{innermost_loops, Cfg};
-use crate::uniform::{is_tracked, key, recomputable_values, uniformities, value_operands, Bases, Key, Uniformity};
+use crate::uniform::{is_tracked, key, recomputable_values, uniformities, Bases, Key, Uniformity};
 use inkwell::llvm_sys::core::{LLVMGetIntTypeWidth, LLVMGetPointerAddressSpace, LLVMGetTypeKind, LLVMTypeOf};
 use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::llvm_sys::LLVMTypeKind;
@@ -252,6 +261,9 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     let blocks = &cfg.blocks;
     // Values in uniform registers: not held, read where used.
     let Uniformity { uniform, scale_registers } = uniformity;
+    // Constant offsets from an address that only memory instructions read take no register:
+    // such a `getelementptr` is left out, and its readers read its base.
+    let folded = Folded::of(function);
     let is_tracked = |v: LLVMValueRef| is_tracked(v) && !uniform.contains(&key(v));
     let mut width: HashMap<Key, (u32, u32)> = HashMap::default();
     let mut info: Vec<BlockInfo> = Vec::new();
@@ -264,30 +276,24 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
             width.insert(key(r), if scale_registers.contains(&key(r)) { (1, 0) } else { width_of(r) });
         }
     }
-    let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| uniform.contains(k)) };
+    let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, &folded, &|k| uniform.contains(k)) };
     for bb in blocks {
-        let instrs: Vec<InstructionValue> = bb.get_instructions().collect();
+        let instrs: Vec<InstructionValue> = bb.get_instructions().filter(|i| !folded.is_folded(i)).collect();
         let mut upward = HashSet::default();
         let mut defs = HashSet::default();
         for i in &instrs {
             let r = i.as_value_ref();
             let is_phi = i.get_opcode() == InstructionOpcode::Phi;
-            for n in 0..i.get_num_operands() {
-                match i.get_operand(n) {
-                    Some(Operand::Value(v)) => {
-                        let vr = v.as_value_ref();
-                        if !is_tracked(vr) {
-                            continue;
-                        }
-                        width.entry(key(vr)).or_insert_with(|| width_of(vr));
-                        if is_phi {
-                            continue; // attributed to the incoming block below
-                        }
-                        if !defs.contains(&key(vr)) {
-                            upward.insert(key(vr));
-                        }
-                    }
-                    _ => {}
+            for vr in folded.operands(i) {
+                if !is_tracked(vr) {
+                    continue;
+                }
+                width.entry(key(vr)).or_insert_with(|| width_of(vr));
+                if is_phi {
+                    continue; // attributed to the incoming block below
+                }
+                if !defs.contains(&key(vr)) {
+                    upward.insert(key(vr));
                 }
             }
             if is_phi {
@@ -349,7 +355,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     let mut kill: Vec<HashSet<Key>> = vec![HashSet::default(); n];
     let mut through_loops: HashSet<Key> = HashSet::default();
     for (header, body) in cfg.loops() {
-        let read_inside: HashSet<Key> = body.iter().flat_map(|&b| info[b].instrs.iter().flat_map(value_operands)).map(key).collect();
+        let read_inside: HashSet<Key> = body.iter().flat_map(|&b| info[b].instrs.iter().flat_map(|i| folded.operands(i))).map(key).collect();
         let through: Vec<Key> = live_in[header].iter().filter(|k| recomputable.contains(k) && !read_inside.contains(k)).copied().collect();
         kill[header].extend(through.iter().copied());
         through_loops.extend(through);
@@ -376,7 +382,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     // The peak words (and predicates) and the unrolled loops' peak, given the values
     // rematerialised and the liveness that goes with it.
     let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>], sunk: &dyn Fn(&InstructionValue) -> bool| -> Peak {
-        let rematerialised_words = |i: &InstructionValue| -> u32 { words_read(i, &|k| rematerialised.contains(k)) };
+        let rematerialised_words = |i: &InstructionValue| -> u32 { words_read(i, &folded, &|k| rematerialised.contains(k)) };
         let sum_in = |set: &HashSet<Key>| {
             set.iter().filter(|k| !rematerialised.contains(k)).fold((0u32, 0u32), |(w, p), k| {
                 let (a, b) = width.get(k).copied().unwrap_or((0, 0));
@@ -392,7 +398,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
             max_w = max_w.max(w);
             max_w_uniform_addresses = max_w_uniform_addresses.max(w);
             max_p = max_p.max(p);
-            let ordered = schedule(&info[b].instrs, sunk);
+            let ordered = schedule(&info[b].instrs, &folded, sunk);
             // Where global accesses take vector register pairs (sm_80 on), the uniform addresses
             // of the block's stores and atomics after its first global load are copied into
             // their pairs while that load is in flight: held from there to their use.
@@ -408,13 +414,13 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
                 let (w, p) = sum_in(&live);
                 let uniform_read = uniform_operand_words(i);
                 let at_instruction = uniform_read + rematerialised_words(i) + expansion_temporaries(i);
-                max_w = max_w.max(w + at_instruction + copied_early(first_load.is_some_and(|f| at >= f), &addresses_after, Some(i)));
-                if let Some((address, words)) = uniform_store_address(i, &uniform) {
+                max_w = max_w.max(w + at_instruction + copied_early(first_load.is_some_and(|f| at >= f), &addresses_after, Some(i), &folded));
+                if let Some((address, words)) = uniform_store_address(i, &uniform, &folded) {
                     addresses_after.insert(address, words);
                 }
                 // Where addresses are uniform registers (sm_75), a uniform instruction reads its
                 // uniform operands there too: address arithmetic on the uniform datapath.
-                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform)) } else { at_instruction - uniform_read };
+                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform, &folded)) } else { at_instruction - uniform_read };
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction_uniform_addresses);
                 max_p = max_p.max(p);
                 for ((body, defined), overlapped) in unrolled.iter().zip(&defined_in).zip(&copies_of) {
@@ -429,17 +435,14 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
                 }
                 live.remove(&r);
                 if i.get_opcode() != InstructionOpcode::Phi {
-                    for k in 0..i.get_num_operands() {
-                        if let Some(Operand::Value(v)) = i.get_operand(k) {
-                            let vr = v.as_value_ref();
-                            if is_tracked(vr) {
-                                live.insert(key(vr));
-                            }
+                    for vr in folded.operands(i) {
+                        if is_tracked(vr) {
+                            live.insert(key(vr));
                         }
                     }
                 }
                 let (w, p) = sum_in(&live);
-                max_w = max_w.max(w + copied_early(first_load.is_some_and(|f| at > f), &addresses_after, None));
+                max_w = max_w.max(w + copied_early(first_load.is_some_and(|f| at > f), &addresses_after, None, &folded));
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w);
                 max_p = max_p.max(p);
             }
@@ -475,7 +478,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     // costs no occupancy ([`Region::hoisted_peak`]).
     if !kept_rolled.is_empty() {
         for body in &kept_rolled {
-            let region = Region { body, cfg: &cfg, info: &info, live_out: &held_live_out };
+            let region = Region { body, cfg: &cfg, info: &info, live_out: &held_live_out, folded: &folded };
             let hoisted = region.hoisted_peak(&read_only_load, &|k| !uniform.contains(k), &|k| width.get(k).copied().unwrap_or((0, 0)).0, &|i| uniform_operand_words(i) + expansion_temporaries(i));
             unrolled_peak = unrolled_peak.max(hoisted);
         }
@@ -504,9 +507,9 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
 /// The words of the distinct operands of `i` that `counted` selects, read at `i`. A phi reads
 /// one incoming value on each path (a copy at the end of that predecessor), so it holds the
 /// widest of them, not their sum.
-fn words_read(i: &InstructionValue<'_>, counted: &dyn Fn(&Key) -> bool) -> u32 {
+fn words_read(i: &InstructionValue<'_>, folded: &Folded, counted: &dyn Fn(&Key) -> bool) -> u32 {
     let mut seen = HashSet::default();
-    let words = value_operands(i).into_iter().filter(|vr| counted(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
+    let words = folded.operands(i).into_iter().filter(|vr| counted(&key(*vr)) && seen.insert(key(*vr))).map(|vr| width_of(vr).0);
     if i.get_opcode() == InstructionOpcode::Phi {
         words.max().unwrap_or(0)
     } else {
@@ -520,6 +523,7 @@ struct Region<'a, 'ctx> {
     cfg: &'a Cfg<'ctx>,
     info: &'a [BlockInfo<'ctx>],
     live_out: &'a [HashSet<Key>],
+    folded: &'a Folded,
 }
 
 impl<'ctx> Region<'_, 'ctx> {
@@ -549,7 +553,7 @@ impl<'ctx> Region<'_, 'ctx> {
             .map(|h| self.info[h].instrs.iter().filter(|i| i.get_opcode() == InstructionOpcode::Phi).map(|i| key(i.as_value_ref())).collect())
             .unwrap_or_default();
         let is_header_phi = |i: &InstructionValue<'ctx>| header_phis.contains(&key(i.as_value_ref()));
-        let ordered = schedule_with(&sequence, &is_header_phi, hoistable, &|_| false);
+        let ordered = schedule_with(&sequence, self.folded, &is_header_phi, hoistable, &|_| false);
         let sum = |set: &HashSet<Key>| -> u32 { set.iter().map(|k| words(k)).sum() };
         let mut peak = sum(&live);
         for i in ordered.iter().rev() {
@@ -560,7 +564,7 @@ impl<'ctx> Region<'_, 'ctx> {
             peak = peak.max(sum(&live) + at(i));
             live.remove(&r);
             if !is_header_phi(i) {
-                for v in value_operands(i) {
+                for v in self.folded.operands(i) {
                     let k = key(v);
                     if is_tracked(v) && tracked(&k) {
                         live.insert(k);
@@ -781,8 +785,8 @@ fn callee_name(i: &InstructionValue<'_>) -> Option<String> {
 /// Only pure values move, and only later, so the order is a legal schedule. The loads `sunk`
 /// marks move as pure values do, to their first use: only loads of read-only arrays, which no
 /// store of the kernel can change, so that order is legal too.
-fn schedule<'ctx>(instrs: &[InstructionValue<'ctx>], sunk: &dyn Fn(&InstructionValue<'ctx>) -> bool) -> Vec<InstructionValue<'ctx>> {
-    schedule_with(instrs, &|i| i.get_opcode() == InstructionOpcode::Phi, &|_| false, sunk)
+fn schedule<'ctx>(instrs: &[InstructionValue<'ctx>], folded: &Folded, sunk: &dyn Fn(&InstructionValue<'ctx>) -> bool) -> Vec<InstructionValue<'ctx>> {
+    schedule_with(instrs, folded, &|i| i.get_opcode() == InstructionOpcode::Phi, &|_| false, sunk)
 }
 
 /// Registers for a kernel whose values take `least` words at most in the order that holds
@@ -814,13 +818,12 @@ pub fn uniform_global_addresses(arch: &str) -> bool {
 
 /// The words of `i`'s address that [`uniform_global_addresses`] frees: `i` a load, store or
 /// atomic on global memory whose address is uniform (and not also an operand of another kind).
-fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> u32 {
+fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>, folded: &Folded) -> u32 {
     let Some(pointer) = pointer_operand(i) else { return 0 };
-    let Some(Operand::Value(address)) = i.get_operand(pointer) else { return 0 };
-    let address = address.as_value_ref();
+    let Some(address) = folded.operand(i, pointer) else { return 0 };
     // SAFETY: `address` is a live operand of `i`; only its type is read.
     let global = unsafe { LLVMGetTypeKind(LLVMTypeOf(address)) == LLVMTypeKind::LLVMPointerTypeKind && LLVMGetPointerAddressSpace(LLVMTypeOf(address)) == 1 };
-    let also_a_value = (0..i.get_num_operands()).any(|n| n != pointer && matches!(i.get_operand(n), Some(Operand::Value(v)) if v.as_value_ref() == address));
+    let also_a_value = (0..i.get_num_operands()).any(|n| n != pointer && folded.operand(i, n) == Some(address));
     if global && uniform.contains(&key(address)) && !also_a_value {
         width_of(address).0
     } else {
@@ -830,13 +833,13 @@ fn uniform_address_words(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> u3
 
 /// `i`'s address and its words when `i` is a store or an atomic whose global address is
 /// uniform ([`uniform_address_words`]): what ptxas copies into a vector register pair early.
-fn uniform_store_address(i: &InstructionValue<'_>, uniform: &HashSet<Key>) -> Option<(Key, u32)> {
+fn uniform_store_address(i: &InstructionValue<'_>, uniform: &HashSet<Key>, folded: &Folded) -> Option<(Key, u32)> {
     if i.get_opcode() == InstructionOpcode::Load {
         return None;
     }
-    let words = uniform_address_words(i, uniform);
-    match i.get_operand(pointer_operand(i)?) {
-        Some(Operand::Value(address)) if words > 0 => Some((key(address.as_value_ref()), words)),
+    let words = uniform_address_words(i, uniform, folded);
+    match folded.operand(i, pointer_operand(i)?) {
+        Some(address) if words > 0 => Some((key(address), words)),
         _ => None,
     }
 }
@@ -854,11 +857,11 @@ fn pointer_operand(i: &InstructionValue<'_>) -> Option<u32> {
 /// atomics), held where the block's first global load has issued, `after_first_load`
 /// ([`uniform_store_address`]); at an instruction `at`, less those it reads itself (counted
 /// there as its uniform operands).
-fn copied_early(after_first_load: bool, addresses: &HashMap<Key, u32>, at: Option<&InstructionValue<'_>>) -> u32 {
+fn copied_early(after_first_load: bool, addresses: &HashMap<Key, u32>, at: Option<&InstructionValue<'_>>, folded: &Folded) -> u32 {
     if !after_first_load || addresses.is_empty() {
         return 0;
     }
-    let read = at.map(value_operands).unwrap_or_default();
+    let read = at.map(|i| folded.operands(i)).unwrap_or_default();
     addresses.iter().filter(|(k, _)| !read.iter().any(|&v| key(v) == **k)).map(|(_, w)| w).sum()
 }
 
@@ -880,12 +883,14 @@ const LEAST_BUDGET: u32 = OCCUPANCY_FREE_REGISTERS_SM90;
 /// are placed at their first use.
 fn schedule_with<'ctx>(
     instrs: &[InstructionValue<'ctx>],
+    folded: &Folded,
     first: &dyn Fn(&InstructionValue<'ctx>) -> bool,
     hoisted: &dyn Fn(&InstructionValue<'ctx>) -> bool,
     sunk: &dyn Fn(&InstructionValue<'ctx>) -> bool,
 ) -> Vec<InstructionValue<'ctx>> {
     struct Placer<'a, 'ctx> {
         instrs: &'a [InstructionValue<'ctx>],
+        folded: &'a Folded,
         position: HashMap<Key, usize>,
         placed: Vec<bool>,
         is_first: Vec<bool>,
@@ -899,12 +904,10 @@ fn schedule_with<'ctx>(
             self.placed[n] = true;
             let i = self.instrs[n];
             if !self.is_first[n] {
-                for k in 0..i.get_num_operands() {
-                    if let Some(Operand::Value(v)) = i.get_operand(k) {
-                        if let Some(&m) = self.position.get(&key(v.as_value_ref())) {
-                            if m < n {
-                                self.place(m);
-                            }
+                for v in self.folded.operands(&i) {
+                    if let Some(&m) = self.position.get(&key(v)) {
+                        if m < n {
+                            self.place(m);
                         }
                     }
                 }
@@ -920,6 +923,7 @@ fn schedule_with<'ctx>(
         .collect();
     let mut placer = Placer {
         instrs,
+        folded,
         position,
         placed: vec![false; instrs.len()],
         is_first: instrs.iter().map(first).collect(),

@@ -258,7 +258,7 @@ fn vector_operands(
 
 /// The bytes of the element a one-index `getelementptr` steps over (`None` where the type has
 /// no fixed size the module's data layout gives).
-fn element_size(gep: &InstructionValue<'_>) -> Option<u64> {
+pub(crate) fn element_size(gep: &InstructionValue<'_>) -> Option<u64> {
     use inkwell::llvm_sys::core::{LLVMGetGEPSourceElementType, LLVMGetGlobalParent, LLVMGetInstructionParent, LLVMGetBasicBlockParent};
     use inkwell::llvm_sys::target::{LLVMABISizeOfType, LLVMGetModuleDataLayout};
     // SAFETY: `gep` is a live `getelementptr` in a function of a live module; the data layout

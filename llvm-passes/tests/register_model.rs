@@ -1,7 +1,8 @@
 //! The register model's refinements, each on a pair of kernels that differ only in what the
 //! refinement is about: uniform argument arithmetic, ptxas's expansion of precise and 64-bit
 //! division, arithmetic sinking to its first use, the copies of a loop ptxas unrolls, the
-//! early loads of a loop it keeps rolled, phis of uniform values and square roots.
+//! early loads of a loop it keeps rolled, phis of uniform values, square roots, and addresses
+//! at constant offsets that the addressing mode absorbs.
 
 mod common;
 
@@ -499,4 +500,63 @@ entry:
     // sm_75 holds none of the addresses in vector registers, load or not.
     assert_eq!(after_a_load.max_live_words_uniform_addresses, 1, "{after_a_load:?}");
     assert_eq!(after_a_load.for_architecture("sm_75"), 1 + llvm_passes::registers::FIXED_COST, "{after_a_load:?}");
+}
+
+/// A kernel loading `a[9*tid + c]` for each offset `c` in `offsets` through `address(c)` (IR
+/// lines defining `%p<c>` from `%row`, the pair `a + 9*tid`), summing the values into
+/// `b[tid]`; `extra` adds lines before the return.
+fn offsets_kernel(offsets: &[i64], address: &dyn Fn(i64) -> String, extra: &str) -> String {
+    let mut body = String::new();
+    let mut sum = "0.0".to_string();
+    for &c in offsets {
+        body += &address(c);
+        body += &format!("  %v{c} = load float, ptr addrspace(1) %p{c}, align 4\n  %s{c} = fadd float {sum}, %v{c}\n");
+        sum = format!("%s{c}");
+    }
+    format!(
+        r#"
+target triple = "nvptx64-nvidia-cuda"
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+define ptx_kernel void @k(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c) {{
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %t = sext i32 %tid to i64
+  %m9 = mul nsw i64 %t, 9
+  %row = getelementptr float, ptr addrspace(1) %a, i64 %m9
+{body}  %out = getelementptr float, ptr addrspace(1) %b, i64 %t
+  store float {sum}, ptr addrspace(1) %out, align 4
+{extra}  ret void
+}}
+"#
+    )
+}
+
+/// An address at a constant offset from another, read only by memory instructions, is the
+/// machine's register plus an immediate: it holds no register of its own, as if each load read
+/// the base (SASS of a 3x3 matrix inverse: nine loads from one pair at offsets 0x0..0x20).
+/// An offset address used as a value, or an offset past the immediate's range, still holds
+/// its pair.
+#[test]
+fn constant_offsets_from_an_address_take_no_register_of_their_own() {
+    let offsets: Vec<i64> = (0..9).collect();
+    let offset = |c: i64| format!("  %p{c} = getelementptr i8, ptr addrspace(1) %row, i64 {}\n", 4 * c);
+    let same_address = |c: i64| format!("  %p{c} = getelementptr i8, ptr addrspace(1) %row, i64 0\n");
+    let by_index = |c: i64| format!("  %i{c} = add nsw i64 %m9, {c}\n  %p{c} = getelementptr float, ptr addrspace(1) %a, i64 %i{c}\n");
+    let folded = estimate_ir(&offsets_kernel(&offsets, &offset, ""));
+    let base_only = estimate_ir(&offsets_kernel(&offsets, &same_address, ""));
+    let indexed = estimate_ir(&offsets_kernel(&offsets, &by_index, ""));
+    let hoisted = |c: i64| if c == 0 { offsets.iter().map(|&d| offset(d)).collect() } else { String::new() };
+    let early = estimate_ir(&offsets_kernel(&offsets, &hoisted, ""));
+    let escaping = estimate_ir(&offsets_kernel(&offsets, &hoisted, "  store ptr addrspace(1) %p8, ptr addrspace(1) %c, align 8\n"));
+    let far = |c: i64| format!("  %p{c} = getelementptr i8, ptr addrspace(1) %row, i64 {}\n", (4 * c) << 20);
+    let far = estimate_ir(&offsets_kernel(&offsets, &far, ""));
+    assert_eq!(folded.max_live_words, base_only.max_live_words, "{folded:?} vs {base_only:?}");
+    // Computed before the loads (where LLVM may leave them), the offsets cost nothing either.
+    assert_eq!(early.max_live_words, folded.max_live_words, "{early:?} vs {folded:?}");
+    // Each index computed apart (`9*tid + c`, before the back end splits the offsets off)
+    // makes a pair of its own.
+    assert!(indexed.max_live_words > folded.max_live_words, "{indexed:?} vs {folded:?}");
+    // Used as a value too (stored), or beyond the immediate's range: a pair again.
+    assert!(escaping.max_live_words > folded.max_live_words, "{escaping:?} vs {folded:?}");
+    assert!(far.max_live_words > folded.max_live_words, "{far:?} vs {folded:?}");
 }
