@@ -31,7 +31,7 @@ use corpus::programs;
 /// session); every other folder reports.
 const PARTS: [(&str, &[&str]); 2] = [
     ("design", &["examples", "examples/polybench", "examples/design-red"]),
-    ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/heldout-4", "examples/heldout-5", "examples/heldout-6", "examples/heldout-7", "examples/heldout-8", "examples/heldout-9", "examples/heldout-10", "examples/heldout-11", "examples/heldout-12", "examples/reductions", "examples/reductions-2", "examples/language", "tests/programs"]),
+    ("report", &["examples/heldout", "examples/heldout-2", "examples/heldout-3", "examples/heldout-4", "examples/heldout-5", "examples/heldout-6", "examples/heldout-7", "examples/heldout-8", "examples/heldout-9", "examples/heldout-10", "examples/heldout-11", "examples/heldout-12", "examples/heldout-13", "examples/reductions", "examples/reductions-2", "examples/language", "tests/programs"]),
 ];
 
 /// What one pipeline made of a code.

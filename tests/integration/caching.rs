@@ -501,3 +501,36 @@ fn a_tile_never_loads_an_element_another_block_writes() {
         crate::common::gen_and_verify(&format!("box_{name}"), &format!("{name}.mf"), src);
     }
 }
+
+/// A program that reads outside its array (`a[k]` for `k < B`, where the facts allow `B > N`)
+/// and stages it: the staged copy reads tile elements no block loaded (its loads are guarded to
+/// the array), and the leaf's checks, which see only those loads, proved it beside the
+/// unstaged leaves' defect (a helper's hunt). `verify` now checks the schedule as written
+/// under each staged leaf's constraints too: every leaf is a defect. With the fact that keeps
+/// `k` inside (`B <= N`), the staged leaves are proved.
+#[test]
+fn a_staged_leaf_of_a_schedule_that_reads_outside_its_array_is_a_defect() {
+    let dir = crate::common::scratch("cache-outside-extent");
+    let bin = env!("CARGO_BIN_EXE_metafork");
+    let program = |fact: &str| {
+        format!(
+            "void f(int N, int B, const float a[N], float b[N]) {{\n  assume(N >= 64 && B >= 1{fact});\n  meta_schedule cache(a) {{\n    meta_for (int w = 0; w < N; w++)\n      meta_for (int u = 0; u < B; u++)\n        if (u == 0) {{\n          float s = 0;\n          for (int k = 0; k < B; k++)\n            s = s + a[k];\n          b[w] = s;\n        }}\n  }}\n}}\n"
+        )
+    };
+    for (name, fact) in [("outside", ""), ("inside", " && B <= N")] {
+        std::fs::write(dir.join(format!("{name}.mf")), program(fact)).unwrap();
+        let g = std::process::Command::new(bin).current_dir(&dir).args(["gen", "--emit-cuda", &format!("{name}.mf"), "-o", name]).output().unwrap();
+        let err = String::from_utf8_lossy(&g.stderr);
+        assert!(g.status.success(), "{name}: {err}");
+        let leaves: Vec<String> = std::fs::read_dir(dir.join(name)).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains("_leaf") && p.extension().is_some_and(|x| x == "cu")).map(|p| std::fs::read_to_string(p).unwrap()).collect();
+        let v = std::process::Command::new(bin).args(["verify", dir.join(name).to_str().unwrap()]).output().unwrap();
+        let out = String::from_utf8_lossy(&v.stdout);
+        assert!(!err.contains("not applied") && leaves.iter().any(|l| l.contains("a_tile")), "{name}: `a` not staged: {err}");
+        if name == "outside" {
+            assert_eq!(v.status.code(), Some(3), "{out}");
+            assert!(out.contains("`a[k]` reads outside `a`") && !out.contains(": proved"), "{out}");
+        } else {
+            assert!(v.status.success(), "{out}");
+        }
+    }
+}
