@@ -25,8 +25,8 @@
 //!   its readers read its base ([`crate::addressing`]; the pipeline's back-end passes split such
 //!   offsets off, as nvcc's do). Over the corpus's three groups of parts, on the same saved IR
 //!   (`make bench-replay`), mean error at sm_75 / 80 / 90 went from 14.3 / 9.1 / 8.8% to
-//!   14.5 / 9.1 / 8.7% on the parts rules are chosen on, 17.3 / 11.0 / 10.5% to
-//!   16.9 / 10.6 / 10.2% and 16.2 / 9.8 / 10.4% to 16.2 / 8.6 / 9.3% on the others
+//!   14.6 / 9.1 / 8.7% on the parts rules are chosen on, 17.3 / 11.0 / 10.5% to
+//!   17.0 / 10.7 / 10.2% and 16.2 / 9.8 / 10.4% to 16.1 / 8.7 / 9.5% on the others
 //!   (bench/RESULTS.md, fifty-fifth session).
 //! - *Expansions*: instructions ptxas expands into sequences (32-bit integer division and
 //!   remainder, `sqrt.rn.f32`) hold temporaries at their point ([`expansion_temporaries`],
@@ -248,22 +248,22 @@ struct BlockInfo<'ctx> {
 pub fn estimate(function: FunctionValue<'_>) -> RegisterEstimate {
     let cfg = Cfg::of(function);
     let both = uniformities(&cfg, function);
-    let pairs = estimate_under(function, &cfg, both.pairs);
+    // Constant offsets from an address that only memory instructions read take no register:
+    // such a `getelementptr` is left out, and its readers read its base (both conventions).
+    let folded = Folded::of(function);
+    let pairs = estimate_under(function, &cfg, both.pairs, &folded);
     match both.constant_bank {
-        Some(bank) => RegisterEstimate { constant_bank_bases: Some(Box::new(estimate_under(function, &cfg, bank))), ..pairs },
+        Some(bank) => RegisterEstimate { constant_bank_bases: Some(Box::new(estimate_under(function, &cfg, bank, &folded))), ..pairs },
         None => pairs,
     }
 }
 
 /// The estimate given which values are uniform and which arguments stand for element-size
 /// registers.
-fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Uniformity) -> RegisterEstimate {
+fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Uniformity, folded: &Folded) -> RegisterEstimate {
     let blocks = &cfg.blocks;
     // Values in uniform registers: not held, read where used.
     let Uniformity { uniform, scale_registers } = uniformity;
-    // Constant offsets from an address that only memory instructions read take no register:
-    // such a `getelementptr` is left out, and its readers read its base.
-    let folded = Folded::of(function);
     let is_tracked = |v: LLVMValueRef| is_tracked(v) && !uniform.contains(&key(v));
     let mut width: HashMap<Key, (u32, u32)> = HashMap::default();
     let mut info: Vec<BlockInfo> = Vec::new();
@@ -276,7 +276,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
             width.insert(key(r), if scale_registers.contains(&key(r)) { (1, 0) } else { width_of(r) });
         }
     }
-    let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, &folded, &|k| uniform.contains(k)) };
+    let uniform_operand_words = |i: &InstructionValue| -> u32 { words_read(i, folded, &|k| uniform.contains(k)) };
     for bb in blocks {
         let instrs: Vec<InstructionValue> = bb.get_instructions().filter(|i| !folded.is_folded(i)).collect();
         let mut upward = HashSet::default();
@@ -382,7 +382,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     // The peak words (and predicates) and the unrolled loops' peak, given the values
     // rematerialised and the liveness that goes with it.
     let peak = |rematerialised: &HashSet<Key>, live_out: &[HashSet<Key>], sunk: &dyn Fn(&InstructionValue) -> bool| -> Peak {
-        let rematerialised_words = |i: &InstructionValue| -> u32 { words_read(i, &folded, &|k| rematerialised.contains(k)) };
+        let rematerialised_words = |i: &InstructionValue| -> u32 { words_read(i, folded, &|k| rematerialised.contains(k)) };
         let sum_in = |set: &HashSet<Key>| {
             set.iter().filter(|k| !rematerialised.contains(k)).fold((0u32, 0u32), |(w, p), k| {
                 let (a, b) = width.get(k).copied().unwrap_or((0, 0));
@@ -398,7 +398,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
             max_w = max_w.max(w);
             max_w_uniform_addresses = max_w_uniform_addresses.max(w);
             max_p = max_p.max(p);
-            let ordered = schedule(&info[b].instrs, &folded, sunk);
+            let ordered = schedule(&info[b].instrs, folded, sunk);
             // Where global accesses take vector register pairs (sm_80 on), the uniform addresses
             // of the block's stores and atomics after its first global load are copied into
             // their pairs while that load is in flight: held from there to their use.
@@ -414,13 +414,13 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
                 let (w, p) = sum_in(&live);
                 let uniform_read = uniform_operand_words(i);
                 let at_instruction = uniform_read + rematerialised_words(i) + expansion_temporaries(i);
-                max_w = max_w.max(w + at_instruction + copied_early(first_load.is_some_and(|f| at >= f), &addresses_after, Some(i), &folded));
-                if let Some((address, words)) = uniform_store_address(i, &uniform, &folded) {
+                max_w = max_w.max(w + at_instruction + copied_early(first_load.is_some_and(|f| at >= f), &addresses_after, Some(i), folded));
+                if let Some((address, words)) = uniform_store_address(i, &uniform, folded) {
                     addresses_after.insert(address, words);
                 }
                 // Where addresses are uniform registers (sm_75), a uniform instruction reads its
                 // uniform operands there too: address arithmetic on the uniform datapath.
-                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform, &folded)) } else { at_instruction - uniform_read };
+                let at_instruction_uniform_addresses = if tracked_result { at_instruction.saturating_sub(uniform_address_words(i, &uniform, folded)) } else { at_instruction - uniform_read };
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w + at_instruction_uniform_addresses);
                 max_p = max_p.max(p);
                 for ((body, defined), overlapped) in unrolled.iter().zip(&defined_in).zip(&copies_of) {
@@ -442,7 +442,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
                     }
                 }
                 let (w, p) = sum_in(&live);
-                max_w = max_w.max(w + copied_early(first_load.is_some_and(|f| at > f), &addresses_after, None, &folded));
+                max_w = max_w.max(w + copied_early(first_load.is_some_and(|f| at > f), &addresses_after, None, folded));
                 max_w_uniform_addresses = max_w_uniform_addresses.max(w);
                 max_p = max_p.max(p);
             }
@@ -478,7 +478,7 @@ fn estimate_under(function: FunctionValue<'_>, cfg: &Cfg<'_>, uniformity: Unifor
     // costs no occupancy ([`Region::hoisted_peak`]).
     if !kept_rolled.is_empty() {
         for body in &kept_rolled {
-            let region = Region { body, cfg: &cfg, info: &info, live_out: &held_live_out, folded: &folded };
+            let region = Region { body, cfg: &cfg, info: &info, live_out: &held_live_out, folded: folded };
             let hoisted = region.hoisted_peak(&read_only_load, &|k| !uniform.contains(k), &|k| width.get(k).copied().unwrap_or((0, 0)).0, &|i| uniform_operand_words(i) + expansion_temporaries(i));
             unrolled_peak = unrolled_peak.max(hoisted);
         }
