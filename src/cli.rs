@@ -203,9 +203,10 @@ pub enum Command {
     /// Registers are estimated from the kernel's LLVM IR after the fixed `default<O2>`
     /// pipeline (a liveness count of 32-bit words plus a fixed cost; see
     /// `llvm-passes/src/registers.rs`; the pipeline runs without the passes that never change
-    /// these kernels' IR, and `make bench-pipeline` checks that the IR is O2's). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_90)
-    /// the same IR is compiled to PTX by LLVM's NVPTX back end and assembled by the real
-    /// `ptxas -v`, whose register count is shown beside the estimate for that architecture (a
+    /// these kernels' IR, and `make bench-pipeline` checks that the IR is O2's). With `--ptxas ARCH` (repeatable: sm_75, sm_80, sm_86,
+    /// sm_89, sm_90, sm_100) the same IR is compiled to PTX by LLVM's NVPTX back end (LLVM 19
+    /// writes PTX up to sm_90; for sm_100 it is sm_90's PTX, as the driver would JIT it) and
+    /// assembled by the real `ptxas -v` for ARCH, whose register count is shown beside the estimate for that architecture (a
     /// loop ptxas unrolls fills registers up to what costs no occupancy there, and loads
     /// issued early are held only up to it: 32 on sm_80 and sm_90, 64 on sm_75; the tree keys
     /// its forks on the sm_90 estimate); the kernel is also

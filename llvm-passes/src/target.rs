@@ -111,11 +111,29 @@ pub fn verify(module: &Module<'_>) -> Result<(), String> {
     module.verify().map_err(|e| e.to_string())
 }
 
-/// PTX text for the module on one architecture. Code generation runs IR passes on the module
+/// The processors LLVM 19's NVPTX back end knows (`llc -march=nvptx64 -mcpu=help`), oldest
+/// first. Given one it does not know, LLVM warns on standard error, ignores the processor and
+/// prints `.version 6.0` with the unknown `.target`, which ptxas refuses: so the unknown ones
+/// never reach it ([`codegen_arch`]).
+const LLVM_PROCESSORS: &[u32] = &[20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+
+/// The processor LLVM generates PTX for when the PTX is to be assembled for `arch`: `arch`
+/// itself where LLVM knows it, else the newest it knows below `arch` (sm_90 for sm_100).
+/// PTX is forward compatible: ptxas assembles PTX written for sm_90 for any later processor,
+/// as the driver's JIT does for a kernel shipped as sm_90 PTX. `None` for a name that is not
+/// `sm_N`, or below every known processor.
+pub fn codegen_arch(arch: &str) -> Option<String> {
+    let number: u32 = arch.strip_prefix("sm_")?.parse().ok()?;
+    LLVM_PROCESSORS.iter().rev().find(|&&known| known <= number).map(|known| format!("sm_{known}"))
+}
+
+/// PTX text for the module, to be assembled for `arch`: written for [`codegen_arch`]`(arch)`,
+/// which is `arch` itself wherever LLVM knows it. Code generation runs IR passes on the module
 /// it is given, so it works on a clone: the module is unchanged, and PTX for one architecture
 /// never depends on which others were emitted before.
 pub fn emit_ptx(module: &Module<'_>, arch: &str) -> Result<String, String> {
-    let tm = target_machine(arch)?;
+    let processor = codegen_arch(arch).ok_or_else(|| format!("`{arch}` is not an NVPTX processor LLVM 19 can generate PTX for (sm_20 to sm_90, and later ones through sm_90's PTX)"))?;
+    let tm = target_machine(&processor)?;
     let copy = module.clone();
     // The copy may sit where a freed module left annotations in LLVM's cache; and a failed
     // code generation leaves its own behind.

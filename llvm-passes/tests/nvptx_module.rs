@@ -184,3 +184,30 @@ fn the_shared_pipeline_machine_optimises_alike_from_many_threads() {
         t.join().unwrap();
     }
 }
+
+/// LLVM 19 does not know sm_100: PTX for it is sm_90's (forward compatible), which ptxas
+/// assembles for sm_100, and never LLVM's `.version 6.0` with an unknown `.target`.
+#[test]
+fn a_processor_newer_than_llvm_gets_the_newest_ptx_llvm_writes() {
+    assert_eq!(target::codegen_arch("sm_100").as_deref(), Some("sm_90"));
+    assert_eq!(target::codegen_arch("sm_120").as_deref(), Some("sm_90"));
+    assert_eq!(target::codegen_arch("sm_88").as_deref(), Some("sm_87"));
+    assert_eq!(target::codegen_arch("sm_80").as_deref(), Some("sm_80"));
+    for not_one in ["sm_", "sm_x", "compute_90", "sm_10", "", "sm_-5"] {
+        assert_eq!(target::codegen_arch(not_one), None, "{not_one}");
+    }
+    let context = Context::create();
+    let module = build_kernel(&context);
+    let ptx = target::emit_ptx(&module, "sm_100").unwrap();
+    assert!(ptx.contains(".target sm_90"), "{ptx}");
+    assert!(target::emit_ptx(&module, "compute_90").is_err());
+    if let Some(ptxas) = ptxas() {
+        let tmp = tempfile::Builder::new().prefix("metafork-ptx-").tempdir().unwrap();
+        let file = tmp.path().join("add_one.ptx");
+        std::fs::write(&file, &ptx).unwrap();
+        let out = Command::new(ptxas).args(["-arch", "sm_100", "-v"]).arg(&file).arg("-o").arg(tmp.path().join("add_one.cubin")).output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ptxas failed for sm_100: {log}");
+        assert!(log.contains("for 'sm_100'") && log.contains("registers"), "{log}");
+    }
+}

@@ -267,6 +267,9 @@ fn kernels_and_yaml<R>(source: &str, trees: &[(&KernelFunction, Tree)], emit_cud
         let mut leaves = Vec::new();
         for n in tree.leaves() {
             let path: Vec<String> = n.constraints.constraints().iter().map(|c| shown(c)).filter(|c| !root_set.contains(c)).collect();
+            // What `gen --ptxas` compiled is recorded with or without `--emit-cuda` (the leaf's
+            // code is the kernel's, written to a file or not).
+            let compiled_as = by_code.group(n.id).map(|group| kernel_named_after(tree, group[0]));
             let (file, name) = match by_code.group(n.id).filter(|_| emit_cuda) {
                 Some(group) => {
                     let name = kernel_named_after(tree, group[0]);
@@ -301,7 +304,7 @@ fn kernels_and_yaml<R>(source: &str, trees: &[(&KernelFunction, Tree)], emit_cud
                     shared_memory_bytes: n.counters.shared_bytes.to_string(),
                     threads_per_block: n.counters.threads_per_block.to_string(),
                 },
-                compiled: name.as_ref().and_then(|k| compiled.get(k)).map(|m| m.iter().map(|(arch, r)| (arch.clone(), CompiledOut { registers: r.registers, static_shared_bytes: r.static_shared, spill_stores_bytes: r.spill_stores, spill_loads_bytes: r.spill_loads })).collect()).unwrap_or_default(),
+                compiled: compiled_as.as_ref().and_then(|k| compiled.get(k)).map(|m| m.iter().map(|(arch, r)| (arch.clone(), CompiledOut { registers: r.registers, static_shared_bytes: r.static_shared, spill_stores_bytes: r.spill_stores, spill_loads_bytes: r.spill_loads })).collect()).unwrap_or_default(),
                 kernel_file: file,
                 kernel_name: name,
                 unknown: n.unknown,
