@@ -74,9 +74,14 @@ pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
 impl DeviceProfile {
     /// A built-in profile by name, or a profile file by path (anything with a `/` or ending in
     /// `.yaml`/`.yml` is a path).
+    /// The file `load` reads for `name_or_path`: a path (it has a `/`, or ends in `.yaml` or
+    /// `.yml`), or `None` for a built-in profile's name.
+    pub fn file_of(name_or_path: &str) -> Option<&Path> {
+        (name_or_path.contains('/') || name_or_path.ends_with(".yaml") || name_or_path.ends_with(".yml")).then(|| Path::new(name_or_path))
+    }
+
     pub fn load(name_or_path: &str) -> Result<DeviceProfile, ProfileError> {
-        let is_path = name_or_path.contains('/') || name_or_path.ends_with(".yaml") || name_or_path.ends_with(".yml");
-        if is_path {
+        if DeviceProfile::file_of(name_or_path).is_some() {
             let text = crate::input::read_text(Path::new(name_or_path), MAX_PROFILE_BYTES, crate::input::Links::Follow)
                 .map_err(|e| ProfileError(format!("cannot read device profile `{}`: {e}", name_or_path.escape_debug())))?;
             return DeviceProfile::parse(name_or_path, &text);

@@ -140,8 +140,12 @@ pub struct Dispatcher {
     /// Kernel leaf names, by index.
     pub kernels: Vec<String>,
     /// Each kernel leaf's grid extents (by index), where they are integer arithmetic on the
-    /// integer parameters.
+    /// integer parameters. One a leaf's launch cannot compute at a point (a coarsened
+    /// `N / B * 2` past `int`) passes that leaf over there, as a grid too large does.
     pub grids: Vec<[Option<GridExtent>; 3]>,
+    /// The grid extents of the schedule as written (the tree's root code): one undefined at a
+    /// point is the program's own arithmetic undefined there, outside its assumptions.
+    pub written_grid: [Option<GridExtent>; 3],
     /// The integer derived scalars the launch computes and passes to the kernel, checked as C
     /// computes them: a point where one is undefined (`int e = N * M` past `int`) is outside
     /// the program, as a failing fact is.
@@ -149,9 +153,10 @@ pub struct Dispatcher {
     fast: Vec<FastRule>,
 }
 
-/// The message for a grid extent whose arithmetic is undefined at a point.
-pub fn grid_undefined(extent: &crate::frontend::ast::Expr, kernel: &str) -> String {
-    format!("the grid extent {extent} of {kernel} is undefined here (a division by zero, or a value outside the type C computes a step in)")
+/// The message for a grid extent of schedule `schedule` as written whose arithmetic is
+/// undefined at a point.
+pub fn grid_undefined(extent: &crate::frontend::ast::Expr, schedule: &str) -> String {
+    format!("the grid extent {extent} of schedule `{schedule}` is undefined here (a division by zero, or a value outside the type C computes a step in)")
 }
 
 /// One derived scalar the launch computes: its definition as C computes it, compiled.
@@ -183,6 +188,12 @@ impl Dispatcher {
         let mut rules = Vec::new();
         let mut kernels = Vec::new();
         let mut grids = Vec::new();
+        let grid_extent = |code: &crate::kernel::Kernel, d: usize| {
+            let e = code.grid.get(d)?;
+            let checked = facts.as_c_computes(e, &Default::default())?;
+            facts.compile(&checked).ok().map(|code| GridExtent { expr: e.clone(), checked, code })
+        };
+        let written_grid = [0, 1, 2].map(|d| grid_extent(&tree.nodes[0].staged, d));
         for (leaf, edges) in leaf_paths(tree) {
             let node = &tree.nodes[leaf];
             let outcome = match &node.kind {
@@ -190,12 +201,7 @@ impl Dispatcher {
                     let name = crate::emit::tree_files::leaf_kernel_name(tree, leaf);
                     let index = kernels.iter().position(|k| *k == name).unwrap_or_else(|| {
                         kernels.push(name.clone());
-                        let extent = |d: usize| {
-                            let e = node.staged.grid.get(d)?;
-                            let checked = facts.as_c_computes(e, &Default::default())?;
-                            facts.compile(&checked).ok().map(|code| GridExtent { expr: e.clone(), checked, code })
-                        };
-                        grids.push([extent(0), extent(1), extent(2)]);
+                        grids.push([0, 1, 2].map(|d| grid_extent(&node.staged, d)));
                         kernels.len() - 1
                     });
                     Outcome::Kernel { index, name }
@@ -230,7 +236,7 @@ impl Dispatcher {
                 Some(ScalarCheck { text: format!("{} {} = {} is undefined here (a division by zero, or a value outside `{}` or outside the type C computes a step in)", d.ty, d.name, d.value, d.ty), checked, code })
             })
             .collect();
-        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, grids, scalars, fast })
+        Ok(Dispatcher { schedule: tree.schedule_name().to_string(), machine, params, facts, rules, kernels, grids, written_grid, scalars, fast })
     }
 
     /// The variables of the compiled tables: the integer parameters, then the machine symbols.
@@ -258,21 +264,23 @@ impl Dispatcher {
         if let Some(s) = self.scalars.iter().find(|s| s.code.eval(&slots).is_none()) {
             return Some(Selection::OutsideAssumptions(s.text.clone()));
         }
-        // A grid the launch cannot compute (`(N + B - 1) / B` past `int`) is the program's own
-        // arithmetic undefined, not a grid too large for the device.
-        let grid = self.grids.iter().enumerate().find_map(|(k, extents)| extents.iter().flatten().find(|g| g.code.eval(&slots).is_none()).map(|g| Selection::OutsideAssumptions(grid_undefined(&g.expr, &self.kernels[k]))));
-        if grid.is_some() {
-            return grid;
+        // A grid of the schedule as written that the launch cannot compute (`(N + B - 1) / B`
+        // past `int`) is the program's own arithmetic undefined, not a grid too large for the
+        // device. A leaf's own grid (a strategy's `N / B * 2`) only passes that leaf over
+        // ([`Dispatcher::grid_refusal`]).
+        if let Some(g) = self.written_grid.iter().flatten().find(|g| g.code.eval(&slots).is_none()) {
+            return Some(Selection::OutsideAssumptions(grid_undefined(&g.expr, &self.schedule)));
         }
         self.facts.first_failing_of(params, true).map(|f| Selection::OutsideAssumptions(f.text.clone()))
     }
 
     /// The first grid dimension along which kernel `index` needs more blocks than `dev` allows
-    /// at `slots` (the integer parameters' values in order), if any. An extent of 0 or less
-    /// launches nothing and fits; one that overflows 64 bits does not.
+    /// at `slots` (the integer parameters' values in order), or whose extent the launch cannot
+    /// compute (undefined in its C types: whatever the device), if any. An extent of 0 or less
+    /// launches nothing and fits.
     fn grid_refusal(&self, index: usize, dev: &DeviceLimits, slots: &[i64]) -> Option<usize> {
         let extents = self.grids.get(index)?;
-        (0..3).find(|&d| dev.max_grid[d] > 0 && extents[d].as_ref().is_some_and(|g| g.code.eval(slots).is_none_or(|v| v > dev.max_grid[d])))
+        (0..3).find(|&d| extents[d].as_ref().is_some_and(|g| g.code.eval(slots).is_none_or(|v| dev.max_grid[d] > 0 && v > dev.max_grid[d])))
     }
 
     /// What a point that no kernel takes selects: a grid too large where an admitting kernel

@@ -435,12 +435,11 @@ fn header(source: &str, d: &Dispatcher, launch_decls: &[String]) -> Result<Strin
     for sc in &d.scalars {
         let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    const long long metafork_v = {};\n    (void)metafork_v;\n    if (!metafork_ok) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&sc.text), d.facts.cpp_of(&sc.checked, "metafork_ok"), c_string(&sc.text));
     }
-    // Every grid the launch could not compute: the program's arithmetic undefined.
-    for (k, extents) in d.grids.iter().enumerate() {
-        for g in extents.iter().flatten() {
-            let why = crate::dispatch::grid_undefined(&g.expr, &d.kernels[k]);
-            let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    (void){};\n    if (!metafork_ok) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&why), d.facts.cpp_of(&g.checked, "metafork_ok"), c_string(&why));
-        }
+    // The schedule's grid as written, where the launch could not compute it: the program's
+    // arithmetic undefined (a leaf's own grid only passes that leaf over, below).
+    for g in d.written_grid.iter().flatten() {
+        let why = crate::dispatch::grid_undefined(&g.expr, &d.schedule);
+        let _ = writeln!(out, "  {{ /* {} */\n    int metafork_ok = 1;\n    (void){};\n    if (!metafork_ok) {{ if (metafork_detail) *metafork_detail = {}; return METAFORK_OUTSIDE_ASSUMPTIONS; }}\n  }}", c_comment(&why), d.facts.cpp_of(&g.checked, "metafork_ok"), c_string(&why));
     }
     // Then the kernels' range facts (`frontend::ranges`).
     d.facts.facts.iter().filter(|f| f.kernel_range).for_each(|f| check_fact(&mut out, f));

@@ -112,11 +112,12 @@ static inline int metafork_poly_value(const metafork_term *terms, const metafork
   return 1;
 }
 
-/* The grid dimension a kernel's extent `v` (ok: computed without overflow) exceeds on `dev`
-   (dimension `d`), as a detail, or 0 when it fits (an extent of 0 or less launches nothing). */
+/* The grid dimension a kernel's extent `v` (ok: computed without overflow in its C types)
+   exceeds on `dev` (dimension `d`), or cannot be computed at all (whatever the device), as a
+   detail, or 0 when it fits (an extent of 0 or less launches nothing). */
 static inline const char *metafork_grid_refusal(const metafork_device *dev, int d, long long v, int ok) {
   static const char *const names[] = {"the grid's x extent", "the grid's y extent", "the grid's z extent"};
-  return dev->max_grid_size[d] > 0 && (!ok || v > dev->max_grid_size[d]) ? names[d] : 0;
+  return !ok || (dev->max_grid_size[d] > 0 && v > dev->max_grid_size[d]) ? names[d] : 0;
 }
 
 /* The first kernel rule whose constraints hold at `vals` (parameters, then R, Z_B, T_B, R_B from

@@ -106,7 +106,8 @@ fn real_counts(function: &crate::frontend::model::KernelFunction, tree: &crate::
 pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProgram, String>) -> Result<String, String> {
     // Writing the configurations over an input would replace what the user gave.
     if let Some(output) = &options.output {
-        for input in options.file.iter().chain(&options.space) {
+        let profile = options.device.as_deref().and_then(DeviceProfile::file_of).map(Path::to_path_buf);
+        for input in options.file.iter().chain(&options.space).chain(&profile) {
             if crate::output::is_same_file(output, input) {
                 return Err(format!("`-o {}` is the input `{}`; writing the configurations there would replace it (choose another path)", crate::command::shown(output), crate::command::shown(input)));
             }
@@ -235,9 +236,17 @@ fn table(t: &Tuned, top: usize) -> String {
         (t.unread, format!("differ from a listed one only in parameters schedule `{}` does not read", t.schedule)),
         (t.grid_too_large, "need more thread blocks along a grid dimension than the device allows".to_string()),
         (t.no_leaf, "have no kernel leaf that fits the device (registers, threads or shared memory per block)".to_string()),
+        (t.outside, "are outside the program there (its arithmetic, or a scalar or grid the launch computes, is undefined in its C types; the dispatcher refuses them)".to_string()),
         (t.unresident, "would select a leaf whose block cannot be resident on a multiprocessor (registers are allocated per warp in units of 256; shared memory with the runtime's reserve)".to_string()),
     ];
     let mut out = out;
+    // What no count holds: the candidates that the facts (`assume`, `assert`, the ranges the
+    // kernels' arithmetic needs) or the restrictions given rule out.
+    let counted = t.admissible.len() + not_listed.iter().map(|(count, _)| count).sum::<usize>();
+    let ruled_out = t.candidates.saturating_sub(counted as u64);
+    if ruled_out > 0 {
+        out += &format!("  {ruled_out} more are ruled out by the program's facts (its `assume`s and `assert`s, and the ranges its kernels' arithmetic needs) or the restrictions given: not listed\n");
+    }
     for (count, why) in not_listed.iter().filter(|(count, _)| *count > 0) {
         out += &format!("  {count} more {why}: not listed\n");
     }

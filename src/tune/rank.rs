@@ -115,6 +115,11 @@ pub struct Tuned {
     /// multiprocessor (occupancy 0: registers allocated per warp in units of 256, or shared
     /// memory with the runtime's reserve, exceed what one holds).
     pub unresident: usize,
+    /// Configurations left out because the program is undefined there: the host's arithmetic
+    /// overflows, or the dispatcher puts them outside the program (a fact fails, or a scalar or
+    /// grid the launch computes is undefined in its C types). Those the program's facts or the
+    /// restrictions given rule out are the candidates no other count holds.
+    pub outside: usize,
     /// Why no configuration has an estimated time, when the device profile is the reason
     /// ([`crate::perf::movement::unavailable`]): the ranking then falls back to the counters.
     #[serde(skip)]
@@ -253,11 +258,13 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     let mut overflow: Option<String> = None;
     let mut grid_too_large = 0;
     let mut no_leaf = 0;
+    let mut outside = 0;
     let mut filter = |row: &[i64]| {
         let point: BTreeMap<String, i64> = dispatcher.params.iter().cloned().zip(row.iter().copied()).collect();
         // A configuration where the program's host arithmetic overflows is no configuration.
         if let Some(why) = super::overflow::first_overflow(function, &point) {
             overflow.get_or_insert_with(|| format!("{why} at {}", point.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")));
+            outside += 1;
             return false;
         }
         match dispatcher.select(&limits, &compiled, &point) {
@@ -273,7 +280,10 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
                 no_leaf += 1;
                 false
             }
-            Ok(_) => false,
+            Ok(Selection::AssertFails(_) | Selection::OutsideAssumptions(_)) => {
+                outside += 1;
+                false
+            }
             Err(e) => {
                 failure.get_or_insert(e);
                 false
@@ -371,5 +381,5 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
         }
     }
     configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
-    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, unread, no_leaf, unresident, time_model_off: crate::perf::movement::unavailable(device) })
+    Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, unread, no_leaf, unresident, outside, time_model_off: crate::perf::movement::unavailable(device) })
 }

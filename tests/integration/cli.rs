@@ -394,7 +394,7 @@ fn an_interrupt_stops_the_work_and_leaves_nothing_behind() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// `-o` naming the input program (or a space file) is refused before anything is written:
+/// `-o` naming the input program (or a space file, or a device profile file) is refused before anything is written:
 /// the report or the configurations would have replaced what the user gave.
 #[test]
 fn an_output_that_is_the_input_is_refused_and_the_input_kept() {
@@ -411,6 +411,17 @@ fn an_output_that_is_the_input_is_refused_and_the_input_kept() {
         assert!(err.contains("would replace it"), "{args:?}: {err}");
         assert_eq!(std::fs::read_to_string(&program).unwrap(), text, "{args:?} changed the program");
     }
+    // A device profile given as a file is an input too.
+    let profile = dir.join("mygpu.yaml");
+    let o = metafork(&["devices", "h200"]);
+    assert!(o.status.success());
+    std::fs::write(&profile, &o.stdout).unwrap();
+    let prof = profile.to_str().unwrap();
+    let o = metafork(&["tune", "--estimates", "--device", prof, "--size", "N=64", "-o", prof, p]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("would replace it"), "{err}");
+    assert_eq!(std::fs::read(&profile).unwrap(), metafork(&["devices", "h200"]).stdout, "the profile was changed");
     let o = metafork(&["parse", "-o", dir.join("report.yaml").to_str().unwrap(), p]);
     assert!(o.status.success() && dir.join("report.yaml").is_file(), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -514,8 +514,53 @@ fn a_grid_whose_int_arithmetic_overflows_is_refused() {
     let inline = src.replace("  int d = (N * M + B - 1) / B;\n", "").replace("v < d;", "v < (N * M + B - 1) / B;");
     let (_, _, d) = dispatcher_of("ov.mf", &inline);
     let s = d.select(&limits, &[], &point(65536, 65536, 1024)).unwrap();
-    assert!(matches!(&s, Selection::OutsideAssumptions(t) if t.starts_with("the grid extent (N * M + B - 1) / B of ov_leaf")), "{s:?}");
+    assert!(matches!(&s, Selection::OutsideAssumptions(t) if t.starts_with("the grid extent (N * M + B - 1) / B of schedule `ov` is undefined here")), "{s:?}");
     assert_eq!(s, d.select_exact(&limits, &[], &point(65536, 65536, 1024)).unwrap());
+}
+
+/// A leaf whose own grid the launch cannot compute (a strategy's `N / B * 2` past `int`) is
+/// passed over at that point, as a grid too large is: the point stays inside the program, whose
+/// own grid `N / B` is defined, and another leaf takes it (before, the whole point was "outside
+/// the assumptions" for a leaf that would not have been selected). Where only that leaf admits
+/// the point, its grid is the refusal. The generated selection agrees.
+#[test]
+fn a_leaf_grid_past_int_passes_that_leaf_over_not_the_point() {
+    let src = "void split(int N, int B, float a[N], float b[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        a[i] = 1.0f;\n        b[i] = 2.0f;\n      }\n  }\n}\n";
+    let (k, tree, d) = dispatcher_of("split.mf", src);
+    // A leaf whose grid doubles the blocks (the statements split over them).
+    let doubled = d.grids.iter().position(|g| g[0].as_ref().is_some_and(|e| e.expr.to_string().contains("* 2"))).expect("a leaf with a doubled grid");
+    let h200 = DeviceLimits::of(&DeviceProfile::load("h200").unwrap());
+    let point = |n: i64, b: i64| BTreeMap::from([("N".to_string(), n), ("B".to_string(), b)]);
+    let mut checks = Vec::new();
+    for n in [(1 << 30) - 1, 1 << 30, i64::from(i32::MAX)] {
+        let s = d.select(&h200, &[], &point(n, 1)).unwrap();
+        assert_eq!(s, d.select_exact(&h200, &[], &point(n, 1)).unwrap());
+        assert!(matches!(s, Selection::Leaf(i) if i != doubled), "N = {n}: {s:?}");
+        checks.push((h200, n, s));
+    }
+    // Registers short: only the doubled grid's leaf admits the point.
+    let short = DeviceLimits { registers_per_thread: d.rules.iter().filter_map(|r| matches!(r.outcome, metafork::dispatch::Outcome::Kernel { index, .. } if index == doubled).then_some(i64::from(r.registers))).min().unwrap(), ..h200 };
+    assert_eq!(d.select(&short, &[], &point(1000, 1)).unwrap(), Selection::Leaf(doubled));
+    let s = d.select(&short, &[], &point(1 << 30, 1)).unwrap();
+    assert_eq!(s, Selection::GridTooLarge(0));
+    assert_eq!(s, d.select_exact(&short, &[], &point(1 << 30, 1)).unwrap());
+    checks.push((short, 1 << 30, s));
+    let Some(cxx) = cxx() else { return };
+    let dir = scratch("dispatch-leaf-grid");
+    for (name, body) in metafork::emit::dispatch::emit("split.mf", &k, &tree.nodes[0].code, &d).unwrap() {
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+    let cases: String = checks.iter().map(|(dev, n, s)| {
+        let (code, _) = expected(s);
+        format!("  {{ metafork_device d = {{{}, {}, {}, {}, {}, {}, {}, {}, {{{}LL, {}, {}}}}}; metafork_split_params p = {{{n}LL, 1}}; const char *w = 0; int r = metafork_split_select(&d, 0, &p, &w); if (r != {code}) {{ printf(\"N=%lld: %d %s\\n\", {n}LL, r, w); return 1; }} }}\n",
+            dev.registers_per_thread, dev.shared_memory_per_block_optin, dev.shared_memory_per_block, dev.threads_per_block, dev.registers_per_block, dev.registers_per_multiprocessor, dev.warps_per_multiprocessor, dev.multiprocessors, dev.max_grid[0], dev.max_grid[1], dev.max_grid[2])
+    }).collect();
+    std::fs::write(dir.join("main.cpp"), format!("#include <stdio.h>\n#include \"split_dispatch.h\"\nint main(void) {{\n{cases}  return 0;\n}}\n")).unwrap();
+    let exe = dir.join("main");
+    let o = Command::new(&cxx).args(["-std=c++11", "-O1", "-o"]).arg(&exe).arg(dir.join("main.cpp")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stdout));
 }
 
 /// A scalar the launch computes and passes to the kernel (`int e = N * M`, read in the body

@@ -899,3 +899,42 @@ fn an_unknown_schedule_is_answered_with_the_names_there_are() {
         assert!(err.contains(&format!("`{}`", s.name)), "{} missing: {err}", s.name);
     }
 }
+
+/// Every candidate is either listed or counted with why (the header's "k of n candidates"):
+/// a configuration where the program is undefined (a grid `N * M + B - 1` past `int`) was
+/// dropped without a word, as was one the facts rule out. And a leaf whose own grid
+/// (a strategy's `N / B * 2`) overflows `int` no longer takes the point out of the program:
+/// another leaf is listed there.
+#[test]
+fn every_candidate_is_listed_or_counted_with_why() {
+    let dir = scratch("tune-counted");
+    let undefined = "void ov(int N, int M, int B, const float a[N], float c[N]) {\n  meta_schedule {\n    meta_for (int v = 0; v < (N * M + B - 1) / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        if (i < N) c[i] = a[i];\n      }\n  }\n}\n";
+    std::fs::write(dir.join("ov.mf"), undefined).unwrap();
+    let split = "void split(int N, int B, float a[N], float b[N]) {\n  assume(N >= 1 && B >= 1);\n  meta_schedule {\n    meta_for (int v = 0; v < N / B; v++)\n      meta_for (int u = 0; u < B; u++) {\n        int i = v * B + u;\n        a[i] = 1.0f;\n        b[i] = 2.0f;\n      }\n  }\n}\n";
+    std::fs::write(dir.join("split.mf"), split).unwrap();
+    // (candidates in the header, listed + every "k more ..." line).
+    let sum_of_counts = |text: &str| -> (u64, u64) {
+        let of: Vec<u64> = text.lines().next().unwrap().split(' ').filter_map(|w| w.parse().ok()).collect();
+        let counted: u64 = text.lines().filter_map(|l| l.trim().split_once(" more ")).filter_map(|(n, _)| n.parse::<u64>().ok()).sum();
+        (of[1], of[0] + counted)
+    };
+    let runs: [(&str, &[&str], &str); 3] = [
+        ("ov", &["--size", "N=46341", "--size", "M=46341", "--range", "B=1,2,64"], "3 more are ruled out by the program's facts"),
+        ("ov", &["--size", "N=46341", "--size", "M=46340", "--range", "B=1,2,64"], "ov on h200: 3 of 3 "),
+        ("split", &["--size", "N=1073741824", "--range", "B=1,2"], "split on h200: 2 of 2 "),
+    ];
+    for (name, args, wanted) in runs {
+        let file = format!("{name}.mf");
+        let out = metafork(&dir, &[&["tune", file.as_str(), "--device", "h200", "--estimates"][..], args].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (candidates, accounted) = sum_of_counts(&text);
+        assert_eq!(candidates, accounted, "{name} {args:?}: {text}");
+        assert!(text.contains(wanted), "{name} {args:?}: {text}");
+    }
+    let out = metafork(&dir, &["tune", &example("matadd"), "--device", "h200", "--estimates", "--size", "N=1000"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (candidates, accounted) = sum_of_counts(&text);
+    assert_eq!(candidates, accounted, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
