@@ -331,6 +331,15 @@ impl<'b> Collector<'b> {
         Some(Poly::var(&name))
     }
 
+    /// Whether `p` names a choice (`c ? a : b`, `min`, `max`, `abs`): its auxiliary is tied to
+    /// its value only where an access's subscript or guard names it and is split into its cases
+    /// ([`Self::record`]); a launch fact naming it (`h == m` for `int h = N > 0 ? N : 0`) leaves
+    /// it a free value, or one bounded on one side, wherever else `h` is read.
+    pub fn names_choice(&self, p: &Poly) -> bool {
+        let Some(choices) = &self.choices else { return false };
+        p.vars().iter().any(|v| choices.contains_key(v.name()))
+    }
+
     /// Whether `p` names a choice made by a condition (`c ? a : b`): its value is tied to `c`
     /// only where an access's subscript is split into its cases ([`Self::record`]); anywhere
     /// else (a guard, a loop bound) it is either value, and what reads it is not exact.

@@ -196,20 +196,31 @@ fn launch_collector_from<'b>(function: &KernelFunction, kernel: &Kernel, mut col
     }
     // What has no polynomial here is left free: a sat answer then need not be a launch.
     let mut exact = true;
+    // A definition through a choice (`int h = N > 0 ? N : 0`, `max(N, 0)`) is true but
+    // leaves the choice free (or bounded on one side) where `h` is read: not exact either.
     for d in &function.derived {
         match col.poly(&d.value, &env, &[]) {
-            Some(v) => col.context.add(Constraint::eq(&Poly::var(&d.name), &v)),
+            Some(v) => {
+                exact &= !col.names_choice(&v);
+                col.context.add(Constraint::eq(&Poly::var(&d.name), &v));
+            }
             None => exact &= !d.ty.is_integer(),
         }
     }
     for h in &kernel.host_loops {
         let c = Poly::var(&h.var);
         match col.poly(&h.lo, &env, &[]) {
-            Some(lo) => col.context.add(Constraint::ge(&c, &lo)),
+            Some(lo) => {
+                exact &= !col.names_choice(&lo);
+                col.context.add(Constraint::ge(&c, &lo));
+            }
             None => exact = false,
         }
         match col.poly(&h.hi, &env, &[]) {
-            Some(hi) => col.context.add(if h.inclusive { Constraint::le(&c, &hi) } else { Constraint::lt(&c, &hi) }),
+            Some(hi) => {
+                exact &= !col.names_choice(&hi);
+                col.context.add(if h.inclusive { Constraint::le(&c, &hi) } else { Constraint::lt(&c, &hi) });
+            }
             None => exact = false,
         }
     }
@@ -226,7 +237,7 @@ fn launch_collector_from<'b>(function: &KernelFunction, kernel: &Kernel, mut col
                 continue;
             }
             col.context.add(Constraint::ge(&v, &Poly::zero()));
-            exact &= extent.is_some();
+            exact &= extent.as_ref().is_some_and(|e| !col.names_choice(e));
             if let Some(e) = extent {
                 // An index is at most its extent less one; said so, the bound stays exact when
                 // the extent has a rational coefficient (a coarsened block's `B0/8`, an integer

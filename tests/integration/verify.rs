@@ -2033,3 +2033,27 @@ fn index_arithmetic_of_layout_kernels_is_proved() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("roll.mf:8:") && err.contains("races as written") && err.contains("y[(i + S) % N]"), "{err}");
 }
+
+/// A host scalar defined through a choice (`int h = N > 0 ? N : 0`, `abs`, `max`) bounds the
+/// guard `i < h`, but its choice is tied to its cases only where an access names it: as a
+/// launch fact it was a free value, and Z3's witness (`N = 6, h = 194`) a launch that cannot
+/// happen, reported as an out-of-bounds defect. The model is not exact there: unverified (or
+/// proved), never a defect. The same scalar defined as a polynomial is proved, and with a guard
+/// past the array the read is still a defect.
+#[test]
+fn a_host_scalar_defined_through_a_choice_is_no_false_defect() {
+    let b = backend();
+    let program = |h: &str, guard: &str| format!("void f(int N, int B, const float a[N], float c[N]) {{\n  assume(N >= 1 && B >= 1);\n  int h = {h};\n  int nb = (h + B - 1) / B;\n  meta_schedule {{\n    meta_for (int v = 0; v < nb; v++)\n      meta_for (int u = 0; u < B; u++) {{\n        int i = v * B + u;\n        if ({guard}) c[i] = a[i] * 2;\n      }}\n  }}\n}}\n");
+    for h in ["N > 0 ? N : 0", "abs(N)", "max(N, 0)", "N >= 1 ? N : N", "min(N, N + 1)"] {
+        let (f, tree) = tree_of(&program(h, "i < h"));
+        match check(&f, &first_leaf(&tree), &tree.root_constraints, &b).verdict {
+            Verdict::Unverified(why) => assert!(why.contains("not exact"), "{h}: {why}"),
+            Verdict::Proved => {}
+            other => panic!("{h}: {other:?}"),
+        }
+    }
+    let (f, tree) = tree_of(&program("N", "i < h"));
+    assert!(matches!(check(&f, &first_leaf(&tree), &tree.root_constraints, &b).verdict, Verdict::Proved));
+    let (f, tree) = tree_of(&program("N + 1", "i < h"));
+    assert!(matches!(check(&f, &first_leaf(&tree), &tree.root_constraints, &b).verdict, Verdict::Defect(_)), "a guard one past the array is a defect");
+}
