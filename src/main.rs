@@ -55,7 +55,23 @@ fn end(code: i32) -> ! {
 }
 
 fn main() {
-    let cli = metafork::cli::Cli::parse();
+    let cli = match metafork::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help`, `--version` (to standard output) and usage errors (to standard error), as
+        // clap prints them; but a help lost to a full standard output is an error, as any
+        // other output of ours is (`command::print`; a closed pipe is not). A standard output
+        // closed outright cannot be told from `> /dev/null`: Rust's runtime opens /dev/null
+        // on a closed standard descriptor before `main`.
+        Err(e) => {
+            if let Err(why) = e.print() {
+                if !e.use_stderr() && why.kind() != std::io::ErrorKind::BrokenPipe {
+                    metafork::command::warn(&format!("error: cannot write to standard output: {why}"));
+                    end(1);
+                }
+            }
+            end(e.exit_code());
+        }
+    };
     catch_interrupts();
     let worker = std::thread::Builder::new().stack_size(STACK_BYTES).spawn(move || metafork::cli::run(cli));
     let result = match worker.map(|h| h.join()) {

@@ -419,6 +419,17 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
     let o = bin().current_dir(&dir).args(["verify", "sx"]).stdout(full).output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot write to standard output"), "{}", text(&o));
+    // The help and the version too (clap printed them and exited 0), but a pipe closed early
+    // (`metafork --help | head -1`) is no error.
+    for flag in ["--help", "--version", "-h"] {
+        let full = fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let o = bin().arg(flag).stdout(full).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{flag}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("cannot write to standard output"), "{flag}: {}", text(&o));
+    }
+    let mut child = bin().arg("--help").stdout(std::process::Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
 #[test]
