@@ -375,7 +375,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Verify { dir, source, points, json, files_only } => crate::verify::command::run(&dir, source.as_deref(), points, json, files_only, color),
         Command::Gen { file, output, emit_cuda, wisdom, ptxas, verify, json, force } => crate::emit::command::run(&crate::emit::command::Request { file: &file, output: &output, emit_cuda, wisdom: &wisdom, ptxas: &ptxas, verify, json, force, color }),
-        Command::Counters { file, ptxas, json, at, device } => {
+        Command::Counters { file, mut ptxas, json, at, device } => {
+            // An architecture asked twice is one column, compiled once (as `gen --ptxas`).
+            let mut seen = std::collections::BTreeSet::new();
+            ptxas.retain(|a| seen.insert(a.clone()));
             let program = command::load(&file, color)?;
             let device = device.map(|d| constraints::device::DeviceProfile::load(&d)).transpose().map_err(|e| Failure::input(format!("error: {e}")))?;
             let point = at_point(&program, &at).map_err(Failure::input)?;

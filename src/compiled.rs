@@ -18,6 +18,12 @@ use std::collections::BTreeMap;
 /// The architectures `--ptxas` accepts (nvcc 13's, from sm_75 on; the pinned toolchain).
 pub const ARCHS: [&str; 6] = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100"];
 
+/// Where `nvcc` is needed and not found.
+pub const NO_NVCC: &str = "`nvcc` is not on PATH: install NVIDIA's CUDA toolkit (metafork is tested with 13.5) and put its `bin` on PATH (in metafork's own repository, `make setup` installs one under .toolchain/cuda/nvidia/cu13/bin)";
+
+/// Where `ptxas` is needed and not found.
+pub const NO_PTXAS: &str = "`ptxas` is not on PATH: install NVIDIA's CUDA toolkit (metafork is tested with 13.5) and put its `bin` on PATH (in metafork's own repository, `make setup` installs one under .toolchain/cuda/nvidia/cu13/bin)";
+
 /// The register allocation unit (registers per warp are rounded up to it), for every compute
 /// capability from 3.0 on (NVIDIA's occupancy calculator).
 const REGISTER_UNIT: i64 = 256;
@@ -33,7 +39,7 @@ pub fn compile_leaves(function: &KernelFunction, tree: &Tree, arch: &str) -> Res
     if !ARCHS.contains(&arch) {
         return Err(format!("`{arch}` is not an architecture metafork compiles for (accepted: {})", ARCHS.join(", ")));
     }
-    let nvcc = ptxas::find_nvcc().ok_or("`nvcc` is not on PATH (run `make setup`, then put .toolchain/cuda/nvidia/cu13/bin on PATH)")?;
+    let nvcc = ptxas::find_nvcc().ok_or(crate::compiled::NO_NVCC)?;
     let mut names = Vec::new();
     let mut unit = String::new();
     for node in tree.leaves().filter(|n| matches!(n.kind, NodeKind::Leaf)) {

@@ -138,7 +138,7 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     };
     let mut truth = BTreeMap::new();
     if !ptxas_archs.is_empty() {
-        let tool = ptxas::find_ptxas().ok_or("`ptxas` is not on PATH (run `make setup`, then put .toolchain/cuda/nvidia/cu13/bin on PATH)")?;
+        let tool = ptxas::find_ptxas().ok_or(crate::compiled::NO_PTXAS)?;
         for arch in ptxas_archs {
             let ptx = target::emit_ptx(&module, arch)?;
             let report = ptxas::assemble(&tool, &ptx, arch)?
@@ -150,7 +150,7 @@ pub fn count_with_cuda(source_function: Option<&KernelFunction>, kernel: &Kernel
     }
     let mut via_nvcc = BTreeMap::new();
     if let (Some(f), false) = (source_function, ptxas_archs.is_empty()) {
-        let nvcc = ptxas::find_nvcc().ok_or("`nvcc` is not on PATH (run `make setup`)")?;
+        let nvcc = ptxas::find_nvcc().ok_or(crate::compiled::NO_NVCC)?;
         let source = crate::emit::cuda::emit_kernel(f, kernel, &[])?;
         for arch in ptxas_archs {
             let report = ptxas::compile_cuda(&nvcc, &source, arch)?

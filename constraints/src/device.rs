@@ -208,6 +208,11 @@ impl DeviceProfile {
         if !cc_ok || self.compute_capability.len() > 8 {
             return Err(("compute_capability", format!("field `compute_capability` must be \"major.minor\", not `{}`", self.compute_capability.escape_debug())));
         }
+        // CUDA's first devices were 1.0; a later major than any known is a device not seen
+        // yet, which the tool is for (nvcc then says whether it compiles for it).
+        if self.major() == 0 {
+            return Err(("compute_capability", format!("field `compute_capability` ({}) has major version 0: CUDA devices start at 1.0", self.compute_capability)));
+        }
         // What the generated code takes from CUDA's tables rather than from the device: a
         // profile that differs would be ranked by `tune` as no dispatcher on a device decides.
         if self.registers_per_thread != self.cuda_registers_per_thread() {
@@ -280,6 +285,10 @@ mod tests {
         for (field, value, wanted) in [("registers_per_thread", "24", "must be 255 at compute capability 9.0"), ("registers_per_thread", "63", "must be 255"), ("max_grid_size", "[2147483647, 1000000, 65535]", "must not exceed CUDA's limits at compute capability 9.0 ([2147483647, 65535, 65535])"), ("max_grid_size", "[1, 1, 65536]", "must not exceed")] {
             let e = DeviceProfile::parse("p.yaml", &set(field, value)).unwrap_err().0;
             assert!(e.contains(&format!("field `{field}`")) && e.contains(wanted), "{field}: {value}: {e}");
+        }
+        for cc in ["\"0.0\"", "\"0.9\"", "\"00.5\""] {
+            let e = DeviceProfile::parse("p.yaml", &set("compute_capability", cc)).unwrap_err().0;
+            assert!(e.contains("field `compute_capability`") && e.contains("major version 0"), "{cc}: {e}");
         }
         let fermi = set("compute_capability", "\"2.0\"");
         let e = DeviceProfile::parse("p.yaml", &fermi).unwrap_err().0;

@@ -134,6 +134,10 @@ pub fn lex(text: &str) -> Result<Vec<Token>, Diagnostic> {
         }
         let ch = text[i..].chars().next().unwrap_or('?');
         let what = match ch {
+            // `1'000`: C23's digit separator, right after a number.
+            '\'' if i > 0 && bytes[i - 1].is_ascii_alphanumeric() && bytes.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) && tokens.last().is_some_and(|t| t.span.end == i && matches!(t.tok, Tok::Int(..) | Tok::Long(..) | Tok::Float(..))) => {
+                "digit separators (`1'000`, C23) are not part of the MetaFork subset: write the number without them".to_string()
+            }
             '"' | '\'' => "string and character literals are not part of the MetaFork subset".to_string(),
             '\\' => "unexpected `\\`: a line splice (backslash, newline) is read between tokens and in comments, not inside a token or alone".to_string(),
             _ => format!("unexpected character `{}`", ch.escape_default()),

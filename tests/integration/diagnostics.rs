@@ -208,6 +208,14 @@ fn empty_file() {
 #[test]
 fn string_literal() {
     refused(&kernel("        c[k] = $\"x\";"), "string and character literals");
+    refused(&kernel("        c[k] = $'x';"), "string and character literals");
+}
+
+/// C23's digit separator is named as such, not taken for a character literal.
+#[test]
+fn digit_separator() {
+    refused(&kernel("        c[k] = 1$'000;"), "digit separators (`1'000`, C23)");
+    refused(&kernel("        c[k] = 0x1$'0L;"), "digit separators");
 }
 
 #[test]
