@@ -249,7 +249,9 @@ pub enum Command {
     /// rate, bandwidth and shared-memory rate, with the resident warps hiding latency, and the
     /// rate at which multiprocessors take new blocks; a profile without
     /// `memory_bandwidth_gb_s` and `boost_clock_mhz` ranks by occupancy times coalescing times
-    /// bank and branch efficiency), prints the top --top as a table and, with --output FILE,
+    /// bank and branch efficiency), ranks after all others, and marks `partial`, those where a
+    /// division in the schedule's grid (`N / (2 * B1)`) has a remainder and so runs fewer
+    /// iterations, prints the top --top as a table and, with --output FILE,
     /// writes every admissible configuration, with its leaf, counters and score, to FILE.
     /// --emit-harness DIR writes a CUDA program holding every admissible configuration that, on
     /// a GPU, times the model's top --top, then searches locally around the fastest (or times

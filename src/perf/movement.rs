@@ -294,6 +294,13 @@ impl Counter<'_> {
     }
 }
 
+/// The integer value of `e` (integer parameters, derived scalars and `kernel`'s host loop
+/// counters, as [`environment`] binds them) at `point`; `None` where it reads anything else or
+/// overflows.
+pub fn value_at(function: &KernelFunction, kernel: &Kernel, point: &BTreeMap<String, i64>, e: &Expr) -> Option<i64> {
+    eval(e, &environment(function, kernel, point), &Counter::bare())
+}
+
 /// Values of every integer name the kernel can read at `point`: the point, then the
 /// function's derived scalars in order.
 /// The values at `point` of the derived scalars and of `kernel`'s host loop counters, each

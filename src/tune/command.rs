@@ -199,7 +199,7 @@ pub fn run(options: &Options, load_program: &dyn Fn(&Path) -> Result<CheckedProg
     if options.json {
         let configs: Vec<serde_json::Value> = all
             .iter()
-            .flat_map(|t| t.admissible.iter().map(move |c| serde_json::json!({"schedule": t.schedule, "device": t.device, "registers_from": t.registers_from, "parameters": c.parameters, "leaf": c.leaf, "counters": {"registers": c.registers, "shared_memory_bytes": c.shared_memory_bytes, "threads_per_block": c.threads_per_block, "occupancy": c.occupancy, "coalescing": c.coalescing, "bank_efficiency": c.bank_efficiency, "branch_efficiency": c.branch_efficiency}, "estimated_seconds": c.estimated_seconds, "bound": c.bound, "score": c.score})))
+            .flat_map(|t| t.admissible.iter().map(move |c| serde_json::json!({"schedule": t.schedule, "device": t.device, "registers_from": t.registers_from, "parameters": c.parameters, "leaf": c.leaf, "counters": {"registers": c.registers, "shared_memory_bytes": c.shared_memory_bytes, "threads_per_block": c.threads_per_block, "occupancy": c.occupancy, "coalescing": c.coalescing, "bank_efficiency": c.bank_efficiency, "branch_efficiency": c.branch_efficiency}, "estimated_seconds": c.estimated_seconds, "bound": c.bound, "score": c.score, "leaves_out": c.leaves_out})))
             .collect();
         return serde_json::to_string_pretty(&configs).map(|s| s + "\n").map_err(|e| e.to_string());
     }
@@ -253,12 +253,24 @@ fn table(t: &Tuned, top: usize) -> String {
     if t.admissible.is_empty() {
         return out + "  no configuration is admissible on this device for these sizes\n";
     }
+    let partial = t.admissible.iter().filter(|c| c.leaves_out.is_some()).count();
+    let mut out = out;
+    if let Some(first) = t.admissible.iter().find_map(|c| c.leaves_out.as_ref()) {
+        out += &format!("  {partial} of them leave iterations out, where the grid truncates a division (first: {first}): they compute less, so they are ranked after the others and marked `partial`; state that it divides (`assume`) or round the grid up with a guard\n");
+    }
     let names: Vec<&String> = t.admissible[0].parameters.keys().filter(|p| t.enumeration.get(*p).is_some_and(|h| h != "fixed")).collect();
-    let mut rows = vec![["rank".to_string()].into_iter().chain(names.iter().map(|n| n.to_string())).chain(["leaf", "registers", "shared bytes", "threads/block", "occupancy", "coalescing", "banks", "branches", "est. time", "bound", "score"].map(String::from)).collect::<Vec<_>>()];
+    let mut header: Vec<String> = ["rank".to_string()].into_iter().chain(names.iter().map(|n| n.to_string())).chain(["leaf", "registers", "shared bytes", "threads/block", "occupancy", "coalescing", "banks", "branches", "est. time", "bound", "score"].map(String::from)).collect();
+    if partial > 0 {
+        header.push("iterations".into());
+    }
+    let mut rows = vec![header];
     for (i, c) in t.admissible.iter().take(top).enumerate() {
         let mut row = vec![(i + 1).to_string()];
         row.extend(names.iter().map(|n| c.parameters[*n].to_string()));
         row.extend([c.leaf.clone(), c.registers.to_string(), c.shared_memory_bytes.to_string(), c.threads_per_block.to_string(), format!("{:.3}", c.occupancy), format!("{:.3}", c.coalescing), format!("{:.3}", c.bank_efficiency), format!("{:.3}", c.branch_efficiency), c.estimated_seconds.map_or("-".into(), |s| format!("{:.1} us", s * 1e6)), c.bound.clone().unwrap_or_else(|| "-".into()), format!("{:.3}", c.score)]);
+        if partial > 0 {
+            row.push(if c.leaves_out.is_some() { "partial" } else { "all" }.into());
+        }
         rows.push(row);
     }
     out + &text_table(&rows) + "\n"

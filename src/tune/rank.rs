@@ -83,6 +83,10 @@ pub struct Config {
     /// configuration's when every configuration has an estimate; otherwise occupancy x
     /// coalescing x bank efficiency x branch efficiency.
     pub score: f64,
+    /// Where the schedule's grid truncates a division here (`N / (2 * B1)` with a remainder,
+    /// [`super::coverage`]): it runs fewer iterations than elsewhere. Such configurations are
+    /// ranked after every other, whatever their score.
+    pub leaves_out: Option<String>,
 }
 
 /// The outcome of tuning one schedule.
@@ -323,6 +327,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
     // Configurations that differ only in parameters this schedule never reads are one
     // configuration: the first (in enumeration order) stands for them.
     let mut seen_read: BTreeSet<Vec<i64>> = BTreeSet::new();
+    let truncations = super::coverage::Truncations::of(function, &tree.nodes[0].code);
     let mut unread = 0;
     for (i, &leaf) in chosen.iter().enumerate() {
         let row = admissible.row(i);
@@ -371,6 +376,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             estimated_seconds: estimate.map(|e| e.seconds),
             bound: estimate.map(|e| e.bound.to_string()),
             score: occ * memory.coalescing * memory.banks * branches,
+            leaves_out: truncations.left_out(function, &tree.nodes[0].code, &named),
         });
     }
     // With a time for every configuration, the score is the best time over this one's.
@@ -380,6 +386,7 @@ pub fn tune(function: &KernelFunction, tree: &Tree, device: &DeviceProfile, requ
             c.score = best / c.estimated_seconds.expect("checked above");
         }
     }
-    configs.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal));
+    // Those that run every iteration first, then by score.
+    configs.sort_by(|a, b| a.leaves_out.is_some().cmp(&b.leaves_out.is_some()).then(b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal)));
     Ok(Tuned { schedule: dispatcher.schedule.clone(), device: device.name.clone(), registers_from: request.registers_from.clone(), enumeration, candidates: space.cartesian(), admissible: configs, idle, grid_too_large, unread, no_leaf, unresident, outside, time_model_off: crate::perf::movement::unavailable(device) })
 }

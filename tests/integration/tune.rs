@@ -938,3 +938,41 @@ fn every_candidate_is_listed_or_counted_with_why() {
     assert_eq!(candidates, accounted, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A grid that truncates a division (`dim1 = N / (2 * B1)`) runs fewer iterations where the
+/// divisor leaves a remainder: at N = 1000, B1 = 256 matrix addition computes 512 of the 1000
+/// columns, and the time model ranked it first for that. Such configurations are marked, with
+/// the division and its remainder, and ranked after every configuration that runs them all;
+/// exactly those where a division has a remainder are marked. A grid rounded up
+/// (`(N + B - 1) / B`) marks nothing.
+#[test]
+fn configurations_whose_grid_truncates_are_marked_and_ranked_last() {
+    let dir = scratch("tune-truncates");
+    let out = metafork(&dir, &["tune", &example("matadd"), "--device", "h200", "--estimates", "--size", "N=1000", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let configs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut seen_partial = false;
+    let (mut all, mut partial) = (0, 0);
+    for c in &configs {
+        let (b0, b1) = (c["parameters"]["B0"].as_i64().unwrap(), c["parameters"]["B1"].as_i64().unwrap());
+        let truncates = 1000 % b0 != 0 || 1000 % (2 * b1) != 0;
+        assert_eq!(c["leaves_out"].is_string(), truncates, "{c}");
+        if truncates {
+            seen_partial = true;
+            partial += 1;
+            let why = c["leaves_out"].as_str().unwrap();
+            assert!(why.contains("has remainder") && why.contains("N = 1000"), "{why}");
+        } else {
+            assert!(!seen_partial, "a configuration that runs every iteration is ranked after one that does not: {c}");
+            all += 1;
+        }
+    }
+    assert!(all > 0 && partial > 0, "{all} {partial}");
+    let text = metafork(&dir, &["tune", &example("matadd"), "--device", "h200", "--estimates", "--size", "N=1000"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("{partial} of them leave iterations out")) && text.contains("`N / (2 * B1)` has remainder"), "{text}");
+    let out = metafork(&dir, &["tune", &example("saxpy"), "--device", "h200", "--estimates", "--size", "N=1000", "--json"]);
+    let configs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!configs.is_empty() && configs.iter().all(|c| c["leaves_out"].is_null()), "a grid rounded up runs every iteration");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
