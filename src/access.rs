@@ -186,11 +186,63 @@ pub struct Collector<'b> {
     dropped_conditions: usize,
     /// How many enclosing conditions of the statement being collected were not modelled whole.
     inexact_guards: usize,
+    /// Facts Z3 proved so far, each with the system it was proved under ([`Self::proves`]).
+    proved: std::cell::RefCell<std::collections::HashMap<Constraint, Vec<System>>>,
+}
+
+/// `ctx` less each constraint that names an auxiliary (`is_aux`) that `fact` does not reach,
+/// through constraints sharing auxiliaries, from its own.
+fn without_unreached_auxiliaries(ctx: &System, fact: &Constraint) -> System {
+    let auxiliaries = |c: &Constraint| c.vars().into_iter().filter(|v| is_aux(v.name())).collect::<Vec<Var>>();
+    let named: Vec<Vec<Var>> = ctx.constraints().iter().map(auxiliaries).collect();
+    let mut reached: std::collections::BTreeSet<Var> = auxiliaries(fact).into_iter().collect();
+    loop {
+        let before = reached.len();
+        for vars in &named {
+            if vars.iter().any(|v| reached.contains(v)) {
+                reached.extend(vars.iter().cloned());
+            }
+        }
+        if reached.len() == before {
+            break;
+        }
+    }
+    let dropped: std::collections::BTreeSet<usize> = named.iter().enumerate().filter(|(_, vars)| vars.iter().any(|v| !reached.contains(v))).map(|(i, _)| i).collect();
+    ctx.without(&dropped)
 }
 
 impl<'b> Collector<'b> {
     pub fn new(backend: &'b Backend, context: System) -> Collector<'b> {
-        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), links: BTreeMap::new(), divided: Vec::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), declared_unmodelled: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0 }
+        Collector { backend, context, accesses: Vec::new(), aux_defs: BTreeMap::new(), links: BTreeMap::new(), divided: Vec::new(), truncated: BTreeMap::new(), phase: Some(Poly::zero()), uniformity: Vec::new(), choices: None, floating: Default::default(), element_values: None, value_defs: BTreeMap::new(), declared_integers: BTreeMap::new(), declared_unmodelled: BTreeMap::new(), dropped_conditions: 0, inexact_guards: 0, proved: Default::default() }
+    }
+
+    /// Whether `fact` holds under `ctx`: constant-true, or proved by Z3. A fact proved under a
+    /// system stays proved under every system that holds its constraints with the same
+    /// domains (hypotheses added prove no less), and the context only grows as the body is
+    /// walked: each division of a body with a hundred `b[(i + k) % N]` asked Z3 again whether
+    /// `N >= 1` and `i + k >= 0`, under a context its auxiliaries made longer each time
+    /// (quadratic or worse; 15 s for such a kernel's `gen`). Such a query is answered here.
+    fn proves(&self, ctx: &System, fact: &Constraint) -> bool {
+        if fact.truth_if_constant() == Some(true) {
+            return true;
+        }
+        if let Some(systems) = self.proved.borrow().get(fact) {
+            let held: std::collections::HashSet<&Constraint> = ctx.constraints().iter().collect();
+            let within = |s: &System| s.constraints().iter().all(|c| held.contains(c)) && s.domains().iter().all(|(v, d)| ctx.domain(v) == *d);
+            if systems.iter().any(within) {
+                return true;
+            }
+        }
+        // First without the auxiliaries' definitions the fact does not reach: they define
+        // other divisions' quotients (each exists whatever the rest is), so a fact about
+        // `i + k` rarely needs them, and each made every query longer. Fewer hypotheses prove
+        // no false fact; where they do not suffice, the whole context is asked.
+        let sliced = without_unreached_auxiliaries(ctx, fact);
+        let proved = (sliced.len() < ctx.len() && matches!(self.backend.implies(&sliced, fact), Implication::Proved)) || matches!(self.backend.implies(ctx, fact), Implication::Proved);
+        if proved {
+            self.proved.borrow_mut().entry(fact.clone()).or_default().push(ctx.clone());
+        }
+        proved
     }
 
     /// The collector, modelling the elements of `kernel`'s integer arrays that `body` never
@@ -223,7 +275,7 @@ impl<'b> Collector<'b> {
         let (lo, hi) = integer_range(t);
         let mut ctx = self.context.clone();
         guards.iter().for_each(|g| ctx.add(g.clone()));
-        let fits = [Constraint::ge(&x, &lo), Constraint::le(&x, &hi)].iter().all(|fact| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, fact), Implication::Proved));
+        let fits = [Constraint::ge(&x, &lo), Constraint::le(&x, &hi)].iter().all(|fact| self.proves(&ctx, fact));
         if fits {
             return Some(x);
         }
@@ -446,7 +498,7 @@ impl<'b> Collector<'b> {
             let r = x - &a;
             let within = [Constraint::ge(&r, &Poly::zero()), Constraint::le(&r, &(&divisor - &Poly::one()))]
                 .iter()
-                .all(|fact| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, fact), Implication::Proved));
+                .all(|fact| self.proves(ctx, fact));
             if within {
                 return Some((Poly::from_var(q), r));
             }
@@ -538,7 +590,7 @@ impl<'b> Collector<'b> {
 
     /// Whether `fact` holds under `ctx`: constant-true, or proved by Z3.
     fn holds(&self, ctx: &System, fact: &Constraint) -> bool {
-        fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(ctx, fact), Implication::Proved)
+        self.proves(ctx, fact)
     }
 
     /// For `x / d` with `x >= 0`: the largest divisor `a` (a proper factor of `d`) that `x` was
@@ -589,7 +641,7 @@ impl<'b> Collector<'b> {
         if let Some((q, r)) = self.divided_by_fact(&x, &d, &ctx) {
             return Some(if op == BinOp::Div { q } else { r });
         }
-        let proved = |fact: Constraint| fact.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, &fact), Implication::Proved);
+        let proved = |fact: Constraint| self.proves(&ctx, &fact);
         if !proved(Constraint::ge(&d, &Poly::one())) {
             // A negative divisor (`i / -2`): C truncates toward 0, so `x / d == -(x / -d)`
             // and `x % d == x % -d`.
@@ -1190,7 +1242,7 @@ impl<'b> Collector<'b> {
                 let mut ctx = self.context.clone();
                 guards.iter().for_each(|c| ctx.add(c.clone()));
                 let known = Constraint::ge(&trip, &Poly::zero());
-                let proved = known.truth_if_constant() == Some(true) || matches!(self.backend.implies(&ctx, &known), Implication::Proved);
+                let proved = self.proves(&ctx, &known);
                 proved.then_some(trip)
             }
             _ => None,
