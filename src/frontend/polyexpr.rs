@@ -84,7 +84,15 @@ pub const MAX_EXPANDED: u64 = 10_000;
 
 /// A comparison of two polynomials as a constraint (`a >= b`, `a != b`, ...).
 pub fn to_constraint(e: &Expr, derived: &DerivedPolys) -> Option<Constraint> {
-    let ExprKind::Binary(op, a, b) = &e.kind else { return None };
+    let ExprKind::Binary(op, a, b) = &e.kind else {
+        return match &e.kind {
+            // `!(N >= 1)`: the negation of what the operand is (C's `!` of a comparison).
+            ExprKind::Unary(UnOp::Not, inner) => to_constraint(inner, derived).map(|c| c.negate()),
+            // `assume(0)`, `assume(1)`: C's truth of a constant, a constraint that is constant.
+            ExprKind::Int(k) => Some(Constraint::ne(&Poly::int(*k), &Poly::zero())),
+            _ => None,
+        };
+    };
     if *op == BinOp::Or {
         return alternatives(e, derived);
     }
@@ -222,6 +230,12 @@ mod tests {
         let c = |k: i64| Poly::constant(constraints::Rational::from_integer(k.into()));
         assert_eq!(to_constraint(&condition("B == 2 || B == 4"), &none), Some(Constraint::eq(&(&(&b - &c(2)) * &(&b - &c(4))), &Poly::zero())));
         assert_eq!(to_constraint(&condition("B == 1 || N == B * 2 || B == 8"), &none), Some(Constraint::eq(&(&(&(&b - &c(1)) * &(&n - &(&b * &c(2)))) * &(&b - &c(8))), &Poly::zero())));
+        // Negations and constants (C's truth of them).
+        assert_eq!(to_constraint(&condition("!(N >= 1)"), &none), Some(Constraint::lt(&n, &c(1))));
+        assert_eq!(to_constraint(&condition("!(B == 2 || B == 4)"), &none), Some(Constraint::ne(&(&(&b - &c(2)) * &(&b - &c(4))), &Poly::zero())));
+        assert_eq!(to_constraint(&condition("0"), &none).and_then(|k| k.truth_if_constant()), Some(false));
+        assert_eq!(to_constraint(&condition("1"), &none).and_then(|k| k.truth_if_constant()), Some(true));
+        assert_eq!(to_constraint(&condition("!(B > 0 ? 0 : 1)"), &none), None);
         // A disjunct that is no equality, or too many of them: no constraint.
         assert_eq!(to_constraint(&condition("B == 2 || N < 0"), &none), None);
         let many: Vec<String> = (1..=9).map(|k| format!("B == {k}")).collect();

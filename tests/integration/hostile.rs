@@ -357,6 +357,10 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
         ("chain", program(&((0..40).map(|k| match k { 0 => "  int d0 = N;".to_string(), 1 => "  int d1 = B;".to_string(), _ => format!("  int d{k} = d{} + d{};", k - 1, k - 2) }).collect::<Vec<_>>().join("\n") + "\n  assume(d39 >= 1);\n  int d = (N + B - 1) / B;")), "more than 10000 operations"),
         ("min in a fact", program("  assume(min(N, B) >= 1);\n  int d = (N + B - 1) / B;"), "cannot appear in a fact"),
         ("contradiction", program("  assume(N < 0);\n  int d = (N + B - 1) / B;"), "contradict each other"),
+        // A negated comparison and a constant are facts Z3 reads too (they were accepted, and
+        // every leaf left unverified).
+        ("negation", program("  assume(!(N >= 1));\n  int d = (N + B - 1) / B;"), "p.mf:3:10: the facts of `f` contradict each other"),
+        ("zero", program("  assume(0);\n  int d = (N + B - 1) / B;"), "p.mf:3:10: the facts of `f` contradict each other"),
         // Remainders that contradict (`N` even and `N % 4 == 1`): refused, not left to `verify`.
         ("remainders", program("  assume(N % 2 == 0 && N % 4 == 1);\n  int d = (N + B - 1) / B;"), "p.mf:3:24: the facts of `f` contradict each other"),
         // Two remainders of one division by a parameter: Z3 left it unknown while each fact
