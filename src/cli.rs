@@ -19,7 +19,7 @@ file, line and column; an unreadable or unwritable file; a bad value, profile or
 fault); 2 usage error; 3 a defect found by verify (a race, barrier divergence, an out-of-bounds access, a \
 mismatch with the serial program, or a file in the directory that is not what the source generates); 4 \
 unverified or unfinished (Z3 unknown, a construct the model cannot express, a differential run \
-stopped by its step budget, --time-limit spent); 130 interrupted (Ctrl-C or SIGTERM: the work stops, tool runs \
+stopped by its step budget, --time-limit spent); 130 interrupted (Ctrl-C, SIGTERM, SIGHUP or SIGQUIT: the work stops, tool runs \
 and temporaries are removed, and an output not yet complete is not written; a second Ctrl-C ends it at once).";
 
 #[derive(Parser, Debug)]

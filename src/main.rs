@@ -12,7 +12,7 @@ const STACK_BYTES: usize = 64 << 20;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The first Ctrl-C or SIGTERM spends the time budget and stops tool runs, so the work winds
+/// The first Ctrl-C, SIGTERM, SIGHUP (a closed terminal or ssh session) or SIGQUIT spends the time budget and stops tool runs, so the work winds
 /// down, temporaries are removed and no output is replaced; a second one ends the process at
 /// once. Only atomic stores here: a signal handler may do nothing else safely.
 extern "C" fn on_interrupt(_signal: libc::c_int) {
@@ -26,7 +26,7 @@ extern "C" fn on_interrupt(_signal: libc::c_int) {
 }
 
 fn catch_interrupts() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: a zeroed `sigaction` is valid (no flags, empty mask), and the handler only
         // stores atomics or calls `_exit`.
         unsafe {

@@ -344,7 +344,7 @@ fn meaningless_counts_are_usage_errors_and_repeated_values_one_candidate() {
     assert_eq!(blocks, [1, 64]);
 }
 
-/// Ctrl-C (SIGINT) while `gen --ptxas` compiles: the work stops, nvcc and what it started are
+/// Ctrl-C (SIGINT), or SIGHUP, while `gen --ptxas` compiles: the work stops, nvcc and what it started are
 /// killed, every temporary (metafork's and nvcc's own) is removed, no output is written, and
 /// the exit status is 130. Z3's own SIGINT handler, installed per check from several threads,
 /// used to swallow the signal or crash the process.
@@ -357,29 +357,32 @@ fn an_interrupt_stops_the_work_and_leaves_nothing_behind() {
     let tmp = dir.join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let out_dir = dir.join("out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_metafork"))
-        .args(["gen", "--emit-cuda", "--ptxas", "sm_90", &example("matmul.mf"), "-o", out_dir.to_str().unwrap()])
-        .env("TMPDIR", &tmp)
-        .env_remove("METAFORK_CACHE_DIR")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Signalled once a compile is under way (its temporary directory exists).
-    let start = std::time::Instant::now();
-    while std::fs::read_dir(&tmp).unwrap().next().is_none() {
-        assert!(child.try_wait().unwrap().is_none(), "gen ended before its first compile");
-        assert!(start.elapsed() < std::time::Duration::from_secs(120), "no compile started");
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    // SIGHUP (a closed terminal, a dropped ssh session) as Ctrl-C: it left the temporaries.
+    for signal in [libc::SIGINT, libc::SIGHUP] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_metafork"))
+            .args(["gen", "--emit-cuda", "--ptxas", "sm_90", &example("matmul.mf"), "-o", out_dir.to_str().unwrap()])
+            .env("TMPDIR", &tmp)
+            .env_remove("METAFORK_CACHE_DIR")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Signalled once a compile is under way (its temporary directory exists).
+        let start = std::time::Instant::now();
+        while std::fs::read_dir(&tmp).unwrap().next().is_none() {
+            assert!(child.try_wait().unwrap().is_none(), "gen ended before its first compile");
+            assert!(start.elapsed() < std::time::Duration::from_secs(120), "no compile started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let out = finished_within(child, 60, "gen after the signal");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{err}");
+        assert!(err.contains("metafork: interrupted"), "{err}");
+        assert!(!out_dir.exists(), "an interrupted gen wrote its output");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "temporaries left behind: {left:?}");
     }
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
-    let out = finished_within(child, 60, "gen after Ctrl-C");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(err.contains("metafork: interrupted"), "{err}");
-    assert!(!out_dir.exists(), "an interrupted gen wrote its output");
-    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(left.is_empty(), "temporaries left behind: {left:?}");
     // During `verify`, Z3 checks run on every core: the interrupt still reaches metafork.
     let generated = metafork(&["gen", "--emit-cuda", &example("matmul.mf"), "-o", out_dir.to_str().unwrap()]);
     assert!(generated.status.success(), "{}", String::from_utf8_lossy(&generated.stderr));
