@@ -618,9 +618,12 @@ pub fn launch_params(function: &KernelFunction, kernel: &Kernel) -> Vec<(String,
         .filter(|p| !derived.contains(&p.name.as_str()))
         .map(|p| {
             let name = c_ident(&p.name).into_owned();
+            // An array as the program spells its type: a caller's `char *` is no `signed char *`
+            // in C++, nor a `long long *` a `long *`. A scalar converts implicitly, and keeps the
+            // kernel's spelling (a `signed char` value says what the kernel computes with).
             let decl = match &p.kind {
                 KernelParamKind::Scalar(t) => format!("{t} {name}"),
-                KernelParamKind::Array { elem, is_const, .. } => format!("{}{elem} *{name}", if *is_const { "const " } else { "" }),
+                KernelParamKind::Array { elem, is_const, .. } => format!("{}{} *{name}", if *is_const { "const " } else { "" }, function.spelling_of(&p.name).unwrap_or(elem.c_name())),
             };
             (decl, name)
         })
@@ -695,7 +698,19 @@ fn emit_launch(out: &mut String, function: &KernelFunction, kernel: &Kernel) -> 
         let _ = writeln!(out, "  if (metafork_overlap({na}, {}, {nb}, {})) return cudaErrorInvalidValue;  // `{na}` and `{nb}` overlap", array_bytes(a)?, array_bytes(b)?);
     }
     let _ = writeln!(out, "  size_t metafork_shared_bytes = (size_t){};", shared_bytes_expr(kernel)?);
-    let args: Vec<String> = kernel.params.iter().map(|p| c_ident(&p.name).into_owned()).collect();
+    // An array the program spells otherwise than the kernel (`char` for `signed char`, `long
+    // long` for `long`: the same bytes) is passed as the kernel's type.
+    let args: Vec<String> = kernel
+        .params
+        .iter()
+        .map(|p| {
+            let name = c_ident(&p.name).into_owned();
+            match &p.kind {
+                KernelParamKind::Array { elem, is_const, .. } if function.spelling_of(&p.name).is_some_and(|s| s != elem.c_name()) => format!("({}{} *){name}", if *is_const { "const " } else { "" }, elem.c_name()),
+                _ => name,
+            }
+        })
+        .collect();
     let _ = writeln!(out, "  {}<<<dim3(metafork_grid_x, metafork_grid_y, metafork_grid_z), dim3(metafork_block_x, metafork_block_y, metafork_block_z), metafork_shared_bytes, metafork_stream>>>({});", kernel.name, args.join(", "));
     let _ = writeln!(out, "  return cudaGetLastError();");
     let _ = writeln!(out, "}}");

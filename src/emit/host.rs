@@ -240,8 +240,10 @@ pub fn driver(source: &str, function: &KernelFunction, trees: &[&Tree]) -> Resul
     let params: Vec<String> = function
         .params
         .iter()
+        // Arrays as the program spells their types (`char *`, `long long *`): what a caller's
+        // C++ passes (`cuda::launch_params`).
         .map(|p| match function.array(&p.name) {
-            Some(a) => format!("{}{} *{}", if a.is_const { "const " } else { "" }, a.elem, c_ident(&p.name)),
+            Some(a) => format!("{}{} *{}", if a.is_const { "const " } else { "" }, p.spelling, c_ident(&p.name)),
             None => format!("{} {}", p.ty, c_ident(&p.name)),
         })
         .chain(["cudaStream_t metafork_stream", "cudaError_t *metafork_cuda_error", "const char **metafork_detail"].map(String::from))

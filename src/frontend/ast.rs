@@ -87,6 +87,9 @@ pub struct Function {
 pub struct Param {
     pub name: Ident,
     pub ty: ScalarType,
+    /// The type as the program spells it, for host-facing C++ (`char`, `long long`), where
+    /// `ty`'s own spelling (`signed char`, `long`) is a distinct type.
+    pub spelling: &'static str,
     pub is_const: bool,
     pub dims: Vec<Expr>,
     pub span: Span,

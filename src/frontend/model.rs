@@ -33,6 +33,8 @@ pub enum Role {
 pub struct ParamInfo {
     pub name: String,
     pub ty: ScalarType,
+    /// The type as the program spells it (`ast::Param::spelling`).
+    pub spelling: &'static str,
     pub role: Role,
     pub span: Span,
 }
@@ -139,6 +141,13 @@ pub struct KernelFunction {
 }
 
 impl KernelFunction {
+    /// Parameter `name`'s type as the program spells it (`char`, `long long`), for the
+    /// declarations a caller's C++ passes its values to; the kernels take the same values as
+    /// `ScalarType::c_name` spells them. `None` for a name that is no parameter.
+    pub fn spelling_of(&self, name: &str) -> Option<&'static str> {
+        self.params.iter().find(|p| p.name == name).map(|p| p.spelling)
+    }
+
     /// The derived scalars `schedule` can see, in definition order: those whose definitions
     /// read only parameters, the schedule's own host loop counters and scalars it sees. A
     /// scalar defined in a host loop's body from its counter (`int s = 2 * t`, or the counter

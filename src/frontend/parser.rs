@@ -180,6 +180,13 @@ impl Parser {
     }
 
     fn scalar_type(&mut self) -> Option<ScalarType> {
+        self.spelled_scalar_type().map(|(t, _)| t)
+    }
+
+    /// A scalar type and its C spelling as a caller's C or C++ names it (`char`, `long long`):
+    /// `char` and `signed char`, `long` and `long long` are one type here, but distinct types
+    /// of C++, so the host-facing declarations keep the program's ([`Param::spelling`]).
+    fn spelled_scalar_type(&mut self) -> Option<(ScalarType, &'static str)> {
         let t = match self.peek() {
             Tok::Sym("char") => ScalarType::Char,
             Tok::Sym("int") => ScalarType::Int,
@@ -190,12 +197,20 @@ impl Parser {
         };
         self.bump();
         // `long int` and `long long` mean long.
-        if t == ScalarType::Long {
-            while self.is("long") || self.is("int") {
-                self.bump();
+        let mut spelling = t.c_name();
+        match t {
+            ScalarType::Char => spelling = "char",
+            ScalarType::Long => {
+                while self.is("long") || self.is("int") {
+                    if self.is("long") {
+                        spelling = "long long";
+                    }
+                    self.bump();
+                }
             }
+            _ => {}
         }
-        Some(t)
+        Some((t, spelling))
     }
 
     fn refuse_if_unsupported_word(&self) -> PResult<()> {
@@ -258,7 +273,7 @@ impl Parser {
     fn param(&mut self) -> PResult<Param> {
         let start = self.span();
         let mut is_const = self.eat("const");
-        let Some(ty) = self.scalar_type() else {
+        let Some((ty, spelling)) = self.spelled_scalar_type() else {
             self.refuse_if_unsupported_word()?;
             return Err(self.error_here(
                 format!("expected a parameter type (`char`, `int`, `long`, `float`, `double`), found {}", describe(self.peek())),
@@ -284,7 +299,7 @@ impl Parser {
             dims.push(self.expr()?);
             self.expect("]", "to close the array extent")?;
         }
-        Ok(Param { name, ty, is_const, dims, span: start.to(self.prev_span()) })
+        Ok(Param { name, ty, spelling, is_const, dims, span: start.to(self.prev_span()) })
     }
 
     fn block(&mut self) -> PResult<Stmt> {

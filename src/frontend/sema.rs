@@ -443,7 +443,7 @@ impl Checker<'_> {
             } else {
                 Role::ProgramParameter
             };
-            infos.push(ParamInfo { name: p.name.name.clone(), ty: p.ty, role, span: p.name.span });
+            infos.push(ParamInfo { name: p.name.name.clone(), ty: p.ty, spelling: p.spelling, role, span: p.name.span });
         }
         self.data_params = data;
         (infos, arrays)

@@ -152,7 +152,9 @@ fn launch_block(function: &KernelFunction, s: &ScheduleKernels, pad: &str, out: 
     for (k, a) in function.arrays.iter().enumerate() {
         let c = if a.is_const { "const " } else { "" };
         let n = c_ident(&a.name);
-        let _ = writeln!(out, "{pad}    {c}{} *{n} = ({c}{} *)metafork_device[{k}]; (void){n};", a.elem, a.elem);
+        // Typed as the launch functions take them: as the program spells the type.
+        let t = function.spelling_of(&a.name).unwrap_or(a.elem.c_name());
+        let _ = writeln!(out, "{pad}    {c}{t} *{n} = ({c}{t} *)metafork_device[{k}]; (void){n};");
     }
     let _ = writeln!(out, "{pad}    switch (metafork_which) {{");
     for (i, (name, _)) in s.kernels.iter().enumerate() {

@@ -224,9 +224,11 @@ impl Harness<'_> {
         for v in function.params.iter().filter(|p| p.role == Role::Value) {
             let _ = writeln!(out, "  const {} {} = 0.5;", v.ty, c_ident(&v.name));
         }
+        // Device pointers for the launch functions, typed as the program spells them.
         for (k, a) in function.arrays.iter().enumerate() {
             let c = if a.is_const { "const " } else { "" };
-            let _ = writeln!(out, "  {c}{} *{} = ({c}{} *)metafork_arrays[{k}].device;", a.elem, c_ident(&a.name), a.elem);
+            let t = function.spelling_of(&a.name).unwrap_or(a.elem.c_name());
+            let _ = writeln!(out, "  {c}{t} *{} = ({c}{t} *)metafork_arrays[{k}].device;", c_ident(&a.name));
         }
         let mut indent = "  ".to_string();
         for h in &schedule.host_loops {
