@@ -97,6 +97,19 @@ fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgr
             };
             return Err(Failure::input(command::render(name, text, d, color)));
         }
+        // An array extent the facts keep below 1 (`float a[-N]` with `N >= 1`): C leaves such an
+        // array undefined, and every access to it would be out of bounds.
+        let machine = crate::tree::MachineSymbols::avoiding(&function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect());
+        let facts = crate::tree::root_constraints(function, &machine);
+        for a in &function.arrays {
+            for (extent, written) in a.extents.iter().zip(&a.extent_exprs) {
+                let some_element = facts.clone().with(constraints::Constraint::ge(extent, &constraints::Poly::one()));
+                if matches!(backend.check(&some_element), constraints::solver::CheckResult::Unsat) {
+                    let d = crate::frontend::Diagnostic::new(written.span, format!("the extent `{written}` of array `{}` is below 1 for every value the facts of `{}` allow: C leaves such an array undefined", a.name, function.name), "never positive").with_note("an extent is a number of elements; check its sign, or the facts that bound it");
+                    return Err(Failure::input(command::render(name, text, d, color)));
+                }
+            }
+        }
     }
     Ok(())
 }

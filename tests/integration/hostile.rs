@@ -361,6 +361,8 @@ fn what_crashed_or_hung_is_now_a_clear_error() {
         // every leaf left unverified).
         ("negation", program("  assume(!(N >= 1));\n  int d = (N + B - 1) / B;"), "p.mf:3:10: the facts of `f` contradict each other"),
         ("zero", program("  assume(0);\n  int d = (N + B - 1) / B;"), "p.mf:3:10: the facts of `f` contradict each other"),
+        // An extent the facts keep negative was accepted, then reported as an extent of 0.
+        ("negative extent", program("  int d = (N + B - 1) / B;").replacen("const float a[N]", "const float a[1 - N]", 1).replace("  assume(N >= 1 && B >= 1);", "  assume(N >= 2 && B >= 1);"), "p.mf:1:36: the extent `1 - N` of array `a` is below 1 for every value the facts of `f` allow"),
         // Remainders that contradict (`N` even and `N % 4 == 1`): refused, not left to `verify`.
         ("remainders", program("  assume(N % 2 == 0 && N % 4 == 1);\n  int d = (N + B - 1) / B;"), "p.mf:3:24: the facts of `f` contradict each other"),
         // Two remainders of one division by a parameter: Z3 left it unknown while each fact
