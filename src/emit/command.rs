@@ -99,8 +99,7 @@ fn contradiction(name: &str, text: &str, program: &crate::frontend::CheckedProgr
         }
         // An array extent the facts keep below 1 (`float a[-N]` with `N >= 1`): C leaves such an
         // array undefined, and every access to it would be out of bounds.
-        let machine = crate::tree::MachineSymbols::avoiding(&function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect());
-        let facts = crate::tree::root_constraints(function, &machine);
+        let facts = crate::tree::program_root_constraints(function);
         for a in &function.arrays {
             for (extent, written) in a.extents.iter().zip(&a.extent_exprs) {
                 let some_element = facts.clone().with(constraints::Constraint::ge(extent, &constraints::Poly::one()));
@@ -138,8 +137,7 @@ fn as_written_points(program: &crate::frontend::CheckedProgram) -> Vec<Option<Ve
         .kernels
         .iter()
         .map(|function| {
-            let machine = crate::tree::MachineSymbols::avoiding(&function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect());
-            let system = crate::tree::root_constraints(function, &machine);
+            let system = crate::tree::program_root_constraints(function);
             crate::verify::sample::points(function, &system, &backend, 2, 16, 0x7261_6365).ok()
         })
         .collect()

@@ -104,6 +104,12 @@ pub(super) fn program_symbols(function: &KernelFunction) -> BTreeSet<String> {
     function.params.iter().map(|p| p.name.clone()).chain(function.derived.iter().map(|d| d.name.clone())).collect()
 }
 
+/// [`root_constraints`] with the machine symbols named apart from the program's own (as a
+/// tree's are): what `gen`'s checks before the build read the facts through.
+pub fn program_root_constraints(function: &KernelFunction) -> System {
+    root_constraints(function, &MachineSymbols::avoiding(&program_symbols(function)))
+}
+
 /// The error a tree build ends with when the time budget ([`constraints::budget`]) is spent.
 pub const BUDGET_SPENT: &str = "the time budget ran out before the tree was built";
 

@@ -410,5 +410,5 @@ mod settle;
 mod speculate;
 
 use build::{add_machine_symbol, take, Builder, Evaluated};
-pub use build::{build, build_all, root_constraints, strategy_variants, BUDGET_SPENT};
+pub use build::{build, build_all, program_root_constraints, root_constraints, strategy_variants, BUDGET_SPENT};
 pub use occupancy::{occupancy_allows, warp_allocation};

@@ -79,8 +79,4 @@ impl Truncations {
             Some(format!("`{division}` has remainder {r} at {}", values.join(", ")))
         })
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.divisions.is_empty()
-    }
 }
