@@ -527,7 +527,7 @@ impl<'b> Collector<'b> {
         // and `(X % D) % d == X % d` (`i % (H*W) / W` is `i / W % H`), the digits of `X`.
         if let Some((dividend, wide)) = x.as_var().and_then(|v| self.aux_defs.get(v.name())).filter(|def| !def.quotient).map(|def| (def.dividend.clone(), def.divisor.clone())) {
             if let Some(rest) = wide.divide_exact(&d).filter(|rest| *rest != Poly::one() && rest.terms().all(|(_, k)| k.is_integer())) {
-                if self.holds(ctx, &Constraint::ge(&rest, &Poly::one())) && self.holds(ctx, &Constraint::ge(&dividend, &Poly::zero())) {
+                if self.proves(ctx, &Constraint::ge(&rest, &Poly::one())) && self.proves(ctx, &Constraint::ge(&dividend, &Poly::zero())) {
                     let (q1, r1) = self.nonnegative_division(dividend, d, ctx);
                     let (_, digit) = self.nonnegative_division(q1, rest, ctx);
                     return (digit, r1);
@@ -555,7 +555,7 @@ impl<'b> Collector<'b> {
                 .filter(|(_, rest)| rest.terms().all(|(_, k)| k.is_integer()))
                 .collect();
             for (q_wide, rest) in wider {
-                if !self.holds(ctx, &Constraint::ge(&rest, &Poly::one())) {
+                if !self.proves(ctx, &Constraint::ge(&rest, &Poly::one())) {
                     continue;
                 }
                 let r_name = q_wide.replacen(AUX_QUOTIENT, AUX_REMAINDER, 1);
@@ -588,11 +588,6 @@ impl<'b> Collector<'b> {
         p
     }
 
-    /// Whether `fact` holds under `ctx`: constant-true, or proved by Z3.
-    fn holds(&self, ctx: &System, fact: &Constraint) -> bool {
-        self.proves(ctx, fact)
-    }
-
     /// For `x / d` with `x >= 0`: the largest divisor `a` (a proper factor of `d`) that `x` was
     /// already floor-divided by, and `d / a`, proved `>= 1` under `ctx`. Then
     /// `x / d == (x / a) / (d / a)` and `x % d == ((x / a) % (d / a))*a + x % a`, since
@@ -612,7 +607,7 @@ impl<'b> Collector<'b> {
             if best.as_ref().is_some_and(|(b, _)| b.total_degree() >= inner.total_degree()) {
                 continue;
             }
-            if self.holds(ctx, &Constraint::ge(&rest, &Poly::one())) {
+            if self.proves(ctx, &Constraint::ge(&rest, &Poly::one())) {
                 best = Some((inner, rest));
             }
         }
